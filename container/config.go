@@ -1,0 +1,203 @@
+package container
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// decodeConfig builds p's config value from a row's config map: fresh defaults from
+// p.Config, each key decoded onto the struct field whose `yaml` tag names it, then
+// Validate. Errors name the key.
+func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
+	if p.Config == nil {
+		if len(raw) > 0 {
+			keys := sortedKeys(raw)
+			return nil, fmt.Errorf("config: unknown key %q (%s takes no config)", keys[0], p.Name)
+		}
+		return nil, nil
+	}
+	cfg := p.Config()
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("config: %s declares a config of type %T, want a pointer to a struct", p.Name, cfg)
+	}
+	if err := decodeStruct(v.Elem(), raw, ""); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if val, ok := cfg.(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func fieldKey(f reflect.StructField) string {
+	tag := f.Tag.Get("yaml")
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "-" {
+		return ""
+	}
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+func decodeStruct(dst reflect.Value, raw map[string]any, prefix string) error {
+	t := dst.Type()
+	fields := map[string]int{}
+	var known []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if k := fieldKey(f); k != "" {
+			fields[k] = i
+			known = append(known, k)
+		}
+	}
+	sort.Strings(known)
+	for _, k := range sortedKeys(raw) {
+		i, ok := fields[k]
+		if !ok {
+			return fmt.Errorf("unknown key %q (known keys: %s)", prefix+k, strings.Join(known, ", "))
+		}
+		if err := decodeValue(dst.Field(i), raw[k], prefix+k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decodeValue(dst reflect.Value, v any, key string) error {
+	if v == nil {
+		dst.Set(reflect.Zero(dst.Type()))
+		return nil
+	}
+	mismatch := func(want string) error {
+		return fmt.Errorf("key %q: expected %s, got %s", key, want, describe(v))
+	}
+	switch dst.Kind() {
+	case reflect.Interface:
+		dst.Set(reflect.ValueOf(v))
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			return mismatch("a string")
+		}
+		dst.SetString(s)
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			return mismatch("a boolean")
+		}
+		dst.SetBool(b)
+	case reflect.Float32, reflect.Float64:
+		f, ok := toFloat(v)
+		if !ok {
+			return mismatch("a number")
+		}
+		dst.SetFloat(f)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		f, ok := toFloat(v)
+		if !ok || f != math.Trunc(f) || math.IsInf(f, 0) {
+			return mismatch("an integer")
+		}
+		if dst.OverflowInt(int64(f)) || f > math.MaxInt64 || f < math.MinInt64 {
+			return fmt.Errorf("key %q: %v is out of range", key, v)
+		}
+		dst.SetInt(int64(f))
+	case reflect.Pointer:
+		elem := reflect.New(dst.Type().Elem())
+		if err := decodeValue(elem.Elem(), v, key); err != nil {
+			return err
+		}
+		dst.Set(elem)
+	case reflect.Slice:
+		items, ok := v.([]any)
+		if !ok {
+			return mismatch("a list")
+		}
+		out := reflect.MakeSlice(dst.Type(), len(items), len(items))
+		for i, it := range items {
+			if err := decodeValue(out.Index(i), it, fmt.Sprintf("%s[%d]", key, i)); err != nil {
+				return err
+			}
+		}
+		dst.Set(out)
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok || dst.Type().Key().Kind() != reflect.String {
+			return mismatch("a mapping")
+		}
+		out := reflect.MakeMapWithSize(dst.Type(), len(m))
+		for _, k := range sortedKeys(m) {
+			ev := reflect.New(dst.Type().Elem()).Elem()
+			if err := decodeValue(ev, m[k], key+"."+k); err != nil {
+				return err
+			}
+			out.SetMapIndex(reflect.ValueOf(k).Convert(dst.Type().Key()), ev)
+		}
+		dst.Set(out)
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return mismatch("a mapping")
+		}
+		return decodeStruct(dst, m, key+".")
+	default:
+		return fmt.Errorf("key %q: unsupported config field type %s", key, dst.Type())
+	}
+	return nil
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+func describe(v any) string {
+	switch v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	if _, ok := toFloat(v); ok {
+		return fmt.Sprintf("the number %v", v)
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,216 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Scope is what a registry needs from an activation to own a registration: a way to be
+// told when the activation ends. *Context implements it.
+type Scope interface {
+	// Defer runs fn when the activation ends (disposers run in reverse order).
+	Defer(fn func())
+	// Context is cancelled when the activation ends.
+	Context() context.Context
+}
+
+// Context is one activation of a fiber. Apply receives it and registers everything
+// through it; when the activation ends (unload, dispose, failure) the context is
+// cancelled, every disposer runs in reverse order and every goroutine started by Go is
+// waited for. Methods are safe for concurrent use and remain valid (as no-ops or
+// lookups) after the activation ended.
+type Context struct {
+	rt     *Runtime
+	fiber  *fiber
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    *slog.Logger
+
+	mu          sync.Mutex
+	ended       bool
+	disposers   []func()
+	provided    map[string]any
+	sessionEnds []func(sessionID string)
+	wg          sync.WaitGroup
+}
+
+// ID is the profile row id of this fiber.
+func (c *Context) ID() string { return c.fiber.row.ID }
+
+// PluginName is the canonical catalog name of the plugin this fiber mounts.
+func (c *Context) PluginName() string { return c.fiber.plugin.Name }
+
+// Context is cancelled when the activation ends.
+func (c *Context) Context() context.Context { return c.ctx }
+
+// Logger is the harness logger annotated with this row.
+func (c *Context) Logger() *slog.Logger { return c.log }
+
+// Provide publishes service under name. name must be in the plugin's Provide list; the
+// service becomes visible to others when Apply returns successfully.
+func (c *Context) Provide(name string, service any) error {
+	if !c.fiber.plugin.provides(name) {
+		return fmt.Errorf("%s: provide %q: not in the plugin's declared provide list", c.fiber.plugin.Name, name)
+	}
+	if service == nil {
+		return fmt.Errorf("%s: provide %q: nil service", c.fiber.plugin.Name, name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.provided == nil {
+		c.provided = map[string]any{}
+	}
+	if _, dup := c.provided[name]; dup {
+		return fmt.Errorf("%s: provide %q: already provided by this activation", c.fiber.plugin.Name, name)
+	}
+	c.provided[name] = service
+	return nil
+}
+
+// Service returns an injected service (one listed in the plugin's Inject). It is stable
+// for the whole activation: when the provider goes away this activation ends first.
+func (c *Context) Service(name string) (any, error) {
+	injected := false
+	for _, s := range c.fiber.plugin.Inject {
+		injected = injected || s == name
+	}
+	if !injected {
+		return nil, fmt.Errorf("%s: service %q is not in the plugin's inject list", c.fiber.plugin.Name, name)
+	}
+	v, ok := c.rt.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%s: injected service %q is missing", c.fiber.plugin.Name, name)
+	}
+	return v, nil
+}
+
+// Lookup returns the service currently provided under name, if any. Use it at call time
+// for optional services (jobs, approval) that a plugin does not inject.
+func (c *Context) Lookup(name string) (any, bool) { return c.rt.Lookup(name) }
+
+// Defer registers fn to run when the activation ends. Disposers run in reverse order of
+// registration; a panicking disposer is logged and the rest still run. After the
+// activation ended, fn runs at once.
+func (c *Context) Defer(fn func()) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		fn()
+		return
+	}
+	c.disposers = append(c.disposers, fn)
+	c.mu.Unlock()
+}
+
+// Go runs fn in a goroutine owned by the activation: its ctx is cancelled when the
+// activation ends, and the end waits for fn to return.
+func (c *Context) Go(fn func(ctx context.Context)) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error("goroutine panicked", "panic", fmt.Sprint(p))
+			}
+		}()
+		fn(c.ctx)
+	}()
+}
+
+// OnSessionEnd registers fn to run when a harness session ends (Runtime.EndSession). The
+// registration is owned by the activation.
+func (c *Context) OnSessionEnd(fn func(sessionID string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ended {
+		c.sessionEnds = append(c.sessionEnds, fn)
+	}
+}
+
+// SetDetail records a short human-readable note shown in this row's status (for
+// example which process-isolation mode is active).
+func (c *Context) SetDetail(detail string) {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	if c.fiber.act == c {
+		c.fiber.detail = detail
+	}
+}
+
+// Injected returns the injected service name as a T.
+func Injected[T any](c *Context, name string) (T, error) {
+	var zero T
+	v, err := c.Service(name)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := v.(T)
+	if !ok {
+		return zero, fmt.Errorf("%s: injected service %q is %T, want %v", c.fiber.plugin.Name, name, v, reflect.TypeFor[T]())
+	}
+	return t, nil
+}
+
+// LookupAs returns the service currently provided under name if it exists and is a T.
+func LookupAs[T any](c *Context, name string) (T, bool) {
+	var zero T
+	v, ok := c.rt.Lookup(name)
+	if !ok {
+		return zero, false
+	}
+	t, ok := v.(T)
+	return t, ok
+}
+
+// end cancels the activation and runs its disposers in reverse order, then waits for its
+// goroutines. Called by the runtime only, never under Runtime.mu.
+func (c *Context) end() {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.ended = true
+	disposers := c.disposers
+	c.disposers = nil
+	c.sessionEnds = nil
+	c.mu.Unlock()
+
+	c.cancel()
+	for i := len(disposers) - 1; i >= 0; i-- {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					c.log.Error("disposer panicked", "panic", fmt.Sprint(p))
+				}
+			}()
+			disposers[i]()
+		}()
+	}
+	waited := make(chan struct{})
+	go func() { c.wg.Wait(); close(waited) }()
+	t := time.NewTimer(c.rt.opts.StopTimeout)
+	defer t.Stop()
+	select {
+	case <-waited:
+	case <-t.C:
+		c.log.Error("goroutines did not stop after the activation ended; continuing without them", "waited", c.rt.opts.StopTimeout)
+	}
+}
+
+func (c *Context) sessionHooks() []func(string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sessionEnds)
+}

@@ -1,0 +1,136 @@
+// Package container is dsh's plugin runtime: a catalog of plugin declarations, profile rows
+// mounted as fibers, services provided and injected by name, and Cordis-style activation:
+// a fiber stays pending until every service it injects exists, and goes back to pending
+// (by itself, dependents first) when one of them goes away.
+//
+// fx owns what is static (the catalog, logging, lifecycle); the dynamic part lives here.
+package container
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Plugin is a plugin declaration: what the catalog holds and a profile row mounts.
+// A plugin package exports exactly one.
+type Plugin struct {
+	// Name is the catalog name used in profiles (e.g. "bash-local").
+	Name string
+	// Aliases are other names the plugin answers to, e.g. the official
+	// "@deepseek-ai/dsh-bash-local" specifier.
+	Aliases []string
+	// Inject lists the services the plugin needs; all are required. The fiber stays
+	// pending until every one exists.
+	Inject []string
+	// Provide lists the services Apply must provide through Context.Provide.
+	Provide []string
+	// Config returns a fresh config value (a pointer to a struct) with every default
+	// applied. A row's config map is decoded onto it (keys match the fields' `yaml`
+	// tags; unknown keys are errors); if it implements Validator, Validate runs next.
+	// Nil means the plugin takes no config.
+	Config func() any
+	// Apply activates the plugin. Everything it registers goes through ctx and is undone,
+	// in reverse order, when the activation ends. config is the value Config returned,
+	// decoded and validated (nil when Config is nil).
+	Apply func(ctx *Context, config any) error
+}
+
+// Validator is implemented by config values that check themselves after decoding.
+type Validator interface {
+	Validate() error
+}
+
+// Catalog is the set of plugin declarations a runtime can mount, sorted by name.
+type Catalog struct {
+	plugins   []*Plugin
+	byName    map[string]*Plugin
+	providers map[string][]string
+}
+
+// NewCatalog builds a catalog. A duplicate name or alias (across all plugins), an empty
+// name, or a missing Apply is an error.
+func NewCatalog(plugins ...Plugin) (*Catalog, error) {
+	c := &Catalog{byName: map[string]*Plugin{}, providers: map[string][]string{}}
+	sorted := make([]*Plugin, 0, len(plugins))
+	for i := range plugins {
+		p := plugins[i]
+		sorted = append(sorted, &p)
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	var errs []error
+	for _, p := range sorted {
+		if p.Name == "" {
+			errs = append(errs, errors.New("catalog: plugin with an empty name"))
+			continue
+		}
+		if p.Apply == nil {
+			errs = append(errs, fmt.Errorf("catalog: plugin %q has no Apply", p.Name))
+		}
+		for _, n := range append([]string{p.Name}, p.Aliases...) {
+			if prev, dup := c.byName[n]; dup {
+				errs = append(errs, fmt.Errorf("catalog: name %q is declared by both %q and %q", n, prev.Name, p.Name))
+				continue
+			}
+			c.byName[n] = p
+		}
+		for _, s := range p.Provide {
+			c.providers[s] = append(c.providers[s], p.Name)
+		}
+		c.plugins = append(c.plugins, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// Plugins returns the declarations sorted by name.
+func (c *Catalog) Plugins() []Plugin {
+	out := make([]Plugin, len(c.plugins))
+	for i, p := range c.plugins {
+		out[i] = *p
+	}
+	return out
+}
+
+// Lookup finds a plugin by name or alias.
+func (c *Catalog) Lookup(name string) (Plugin, bool) {
+	p, ok := c.byName[name]
+	if !ok {
+		return Plugin{}, false
+	}
+	return *p, true
+}
+
+func (c *Catalog) lookup(name string) (*Plugin, error) {
+	p, ok := c.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("module not found: %s", name)
+	}
+	return p, nil
+}
+
+// Providers returns the names of the catalog plugins that declare they provide service,
+// sorted.
+func (c *Catalog) Providers(service string) []string {
+	return append([]string(nil), c.providers[service]...)
+}
+
+func (p *Plugin) provides(service string) bool {
+	for _, s := range p.Provide {
+		if s == service {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,720 @@
+package container
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"context"
+)
+
+// State is a fiber's lifecycle state.
+type State string
+
+// Fiber states. A fiber is pending while an injected service is missing, loading while
+// Apply runs, active afterwards; failed keeps its error until its config changes or the
+// harness restarts; unloading while its activation ends; disposed once removed.
+const (
+	StatePending   State = "pending"
+	StateLoading   State = "loading"
+	StateActive    State = "active"
+	StateFailed    State = "failed"
+	StateUnloading State = "unloading"
+	StateDisposed  State = "disposed"
+)
+
+// exclusiveServices may have only one enabled provider in a profile: a second one is a
+// validation error, not a runtime failure.
+var exclusiveServices = []string{"shell"}
+
+// Options configure a Runtime. Zero values take the defaults noted.
+type Options struct {
+	// Logger receives runtime and plugin logs (default: slog.Default()).
+	Logger *slog.Logger
+	// ApplyWarnAfter is how long an Apply may run before it is reported as hung
+	// (default 10s). The report is a log line and the row's status error.
+	ApplyWarnAfter time.Duration
+	// StopTimeout bounds the wait for an activation's goroutines when it ends
+	// (default 10s).
+	StopTimeout time.Duration
+}
+
+// Row is one mounted profile row.
+type Row struct {
+	// ID is unique within a profile; reload diffs by it.
+	ID string
+	// Plugin is the plugin's catalog name or alias.
+	Plugin string
+	// Config is decoded onto the plugin's config value.
+	Config map[string]any
+	// Disabled rows are not mounted.
+	Disabled bool
+	// Source names the file the row came from, for errors.
+	Source string
+}
+
+// RowError is an error about one profile row: it names the file, the row and what was wrong.
+type RowError struct {
+	Source string
+	Row    string
+	Err    error
+}
+
+func (e *RowError) Error() string {
+	if e.Source == "" {
+		return fmt.Sprintf("row %q: %v", e.Row, e.Err)
+	}
+	return fmt.Sprintf("%s: row %q: %v", e.Source, e.Row, e.Err)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
+type fiber struct {
+	row    Row
+	plugin *Plugin
+	state  State
+	err    error
+	since  time.Time
+	seq    uint64 // activation order; 0 when not active
+	act    *Context
+	detail string
+}
+
+type provision struct {
+	fiber *fiber
+	value any
+}
+
+// Runtime mounts rows as fibers and keeps their activations consistent with the services
+// that exist. Operations (Compose, Mount, Unmount, EndSession, Close) are serialized and
+// run plugin code; Lookup and Status never wait for plugin code. Plugin code must not
+// call the operation methods.
+type Runtime struct {
+	catalog *Catalog
+	opts    Options
+	log     *slog.Logger
+
+	op sync.Mutex // serializes operations; plugin code runs while it is held
+
+	mu        sync.RWMutex // guards everything below; never held while plugin code runs
+	order     []*fiber
+	byID      map[string]*fiber
+	services  map[string]provision
+	consumers map[string][]*fiber
+	seq       uint64
+	profile   string
+	reloadErr string
+	closed    bool
+
+	subMu  sync.Mutex
+	subs   map[int]func()
+	nextID int
+}
+
+// Subscribe registers fn to run after every operation that may have changed the
+// composition (Compose, Mount, Unmount, Close, a reload attempt). fn runs outside every
+// runtime lock and may call Lookup or Status. The returned func unsubscribes.
+func (r *Runtime) Subscribe(fn func()) (cancel func()) {
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
+	if r.subs == nil {
+		r.subs = map[int]func(){}
+	}
+	id := r.nextID
+	r.nextID++
+	r.subs[id] = fn
+	return func() {
+		r.subMu.Lock()
+		defer r.subMu.Unlock()
+		delete(r.subs, id)
+	}
+}
+
+func (r *Runtime) notify() {
+	r.subMu.Lock()
+	ids := make([]int, 0, len(r.subs))
+	for id := range r.subs {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	fns := make([]func(), 0, len(ids))
+	for _, id := range ids {
+		fns = append(fns, r.subs[id])
+	}
+	r.subMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// NewRuntime returns an empty runtime over catalog.
+func NewRuntime(catalog *Catalog, opts Options) *Runtime {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ApplyWarnAfter <= 0 {
+		opts.ApplyWarnAfter = 10 * time.Second
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 10 * time.Second
+	}
+	return &Runtime{
+		catalog:   catalog,
+		opts:      opts,
+		log:       opts.Logger,
+		byID:      map[string]*fiber{},
+		services:  map[string]provision{},
+		consumers: map[string][]*fiber{},
+	}
+}
+
+// Catalog returns the runtime's catalog.
+func (r *Runtime) Catalog() *Catalog { return r.catalog }
+
+// Lookup returns the service currently provided under name.
+func (r *Runtime) Lookup(name string) (any, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.services[name]
+	return p.value, ok
+}
+
+// Validate checks rows as a whole without changing anything: ids, plugin names, configs,
+// exclusive services and inject/provide cycles. Disabled rows are only checked for ids.
+func (r *Runtime) Validate(rows []Row) error {
+	_, err := r.prepare(rows)
+	return err
+}
+
+type preparedRow struct {
+	row    Row
+	plugin *Plugin
+}
+
+func (r *Runtime) prepare(rows []Row) ([]preparedRow, error) {
+	var errs []error
+	seen := map[string]bool{}
+	var out []preparedRow
+	for _, row := range rows {
+		if row.ID == "" {
+			errs = append(errs, &RowError{Source: row.Source, Row: row.Plugin, Err: errors.New("missing id")})
+			continue
+		}
+		if seen[row.ID] {
+			errs = append(errs, &RowError{Source: row.Source, Row: row.ID, Err: errors.New("duplicate id")})
+			continue
+		}
+		seen[row.ID] = true
+		if row.Disabled {
+			continue
+		}
+		p, err := r.catalog.lookup(row.Plugin)
+		if err != nil {
+			errs = append(errs, &RowError{Source: row.Source, Row: row.ID, Err: err})
+			continue
+		}
+		if _, err := decodeConfig(p, row.Config); err != nil {
+			errs = append(errs, &RowError{Source: row.Source, Row: row.ID, Err: err})
+			continue
+		}
+		out = append(out, preparedRow{row: row, plugin: p})
+	}
+	for _, s := range exclusiveServices {
+		var ids []string
+		for _, pr := range out {
+			if pr.plugin.provides(s) {
+				ids = append(ids, pr.row.ID)
+			}
+		}
+		if len(ids) > 1 {
+			errs = append(errs, fmt.Errorf("service %q has more than one enabled provider: rows %s; disable all but one", s, quoteAll(ids)))
+		}
+	}
+	if err := findCycle(out); err != nil {
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+// findCycle reports an inject/provide cycle among rows with its path.
+func findCycle(rows []preparedRow) error {
+	providers := map[string][]int{}
+	for i, pr := range rows {
+		for _, s := range pr.plugin.Provide {
+			providers[s] = append(providers[s], i)
+		}
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(rows))
+	type step struct {
+		row     int
+		service string
+	}
+	var path []step
+	var found error
+	var visit func(i int) bool
+	visit = func(i int) bool {
+		color[i] = grey
+		for _, s := range rows[i].plugin.Inject {
+			for _, j := range providers[s] {
+				path = append(path, step{i, s})
+				switch color[j] {
+				case grey:
+					start := 0
+					for k, st := range path {
+						if st.row == j {
+							start = k
+							break
+						}
+					}
+					var parts []string
+					for _, st := range path[start:] {
+						parts = append(parts, fmt.Sprintf("%q injects %q", rows[st.row].row.ID, st.service))
+					}
+					parts = append(parts, fmt.Sprintf("provided by %q", rows[j].row.ID))
+					found = fmt.Errorf("inject/provide cycle: %s", strings.Join(parts, " → "))
+					return true
+				case white:
+					if visit(j) {
+						return true
+					}
+				}
+				path = path[:len(path)-1]
+			}
+		}
+		color[i] = black
+		return false
+	}
+	for i := range rows {
+		if color[i] == white && visit(i) {
+			return found
+		}
+	}
+	return nil
+}
+
+// Compose makes the mounted rows match rows: it validates them as a whole first (on
+// error nothing changes), then diffs by id: removed or disabled rows are disposed, rows
+// whose plugin or config changed are restarted, new rows are mounted; untouched rows keep
+// running. Dependents follow through the normal cascade. name labels the composition in
+// status.
+func (r *Runtime) Compose(name string, rows []Row) error {
+	defer r.notify()
+	r.op.Lock()
+	defer r.op.Unlock()
+	if r.isClosed() {
+		return errors.New("container: runtime is closed")
+	}
+	prepared, err := r.prepare(rows)
+	if err != nil {
+		return err
+	}
+	next := map[string]preparedRow{}
+	for _, pr := range prepared {
+		next[pr.row.ID] = pr
+	}
+	r.mu.RLock()
+	current := append([]*fiber(nil), r.order...)
+	r.mu.RUnlock()
+	for i := len(current) - 1; i >= 0; i-- {
+		f := current[i]
+		pr, keep := next[f.row.ID]
+		if !keep || pr.plugin != f.plugin || !sameConfig(pr.row.Config, f.row.Config) {
+			r.remove(f)
+		}
+	}
+	r.mu.Lock()
+	order := make([]*fiber, 0, len(prepared))
+	for _, pr := range prepared {
+		f, ok := r.byID[pr.row.ID]
+		if !ok {
+			f = r.newFiberLocked(pr)
+		}
+		order = append(order, f)
+	}
+	r.order = order
+	r.profile = name
+	r.mu.Unlock()
+	r.reconcile(r.pendingFibers())
+	return nil
+}
+
+// Mount adds one row and activates it if it can. Its error covers the row itself (id,
+// plugin, config); a row that mounts but cannot activate shows that in Status.
+func (r *Runtime) Mount(row Row) error {
+	defer r.notify()
+	r.op.Lock()
+	defer r.op.Unlock()
+	if r.isClosed() {
+		return errors.New("container: runtime is closed")
+	}
+	r.mu.RLock()
+	_, dup := r.byID[row.ID]
+	r.mu.RUnlock()
+	if dup {
+		return &RowError{Source: row.Source, Row: row.ID, Err: errors.New("duplicate id")}
+	}
+	if row.Disabled {
+		return nil
+	}
+	prepared, err := r.prepare([]Row{row})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	f := r.newFiberLocked(prepared[0])
+	r.order = append(r.order, f)
+	r.mu.Unlock()
+	if err := r.cycleFrom(f); err != nil {
+		r.fail(f, err)
+		return nil
+	}
+	r.reconcile([]*fiber{f})
+	return nil
+}
+
+// Unmount disposes the row id; its dependents unload and return to pending.
+func (r *Runtime) Unmount(id string) error {
+	defer r.notify()
+	r.op.Lock()
+	defer r.op.Unlock()
+	r.mu.RLock()
+	f, ok := r.byID[id]
+	r.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("container: no row %q", id)
+	}
+	r.remove(f)
+	r.reconcile(r.pendingFibers())
+	return nil
+}
+
+// EndSession runs every active plugin's session-end hooks for id (for example, jobs
+// cancels, awaits and deletes the session's jobs) and returns when they have.
+func (r *Runtime) EndSession(id string) {
+	r.op.Lock()
+	defer r.op.Unlock()
+	r.mu.RLock()
+	var hooks []func(string)
+	for _, f := range r.order {
+		if f.state == StateActive && f.act != nil {
+			hooks = append(hooks, f.act.sessionHooks()...)
+		}
+	}
+	r.mu.RUnlock()
+	for _, h := range hooks {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					r.log.Error("session-end hook panicked", "session", id, "panic", fmt.Sprint(p))
+				}
+			}()
+			h(id)
+		}()
+	}
+}
+
+// Close disposes every fiber, active ones in reverse activation order. The runtime
+// cannot be used afterwards. Close is idempotent.
+func (r *Runtime) Close() {
+	defer r.notify()
+	r.op.Lock()
+	defer r.op.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	active := r.activeBySeqDesc()
+	r.mu.Unlock()
+	for _, f := range active {
+		r.teardown(f, StateDisposed)
+	}
+	r.mu.Lock()
+	for _, f := range r.order {
+		r.setStateLocked(f, StateDisposed)
+	}
+	r.mu.Unlock()
+}
+
+func (r *Runtime) isClosed() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.closed
+}
+
+func (r *Runtime) newFiberLocked(pr preparedRow) *fiber {
+	f := &fiber{row: pr.row, plugin: pr.plugin, state: StatePending, since: time.Now()}
+	r.byID[f.row.ID] = f
+	for _, s := range f.plugin.Inject {
+		r.consumers[s] = append(r.consumers[s], f)
+	}
+	return f
+}
+
+// remove disposes f (dependents first) and forgets it.
+func (r *Runtime) remove(f *fiber) {
+	r.unload(f, StateDisposed)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setStateLocked(f, StateDisposed)
+	delete(r.byID, f.row.ID)
+	for _, s := range f.plugin.Inject {
+		r.consumers[s] = without(r.consumers[s], f)
+		if len(r.consumers[s]) == 0 {
+			delete(r.consumers, s)
+		}
+	}
+	r.order = without(r.order, f)
+}
+
+func without(fs []*fiber, f *fiber) []*fiber {
+	for i, g := range fs {
+		if g == f {
+			return append(fs[:i:i], fs[i+1:]...)
+		}
+	}
+	return fs
+}
+
+func (r *Runtime) pendingFibers() []*fiber {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []*fiber
+	for _, f := range r.order {
+		if f.state == StatePending {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// reconcile activates every fiber in queue that is ready, then the consumers of what it
+// provides, until nothing more can activate.
+func (r *Runtime) reconcile(queue []*fiber) {
+	for len(queue) > 0 {
+		f := queue[0]
+		queue = queue[1:]
+		if !r.ready(f) {
+			continue
+		}
+		queue = append(queue, r.activate(f)...)
+	}
+}
+
+func (r *Runtime) ready(f *fiber) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if f.state != StatePending || r.byID[f.row.ID] != f {
+		return false
+	}
+	for _, s := range f.plugin.Inject {
+		if _, ok := r.services[s]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// cycleFrom reports an inject/provide cycle through f among the mounted rows.
+func (r *Runtime) cycleFrom(f *fiber) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	rows := make([]preparedRow, 0, len(r.order))
+	for _, g := range r.order {
+		if g.state != StateFailed && g.state != StateDisposed {
+			rows = append(rows, preparedRow{row: g.row, plugin: g.plugin})
+		}
+	}
+	return findCycle(rows)
+}
+
+func (r *Runtime) activate(f *fiber) (wake []*fiber) {
+	r.mu.RLock()
+	for _, s := range f.plugin.Provide {
+		if p, ok := r.services[s]; ok && p.fiber != f {
+			r.mu.RUnlock()
+			r.fail(f, fmt.Errorf("service %q is already provided by row %q (%s)", s, p.fiber.row.ID, p.fiber.plugin.Name))
+			return nil
+		}
+	}
+	r.mu.RUnlock()
+
+	config, err := decodeConfig(f.plugin, f.row.Config)
+	if err != nil {
+		r.fail(f, err)
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	act := &Context{rt: r, fiber: f, ctx: ctx, cancel: cancel,
+		log: r.log.With("row", f.row.ID, "plugin", f.plugin.Name)}
+	r.mu.Lock()
+	f.act = act
+	f.detail = ""
+	r.setStateLocked(f, StateLoading)
+	r.mu.Unlock()
+
+	err = r.apply(f, act, config)
+	if err == nil {
+		for _, s := range f.plugin.Provide {
+			if _, ok := act.provided[s]; !ok {
+				err = fmt.Errorf("%s: apply returned without providing declared service %q", f.plugin.Name, s)
+				break
+			}
+		}
+	}
+	if err != nil {
+		act.end()
+		r.fail(f, err)
+		return nil
+	}
+	r.mu.Lock()
+	for s, v := range act.provided {
+		r.services[s] = provision{fiber: f, value: v}
+	}
+	r.seq++
+	f.seq = r.seq
+	f.err = nil
+	r.setStateLocked(f, StateActive)
+	for _, s := range f.plugin.Provide {
+		wake = append(wake, r.consumers[s]...)
+	}
+	r.mu.Unlock()
+	act.log.Debug("activated")
+	return wake
+}
+
+// apply runs the plugin's Apply with a panic guard and a hung-apply watchdog.
+func (r *Runtime) apply(f *fiber, act *Context, config any) (err error) {
+	warn := time.AfterFunc(r.opts.ApplyWarnAfter, func() {
+		note := fmt.Errorf("apply has not returned after %s", r.opts.ApplyWarnAfter)
+		act.log.Error("apply is hung", "after", r.opts.ApplyWarnAfter)
+		r.mu.Lock()
+		if f.act == act && f.state == StateLoading {
+			f.err = note
+		}
+		r.mu.Unlock()
+	})
+	defer warn.Stop()
+	defer func() {
+		if p := recover(); p != nil {
+			act.log.Error("apply panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("%s: apply panicked: %v", f.plugin.Name, p)
+		}
+	}()
+	return f.plugin.Apply(act, config)
+}
+
+func (r *Runtime) fail(f *fiber, err error) {
+	r.log.Error("plugin failed", "row", f.row.ID, "plugin", f.plugin.Name, "err", err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f.err = err
+	f.act = nil
+	f.seq = 0
+	r.setStateLocked(f, StateFailed)
+}
+
+// unload ends f's activation (its active dependents first, in reverse activation order;
+// they return to pending) and leaves f in state final. A fiber that is not active just
+// moves to final when final is disposed.
+func (r *Runtime) unload(f *fiber, final State) {
+	r.mu.RLock()
+	deps := r.dependentsLocked(f)
+	r.mu.RUnlock()
+	for _, d := range deps {
+		r.teardown(d, StatePending)
+	}
+	r.teardown(f, final)
+}
+
+// dependentsLocked returns the active fibers that transitively inject something f
+// provides, most recently activated first.
+func (r *Runtime) dependentsLocked(f *fiber) []*fiber {
+	seen := map[*fiber]bool{f: true}
+	var out []*fiber
+	stack := []*fiber{f}
+	for len(stack) > 0 {
+		g := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, s := range g.plugin.Provide {
+			if p, ok := r.services[s]; !ok || p.fiber != g {
+				continue
+			}
+			for _, c := range r.consumers[s] {
+				if !seen[c] && c.state == StateActive {
+					seen[c] = true
+					out = append(out, c)
+					stack = append(stack, c)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq > out[j].seq })
+	return out
+}
+
+func (r *Runtime) activeBySeqDesc() []*fiber {
+	var out []*fiber
+	for _, f := range r.order {
+		if f.state == StateActive {
+			out = append(out, f)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq > out[j].seq })
+	return out
+}
+
+func (r *Runtime) teardown(f *fiber, next State) {
+	r.mu.Lock()
+	if f.state != StateActive {
+		if next == StateDisposed {
+			r.setStateLocked(f, StateDisposed)
+		}
+		r.mu.Unlock()
+		return
+	}
+	act := f.act
+	r.setStateLocked(f, StateUnloading)
+	for _, s := range f.plugin.Provide {
+		if p, ok := r.services[s]; ok && p.fiber == f {
+			delete(r.services, s)
+		}
+	}
+	r.mu.Unlock()
+
+	act.end()
+
+	r.mu.Lock()
+	f.act = nil
+	f.seq = 0
+	f.detail = ""
+	r.setStateLocked(f, next)
+	r.mu.Unlock()
+	act.log.Debug("unloaded", "state", next)
+}
+
+func (r *Runtime) setStateLocked(f *fiber, s State) {
+	if f.state != s {
+		f.state = s
+		f.since = time.Now()
+	}
+}
+
+func sameConfig(a, b map[string]any) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}

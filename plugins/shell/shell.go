@@ -1,0 +1,207 @@
+// Package shell is the executor seam: the request/spec/result vocabulary every `shell`
+// provider implements and every caller (the bash tool, jobs, other plugins) uses, the
+// sandbox policy types, and the exit-status marker contract.
+//
+// It holds types and pure helpers only; executors live in their own plugin packages.
+package shell
+
+import (
+	"context"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+// Service is the name executors are provided under. A profile mounts exactly one.
+const Service = "shell"
+
+// PolicyService is the name a confining executor provides its SandboxPolicy under.
+const PolicyService = "sandboxPolicy"
+
+// Executor runs shell commands. Resolve is the only place defaults and caps apply;
+// Execute accepts only resolved specs and never re-defaults.
+type Executor interface {
+	// Resolve turns a request into a fully explicit spec, or explains what is invalid.
+	Resolve(req ExecRequest) (ExecSpec, error)
+	// Execute starts spec and returns its handle. Exits, timeouts and aborts are
+	// results of the handle; Execute fails only for a spec it cannot accept or a
+	// composition that cannot run anything (sandbox unavailable). The caller's ctx
+	// aborts the execution; pass a context without cancellation to detach it.
+	Execute(ctx context.Context, spec ExecSpec) (Execution, error)
+	// SandboxMode is "" for executors that do not confine, else their default mode.
+	SandboxMode() string
+}
+
+// Expiry says what a spec's deadline does.
+type Expiry string
+
+const (
+	// ExpiryKill kills the command when TimeoutMs passes (the default).
+	ExpiryKill Expiry = "kill"
+	// ExpiryNone arms no deadline: only Kill, the caller's context or disposal stop it.
+	ExpiryNone Expiry = "none"
+)
+
+// ExecRequest is what a caller asks for. Only Command is required; nil/zero fields take
+// the executor's defaults in Resolve.
+type ExecRequest struct {
+	Command string
+	// Workdir, when set, is the directory to run in (absolute, or relative to the
+	// executor's configured cwd).
+	Workdir string
+	// TimeoutMs overrides the executor's default timeout; above its cap it is clamped.
+	TimeoutMs *float64
+	// StdoutMaxBytes overrides the per-stream in-memory cap (trusted callers only).
+	StdoutMaxBytes *int64
+	// Expiry defaults to ExpiryKill.
+	Expiry Expiry
+	// Stdin, when non-nil, is written to the command once and closed; nil means
+	// /dev/null.
+	Stdin *string
+	// Env holds ordinary variables merged over the scrubbed harness environment.
+	Env map[string]string
+	// DshEnv is the managed DSH_* snapshot, merged last.
+	DshEnv map[string]string
+	// Sandbox is the policy a confining executor applies to this call; nil means the
+	// executor's default. Non-confining executors ignore it.
+	Sandbox *SandboxPolicy
+}
+
+// ExecSpec is a resolved request: every field explicit.
+type ExecSpec struct {
+	Command        string
+	Workdir        string
+	TimeoutMs      int64
+	StdoutMaxBytes int64
+	Expiry         Expiry
+	Stdin          *string
+	Env            map[string]string
+	DshEnv         map[string]string
+	Sandbox        *SandboxPolicy
+}
+
+// Execution is the one handle of a started command; foreground and background use are
+// projections of it.
+type Execution interface {
+	// Result waits for the command and returns how it ended. Only infrastructure
+	// failures (unusable workdir, missing bash, sandbox runner unavailable) are errors.
+	// ctx bounds the wait only; it does not kill the command.
+	Result(ctx context.Context) (RunResult, error)
+	// ReadOutput returns the output produced since the previous read (consuming).
+	ReadOutput() ProcessRead
+	// Kill ends the command's whole process tree. It returns false once the command
+	// has finished; it is idempotent.
+	Kill() bool
+	// Done is closed when the command has finished and its output is complete.
+	Done() <-chan struct{}
+	// Status reports whether the command runs, completed, or was killed.
+	Status() ExitStatus
+	// Pid is the command's process id (0 if it never started).
+	Pid() int
+}
+
+// Status is an execution's lifecycle state.
+type Status string
+
+const (
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	// StatusKilled: ended by a signal, by Kill/abort/timeout/disposal, or never started.
+	StatusKilled Status = "killed"
+)
+
+// ExitStatus is an execution's current state and, once finished, how it ended.
+type ExitStatus struct {
+	Status   Status
+	ExitCode *int   // nil while running or when a signal ended it
+	Signal   string // "SIGTERM"…, or ""
+}
+
+// RunResult is how a command ended.
+type RunResult struct {
+	// ExitCode is nil when a signal ended the command.
+	ExitCode *int
+	// Signal is the signal that ended the command ("SIGTERM"…), or "".
+	Signal string
+	// TimedOut and Aborted say what cut the run short; the first cause wins and they
+	// are never both true.
+	TimedOut bool
+	Aborted  bool
+	// TimeoutMs is the effective timeout (0 for ExpiryNone).
+	TimeoutMs int64
+	Stdout    StreamResult
+	Stderr    StreamResult
+	// Sandbox is set when the executor confines.
+	Sandbox *SandboxFacts
+}
+
+// StreamResult is one captured stream.
+type StreamResult struct {
+	// Text is the retained tail.
+	Text string
+	// Truncated is true when any byte was dropped from memory.
+	Truncated bool
+	// SpillPath is a file holding the complete stream, when one exists.
+	SpillPath string
+}
+
+// ProcessRead is one consuming read of a running or finished execution.
+type ProcessRead struct {
+	// Delta is the new output: stdout, then (when stderr produced anything) a "[stderr]"
+	// section, joined as in the bash tool's rendering.
+	Delta string
+	// Lossy is true when part of the new output was dropped from memory before this read.
+	Lossy           bool
+	StdoutSpillPath string
+	StderrSpillPath string
+}
+
+// Sandbox modes, narrowest first.
+const (
+	ModeReadOnly         = "read-only"
+	ModeWorkspaceWrite   = "workspace-write"
+	ModeDangerFullAccess = "danger-full-access"
+)
+
+// ModeRank orders modes by width: read-only < workspace-write < danger-full-access. It
+// returns -1 for an unknown mode.
+func ModeRank(mode string) int {
+	switch mode {
+	case ModeReadOnly:
+		return 0
+	case ModeWorkspaceWrite:
+		return 1
+	case ModeDangerFullAccess:
+		return 2
+	}
+	return -1
+}
+
+// SandboxPolicy is what one call is confined to.
+type SandboxPolicy struct {
+	Mode string
+	// WorkspaceRoot is the canonical (symlink-resolved) directory workspace-write may
+	// modify.
+	WorkspaceRoot string
+}
+
+// SandboxFacts report how a confined command ran.
+type SandboxFacts struct {
+	Mode string
+	// Denied: the command failed because the sandbox refused a file operation.
+	Denied bool
+	// Enforcement is "full", or "partial" when the kernel enforces only part of the
+	// policy.
+	Enforcement string
+	// RunnerFailed: the sandbox launcher itself failed; the command did not run.
+	RunnerFailed bool
+}
+
+// PolicyResolver is the `sandboxPolicy` service: the effective policy for a session.
+type PolicyResolver interface {
+	// Resolve returns the policy for one call: mode = requested (an approved escalation)
+	// if set, else the session's override, else the default; workspace root = the
+	// session's cwd (canonical), else the configured root.
+	Resolve(session *container.Session, requestedMode string) (SandboxPolicy, error)
+	// DefaultMode is the executor's configured default mode.
+	DefaultMode() string
+}

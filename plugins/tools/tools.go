@@ -1,0 +1,205 @@
+// Package tools provides the `tools` service: the registry of model-facing tools, their
+// argument validation, and the shape of their results.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+// Service is the name the registry is provided under.
+const Service = "tools"
+
+// Plugin declares the tools registry.
+var Plugin = container.Plugin{
+	Name:    "tools",
+	Aliases: []string{"@deepseek-ai/dsh-tools"},
+	Provide: []string{Service},
+	Apply: func(ctx *container.Context, _ any) error {
+		return ctx.Provide(Service, NewRegistry())
+	},
+}
+
+// Module registers Plugin in the catalog.
+var Module = container.Declare(Plugin)
+
+// Tool is one model-facing tool.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is an object schema; the registry validates arguments against it
+	// before Execute runs.
+	InputSchema *Schema
+	// Execute runs the call. A returned error is an infrastructure failure; the registry
+	// turns it into an IsError result.
+	Execute func(ctx context.Context, call Call) (Result, error)
+	// PresentCall and PresentResult, when set, describe how a UI renders the call and its
+	// result. They are pure: no I/O, safe to run on replay.
+	PresentCall   func(args map[string]any) Card
+	PresentResult func(args map[string]any, result Result) Card
+}
+
+// Call is one validated invocation.
+type Call struct {
+	// Args holds the declared properties that were given, validated.
+	Args map[string]any
+	// Extra holds keys the schema does not declare. They never reach an executor; a tool
+	// may look at them (to reject a forced, disabled option).
+	Extra map[string]any
+	// Session is the calling harness session, or nil.
+	Session *container.Session
+}
+
+// Result is what a tool call produces: Text for the model, Value for programs (MCP
+// structured content), IsError for failures.
+type Result struct {
+	Text    string
+	IsError bool
+	Value   any
+}
+
+// Errorf returns a failed result with text "Error: <message>".
+func Errorf(format string, args ...any) Result {
+	return Result{Text: "Error: " + fmt.Sprintf(format, args...), IsError: true}
+}
+
+// Card is a UI render intent returned by the presenters.
+type Card struct {
+	Card        string   `json:"card"` // "terminal" or "generic"
+	Title       string   `json:"title,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Cwd         string   `json:"cwd,omitempty"`
+	Kind        string   `json:"kind,omitempty"`
+	RawInput    string   `json:"rawInput,omitempty"`
+	Content     []string `json:"content,omitempty"`
+	Output      string   `json:"output,omitempty"`
+	ExitCode    *int     `json:"exitCode,omitempty"`
+	Signal      string   `json:"signal,omitempty"`
+}
+
+// Registry holds the registered tools. It is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]*Tool
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{tools: map[string]*Tool{}} }
+
+// Register adds t for as long as scope's activation lasts. A second tool with the same
+// name is an error.
+func (r *Registry) Register(scope container.Scope, t Tool) error {
+	if t.Name == "" || t.Execute == nil {
+		return errors.New("tools: a tool needs a name and Execute")
+	}
+	if t.InputSchema == nil {
+		t.InputSchema = &Schema{Type: "object"}
+	}
+	r.mu.Lock()
+	if _, dup := r.tools[t.Name]; dup {
+		r.mu.Unlock()
+		return fmt.Errorf("tools: tool %q is already registered", t.Name)
+	}
+	tp := &t
+	r.tools[t.Name] = tp
+	r.mu.Unlock()
+	scope.Defer(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.tools[t.Name] == tp {
+			delete(r.tools, t.Name)
+		}
+	})
+	return nil
+}
+
+// Tools returns the registered tools sorted by name.
+func (r *Registry) Tools() []Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Tool, 0, len(r.tools))
+	for _, t := range r.tools {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Tool returns the named tool.
+func (r *Registry) Tool(name string) (Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tools[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return *t, true
+}
+
+// Call validates args (a JSON object; empty means {}) and runs the named tool. Every
+// outcome is a Result: unknown tools, bad arguments, aborts, infrastructure errors and
+// panics become IsError results with text "Error: <message>".
+func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, session *container.Session) Result {
+	raw, err := DecodeArgs(args)
+	if err != nil {
+		return Errorf("%v", err)
+	}
+	return r.CallMap(ctx, name, raw, session)
+}
+
+// CallMap is Call with already-decoded arguments (JSON types: float64, string, bool,
+// nil, []any, map[string]any).
+func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any, session *container.Session) (res Result) {
+	if ctx.Err() != nil {
+		return Errorf("tool call aborted before dispatch")
+	}
+	t, ok := r.Tool(name)
+	if !ok {
+		return Errorf("unknown tool %q", name)
+	}
+	args, extra, err := t.InputSchema.validate(raw)
+	if err != nil {
+		return Errorf("%v", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res = Errorf("tool %q panicked: %v", name, p)
+		}
+	}()
+	res, err = t.Execute(ctx, Call{Args: args, Extra: extra, Session: session})
+	if ctx.Err() != nil {
+		return Result{Text: "Error: tool call aborted", IsError: true, Value: res.Value}
+	}
+	if err != nil {
+		return Errorf("%v", err)
+	}
+	return res
+}
+
+// DecodeArgs parses tool arguments: a JSON object, or empty/null for no arguments.
+func DecodeArgs(data json.RawMessage) (map[string]any, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return map[string]any{}, nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("invalid arguments: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("invalid arguments: trailing data after the JSON object")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("invalid arguments: expected a JSON object")
+	}
+	return m, nil
+}
