@@ -1,0 +1,393 @@
+// Package cli is the dsh command line: serve (MCP), call, status, tools, prompt, check.
+// It is a package (not just package main) so that embedders can build their own dsh
+// binary with extra plugin modules: see Main.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/fx"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
+	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/tools"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // a failed command, or a tool result with isError
+	exitUsage = 2 // bad flags or arguments
+)
+
+// Main runs the dsh command line with args (without the program name) and returns the
+// process exit code. extra adds plugin modules (container.Declare) to the catalog.
+// Call bashsandbox.MaybeRunLauncher first thing in main, before Main.
+func Main(args []string, extra ...fx.Option) int {
+	return run(args, os.Stdin, os.Stdout, os.Stderr, extra)
+}
+
+type globalFlags struct {
+	profile   string
+	workspace string
+	logLevel  string
+	extra     []fx.Option
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+type usageError struct{ error }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Option) int {
+	g := &globalFlags{extra: extra, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "dsh",
+		Short:         "dsh composes plugin profiles into an agent harness and serves its tools over MCP",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version(),
+	}
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.profile, "profile", "p", "default", "built-in profile name (default, sandbox, minimal) or a profile file path")
+	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn, error (default: info for serve, warn otherwise)")
+	root.AddCommand(serveCmd(g), callCmd(g), statusCmd(g), toolsCmd(g), promptCmd(g), checkCmd(g))
+
+	err := root.ExecuteContext(context.Background())
+	var exit exitCodeError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &exit):
+		return int(exit)
+	case errors.As(err, new(usageError)) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)"):
+		fmt.Fprintf(stderr, "dsh: %v\nRun 'dsh --help' for usage.\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "dsh: %v\n", err)
+		return exitError
+	}
+}
+
+// exitCodeError ends the command with a code and no message (the output said it all).
+type exitCodeError int
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func (g *globalFlags) logger(defaultLevel slog.Level) (*slog.Logger, error) {
+	level := defaultLevel
+	if g.logLevel != "" {
+		if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+			return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)}
+		}
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+func addWorkspaceFlag(cmd *cobra.Command, g *globalFlags) {
+	cmd.Flags().StringVarP(&g.workspace, "workspace", "w", "", "the session's working directory (default: the current directory)")
+}
+
+// workspaceDir returns the absolute, existing workspace directory.
+func (g *globalFlags) workspaceDir() (string, error) {
+	dir := g.workspace
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		dir = wd
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--workspace %q: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("--workspace %q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("--workspace %q: not a directory", dir)
+	}
+	return abs, nil
+}
+
+// start composes g.profile, logging at level (unless --log-level says otherwise).
+func (g *globalFlags) start(ctx context.Context, level slog.Level, watch bool) (*harness, *slog.Logger, error) {
+	log, err := g.logger(level)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := startHarness(ctx, harnessOptions{profile: g.profile, watch: watch, log: log, extra: g.extra})
+	return h, log, err
+}
+
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+func callCmd(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "call [--profile P] [--workspace DIR] [--json] TOOL [ARGS_JSON]",
+		Short: "Run one tool call and print its result text exactly (exit 1 when the result is an error)",
+		Long: "Run one tool call. ARGS_JSON is a JSON object (or - to read it from stdin). The result's\n" +
+			"text is printed exactly as the model would read it, nothing added; with --json the output is\n" +
+			`{"text", "isError", "value"}. Exit status: 0, or 1 when the result is an error.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, err := g.workspaceDir()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if len(args) == 2 {
+				raw = json.RawMessage(args[1])
+				if args[1] == "-" {
+					if raw, err = io.ReadAll(g.stdin); err != nil {
+						return fmt.Errorf("reading arguments from stdin: %w", err)
+					}
+				}
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			h, _, err := g.start(ctx, slog.LevelWarn, false)
+			if err != nil {
+				return err
+			}
+			defer h.stop()
+			reg, ok := container.LookupService[*tools.Registry](h.rt, tools.Service)
+			if !ok {
+				return fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
+			}
+			prompter := &lazyTerminal{}
+			defer prompter.close()
+			session := &container.Session{ID: newSessionID(), Cwd: ws, Prompter: prompter}
+			res := reg.Call(ctx, args[0], raw, session)
+			h.rt.EndSession(session.ID)
+			if asJSON {
+				out, err := json.Marshal(struct {
+					Text    string `json:"text"`
+					IsError bool   `json:"isError"`
+					Value   any    `json:"value"`
+				}{res.Text, res.IsError, res.Value})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "%s\n", out)
+			} else {
+				fmt.Fprint(g.stdout, res.Text)
+			}
+			if res.IsError {
+				return exitCodeError(exitError)
+			}
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, g)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text", "isError", "value"} instead of the text`)
+	return cmd
+}
+
+// lazyTerminal asks on the controlling terminal, opened on first use; without one the
+// question cannot be asked (approval answers "unavailable").
+type lazyTerminal struct {
+	p       *approval.TerminalPrompter
+	closeFn func() error
+}
+
+func (l *lazyTerminal) Confirm(ctx context.Context, message string) (container.Answer, error) {
+	if l.p == nil {
+		p, closeFn, err := approval.OpenTerminal()
+		if err != nil {
+			return "", err
+		}
+		l.p, l.closeFn = p, closeFn
+	}
+	return l.p.Confirm(ctx, message)
+}
+
+func (l *lazyTerminal) close() {
+	if l.closeFn != nil {
+		_ = l.closeFn()
+	}
+}
+
+func statusCmd(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--profile P] [--json]",
+		Short: "Compose the profile, report each row's state, and dispose it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, _, err := g.start(cmd.Context(), slog.LevelWarn, false)
+			if err != nil {
+				return err
+			}
+			st := h.rt.Status()
+			if err := h.stop(); err != nil {
+				return err
+			}
+			if asJSON {
+				out, err := json.MarshalIndent(st, "", "  ")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "%s\n", out)
+				return nil
+			}
+			printStatus(g.stdout, st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func printStatus(w io.Writer, st container.Status) {
+	fmt.Fprintf(w, "profile: %s\n", st.Profile)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPLUGIN\tSTATE\tNOTES")
+	for _, r := range st.Rows {
+		var notes []string
+		for _, s := range r.Missing {
+			note := "missing " + s
+			if c := r.Candidates[s]; len(c) > 0 {
+				note += " (provided by: " + strings.Join(c, ", ") + ")"
+			} else {
+				note += " (no catalog plugin provides it)"
+			}
+			notes = append(notes, note)
+		}
+		if r.Error != "" {
+			notes = append(notes, "error: "+r.Error)
+		}
+		if r.Detail != "" {
+			notes = append(notes, r.Detail)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Plugin, r.State, strings.Join(notes, "; "))
+	}
+	tw.Flush()
+	if st.LastReloadError != "" {
+		fmt.Fprintf(w, "last reload error: %s\n", st.LastReloadError)
+	}
+}
+
+func toolsCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tools [--profile P]",
+		Short: "Print the composed tool definitions as JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, _, err := g.start(cmd.Context(), slog.LevelWarn, false)
+			if err != nil {
+				return err
+			}
+			defer h.stop()
+			type def struct {
+				Name        string        `json:"name"`
+				Description string        `json:"description"`
+				InputSchema *tools.Schema `json:"inputSchema"`
+			}
+			defs := []def{}
+			if reg, ok := container.LookupService[*tools.Registry](h.rt, tools.Service); ok {
+				for _, t := range reg.Tools() {
+					defs = append(defs, def{t.Name, t.Description, t.InputSchema})
+				}
+			}
+			out, err := json.MarshalIndent(defs, "", "  ")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%s\n", out)
+			return nil
+		},
+	}
+}
+
+func promptCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "prompt [--profile P] [--workspace DIR]",
+		Short: "Print the composed system prompt",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws, err := g.workspaceDir()
+			if err != nil {
+				return err
+			}
+			h, _, err := g.start(cmd.Context(), slog.LevelWarn, false)
+			if err != nil {
+				return err
+			}
+			defer h.stop()
+			text := ""
+			if reg, ok := container.LookupService[*prompt.Registry](h.rt, prompt.Service); ok {
+				text = reg.Compose(&container.Session{Cwd: ws})
+			}
+			fmt.Fprintln(g.stdout, text)
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, g)
+	return cmd
+}
+
+func checkCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check [--profile P]",
+		Short: "Validate the profile without running anything",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger(slog.LevelWarn)
+			if err != nil {
+				return err
+			}
+			h, err := startHarness(cmd.Context(), harnessOptions{log: log, extra: g.extra})
+			if err != nil {
+				return err
+			}
+			defer h.stop()
+			p, err := h.loader.Load(g.profile)
+			if err != nil {
+				return err
+			}
+			if err := h.rt.Validate(p.Rows); err != nil {
+				return fmt.Errorf("profile %s: %w", p.Name, err)
+			}
+			enabled := 0
+			for _, r := range p.Rows {
+				if !r.Disabled {
+					enabled++
+				}
+			}
+			fmt.Fprintf(g.stdout, "profile %s: ok (%d rows)\n", p.Name, enabled)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"reflect"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/tools"
+)
+
+// statusURI is the MCP resource serving the live composition status.
+const statusURI = "dsh://status"
+
+// sessionProtocolVersions are the MCP revisions dsh serves: those with sessions.
+var sessionProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// mcpBridge serves a runtime's live `tools` registry and `systemPrompt` over MCP. Every
+// MCP session is one harness session.
+type mcpBridge struct {
+	rt        *container.Runtime
+	workspace string
+	server    *mcp.Server
+	log       *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[*mcp.ServerSession]*container.Session
+	served   map[string]tools.Tool // tool definitions currently on the server
+	stop     func()
+}
+
+func newMCPBridge(rt *container.Runtime, workspace, version string, log *slog.Logger) *mcpBridge {
+	b := &mcpBridge{rt: rt, workspace: workspace, log: log,
+		sessions: map[*mcp.ServerSession]*container.Session{}, served: map[string]tools.Tool{}}
+	b.server = mcp.NewServer(&mcp.Implementation{Name: "dsh", Version: version}, &mcp.ServerOptions{
+		Logger:             log,
+		InitializedHandler: b.initialized,
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		// dsh is session-based (jobs, approval and notices belong to a session), so it
+		// speaks the protocol revisions with the initialize handshake; newer clients fall
+		// back to it.
+		SupportedProtocolVersions: sessionProtocolVersions,
+		Capabilities: &mcp.ServerCapabilities{
+			Logging: &mcp.LoggingCapabilities{},
+			Tools:   &mcp.ToolCapabilities{ListChanged: true},
+		},
+	})
+	b.server.AddReceivingMiddleware(b.middleware)
+	b.server.AddResource(&mcp.Resource{
+		URI: statusURI, Name: "status", MIMEType: "application/json",
+		Description: "Live state of every profile row: state, missing services, providers, errors, and the last reload error.",
+	}, b.readStatus)
+	b.sync()
+	b.stop = rt.Subscribe(b.sync)
+	return b
+}
+
+// close detaches the bridge from the runtime.
+func (b *mcpBridge) close() { b.stop() }
+
+// middleware fills the initialize result with the composed prompt of the moment (it
+// changes with hot reload) and turns on info-level logging so job notices reach the
+// client even if it never sets a level.
+func (b *mcpBridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "initialize" || err != nil {
+			return res, err
+		}
+		if ir, ok := res.(*mcp.InitializeResult); ok {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			ir.Instructions = b.instructions(b.session(ss))
+			if ss != nil {
+				_, _ = next(ctx, "logging/setLevel", &mcp.ServerRequest[*mcp.SetLoggingLevelParams]{Session: ss, Params: &mcp.SetLoggingLevelParams{Level: "info"}})
+			}
+		}
+		return res, err
+	}
+}
+
+func (b *mcpBridge) instructions(s *container.Session) string {
+	v, ok := b.rt.Lookup(prompt.Service)
+	if !ok {
+		return ""
+	}
+	reg, ok := v.(*prompt.Registry)
+	if !ok {
+		return ""
+	}
+	return reg.Compose(s)
+}
+
+// initialized ends the harness session when the MCP session goes away.
+func (b *mcpBridge) initialized(_ context.Context, req *mcp.InitializedRequest) {
+	ss := req.Session
+	s := b.session(ss)
+	go func() {
+		_ = ss.Wait()
+		b.mu.Lock()
+		delete(b.sessions, ss)
+		b.mu.Unlock()
+		b.rt.EndSession(s.ID)
+	}()
+}
+
+// session returns the harness session of an MCP session, creating it on first use.
+func (b *mcpBridge) session(ss *mcp.ServerSession) *container.Session {
+	if ss == nil {
+		return &container.Session{ID: newSessionID(), Cwd: b.workspace}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.sessions[ss]; ok {
+		return s
+	}
+	s := &container.Session{ID: newSessionID(), Cwd: b.workspace, Notifier: logNotifier{ss}}
+	if p := ss.InitializeParams(); p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
+		s.Prompter = elicitPrompter{ss}
+	}
+	b.sessions[ss] = s
+	return s
+}
+
+func newSessionID() string {
+	var buf [8]byte
+	_, _ = rand.Read(buf[:])
+	return hex.EncodeToString(buf[:])
+}
+
+// sync makes the server's tool list match the live registry; the SDK sends
+// tools/list_changed when it changes.
+func (b *mcpBridge) sync() {
+	live := map[string]tools.Tool{}
+	if v, ok := b.rt.Lookup(tools.Service); ok {
+		if reg, ok := v.(*tools.Registry); ok {
+			for _, t := range reg.Tools() {
+				live[t.Name] = t
+			}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var removed []string
+	for name := range b.served {
+		if _, ok := live[name]; !ok {
+			removed = append(removed, name)
+			delete(b.served, name)
+		}
+	}
+	if len(removed) > 0 {
+		b.server.RemoveTools(removed...)
+	}
+	for name, t := range live {
+		if old, ok := b.served[name]; ok && old.Description == t.Description && reflect.DeepEqual(old.InputSchema, t.InputSchema) {
+			continue
+		}
+		b.served[name] = t
+		b.server.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: t.InputSchema}, b.callTool)
+	}
+	if err := b.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: statusURI}); err != nil {
+		b.log.Debug("status resource update not sent", "err", err)
+	}
+}
+
+// callTool runs a call through the live registry: text content = the rendered text,
+// isError = the result's, structured content = the typed value.
+func (b *mcpBridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	v, ok := b.rt.Lookup(tools.Service)
+	reg, _ := v.(*tools.Registry)
+	var res tools.Result
+	if !ok || reg == nil {
+		res = tools.Errorf("no tools registry is composed")
+	} else {
+		res = reg.Call(ctx, req.Params.Name, req.Params.Arguments, b.session(req.Session))
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+	if res.Value != nil {
+		out.StructuredContent = res.Value
+	}
+	return out, nil
+}
+
+func (b *mcpBridge) readStatus(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	data, err := json.MarshalIndent(b.rt.Status(), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: statusURI, MIMEType: "application/json", Text: string(data)}}}, nil
+}
+
+// logNotifier delivers notices as MCP log notifications (logger dsh.jobs, level info).
+type logNotifier struct{ ss *mcp.ServerSession }
+
+func (n logNotifier) Notify(text string) {
+	_ = n.ss.Log(context.Background(), &mcp.LoggingMessageParams{Level: "info", Logger: "dsh.jobs", Data: text})
+}
+
+// elicitPrompter asks through MCP form elicitation with an empty schema.
+type elicitPrompter struct{ ss *mcp.ServerSession }
+
+func (p elicitPrompter) Confirm(ctx context.Context, message string) (container.Answer, error) {
+	res, err := p.ss.Elicit(ctx, &mcp.ElicitParams{
+		Mode:            "form",
+		Message:         message,
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+	})
+	if err != nil {
+		return "", err
+	}
+	switch res.Action {
+	case "accept":
+		return container.Accepted, nil
+	case "decline":
+		return container.Declined, nil
+	case "cancel":
+		return container.Cancelled, nil
+	}
+	return "", errors.New("elicitation: unknown action " + res.Action)
+}

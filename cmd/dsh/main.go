@@ -1,0 +1,17 @@
+// Command dsh runs a dsh harness: it composes a profile of plugins and serves its tools
+// over MCP, or runs one call, or reports on the composition. See `dsh --help`.
+package main
+
+import (
+	"os"
+
+	"github.com/dsh-dev/dsh/cmd/dsh/cli"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+)
+
+func main() {
+	// First, before anything else runs: when re-executed as the sandbox launcher, this
+	// confines the process and execs the command; it never returns then.
+	bashsandbox.MaybeRunLauncher()
+	os.Exit(cli.Main(os.Args[1:]))
+}
