@@ -105,7 +105,7 @@ func TestServeHotReloadKeepsJobAndAnnouncesTools(t *testing.T) {
 		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(tmp, profile) /* an editor's save */; err != nil {
+		if err := os.Rename(tmp, profile); /* an editor's save */ err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,16 @@
+// Command dsh-workspace is dsh with one extra plugin, workspace-env: the way a plugin
+// author ships a harness with their own providers.
+package main
+
+import (
+	"os"
+
+	"github.com/dsh-dev/dsh/cmd/dsh/cli"
+	workspaceenv "github.com/dsh-dev/dsh/examples/workspace-env"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+)
+
+func main() {
+	bashsandbox.MaybeRunLauncher() // first: the sandbox launcher re-executes this binary
+	os.Exit(cli.Main(os.Args[1:], workspaceenv.Module))
+}

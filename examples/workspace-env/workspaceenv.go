@@ -1,0 +1,62 @@
+// Package workspaceenv is a worked example of a dsh plugin: a `bashEnv` contributor that
+// gives every bash command $DSH_WORKSPACE (the calling session's workspace) and
+// $DSH_PROJECT (a name from the profile).
+//
+// A plugin is one declaration (Plugin) and one fx registration (Module). It reaches other
+// plugins only through the services it injects — here `bashEnv`, whose registry it adds
+// a contributor to. The contributor is owned by the activation: when the row is disabled
+// or reloaded, its keys disappear with it.
+package workspaceenv
+
+import (
+	"context"
+	"errors"
+
+	"github.com/dsh-dev/dsh/container"
+	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
+)
+
+// Config is the plugin's profile config.
+type Config struct {
+	// Project is the value of $DSH_PROJECT (default "dsh").
+	Project string `yaml:"project"`
+}
+
+// Validate rejects an empty project name.
+func (c *Config) Validate() error {
+	if c.Project == "" {
+		return errors.New("workspace-env: project must be a non-empty string")
+	}
+	return nil
+}
+
+// Plugin is the declaration a profile row mounts with `name: workspace-env`.
+var Plugin = container.Plugin{
+	Name:   "workspace-env",
+	Inject: []string{shellenv.Service},
+	Config: func() any { return &Config{Project: "dsh"} },
+	Apply: func(ctx *container.Context, config any) error {
+		cfg := config.(*Config)
+		env, err := container.Injected[*shellenv.Registry](ctx, shellenv.Service)
+		if err != nil {
+			return err
+		}
+		return env.Register(ctx, shellenv.Contributor{
+			Name: "workspace-env",
+			Variables: map[string]string{
+				"DSH_WORKSPACE": "the calling session's workspace directory",
+				"DSH_PROJECT":   "the project name configured in the profile",
+			},
+			Resolve: func(_ context.Context, call shellenv.Call) (map[string]string, error) {
+				vars := map[string]string{"DSH_PROJECT": cfg.Project}
+				if call.Session != nil && call.Session.Cwd != "" {
+					vars["DSH_WORKSPACE"] = call.Session.Cwd
+				}
+				return vars, nil
+			},
+		})
+	},
+}
+
+// Module adds Plugin to a dsh binary's catalog.
+var Module = container.Declare(Plugin)
