@@ -57,30 +57,42 @@ func fieldKey(f reflect.StructField) string {
 }
 
 func decodeStruct(dst reflect.Value, raw map[string]any, prefix string) error {
-	t := dst.Type()
-	fields := map[string]int{}
-	var known []string
+	fields := map[string]reflect.Value{}
+	collectFields(dst, fields)
+	known := make([]string, 0, len(fields))
+	for k := range fields {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	for _, k := range sortedKeys(raw) {
+		field, ok := fields[k]
+		if !ok {
+			return fmt.Errorf("unknown key %q (known keys: %s)", prefix+k, strings.Join(known, ", "))
+		}
+		if err := decodeValue(field, raw[k], prefix+k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collectFields maps keys to settable fields; embedded structs tagged `yaml:",inline"`
+// contribute their fields at the same level (so one plugin's config can extend another's).
+func collectFields(v reflect.Value, fields map[string]reflect.Value) {
+	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && strings.Contains(f.Tag.Get("yaml"), ",inline") {
+			collectFields(v.Field(i), fields)
+			continue
+		}
 		if k := fieldKey(f); k != "" {
-			fields[k] = i
-			known = append(known, k)
+			fields[k] = v.Field(i)
 		}
 	}
-	sort.Strings(known)
-	for _, k := range sortedKeys(raw) {
-		i, ok := fields[k]
-		if !ok {
-			return fmt.Errorf("unknown key %q (known keys: %s)", prefix+k, strings.Join(known, ", "))
-		}
-		if err := decodeValue(dst.Field(i), raw[k], prefix+k); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func decodeValue(dst reflect.Value, v any, key string) error {
@@ -93,7 +105,11 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 	}
 	switch dst.Kind() {
 	case reflect.Interface:
-		dst.Set(reflect.ValueOf(v))
+		rv := reflect.ValueOf(v)
+		if !rv.Type().AssignableTo(dst.Type()) {
+			return mismatch(dst.Type().String())
+		}
+		dst.Set(rv)
 	case reflect.String:
 		s, ok := v.(string)
 		if !ok {
@@ -113,14 +129,23 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 		}
 		dst.SetFloat(f)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		f, ok := toFloat(v)
-		if !ok || f != math.Trunc(f) || math.IsInf(f, 0) {
+		n, ok, inRange := toInt64(v)
+		if !ok {
 			return mismatch("an integer")
 		}
-		if dst.OverflowInt(int64(f)) || f > math.MaxInt64 || f < math.MinInt64 {
+		if !inRange || dst.OverflowInt(n) {
 			return fmt.Errorf("key %q: %v is out of range", key, v)
 		}
-		dst.SetInt(int64(f))
+		dst.SetInt(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok, inRange := toUint64(v)
+		if !ok {
+			return mismatch("a non-negative integer")
+		}
+		if !inRange || dst.OverflowUint(n) {
+			return fmt.Errorf("key %q: %v is out of range", key, v)
+		}
+		dst.SetUint(n)
 	case reflect.Pointer:
 		elem := reflect.New(dst.Type().Elem())
 		if err := decodeValue(elem.Elem(), v, key); err != nil {
@@ -185,8 +210,57 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
+// toInt64 converts an integral number exactly: ok is false for non-numbers and
+// fractions, inRange false for integers outside int64.
+func toInt64(v any) (n int64, ok, inRange bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true, true
+	case int64:
+		return x, true, true
+	case int32:
+		return int64(x), true, true
+	case uint:
+		return int64(x), true, uint64(x) <= math.MaxInt64
+	case uint64:
+		return int64(x), true, x <= math.MaxInt64
+	}
+	f, isNum := toFloat(v)
+	if !isNum || f != math.Trunc(f) || math.IsInf(f, 0) {
+		return 0, false, false
+	}
+	// ±2^63 converts to int64 inexactly: check the float range before converting.
+	if f >= 1<<63 || f < -(1<<63) {
+		return 0, true, false
+	}
+	return int64(f), true, true
+}
+
+// toUint64 is toInt64 for unsigned fields; negative integers are out of range.
+func toUint64(v any) (n uint64, ok, inRange bool) {
+	switch x := v.(type) {
+	case uint:
+		return uint64(x), true, true
+	case uint64:
+		return x, true, true
+	}
+	if i, isInt, in := toInt64(v); isInt && in {
+		return uint64(i), true, i >= 0
+	}
+	f, isNum := toFloat(v)
+	if !isNum || f != math.Trunc(f) || math.IsInf(f, 0) {
+		return 0, false, false
+	}
+	if f < 0 || f >= 1<<64 {
+		return 0, true, false
+	}
+	return uint64(f), true, true
+}
+
 func describe(v any) string {
 	switch v.(type) {
+	case nil:
+		return "null"
 	case string:
 		return fmt.Sprintf("the string %q", v)
 	case bool:

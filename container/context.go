@@ -29,14 +29,18 @@ type Context struct {
 	fiber  *fiber
 	ctx    context.Context
 	cancel context.CancelFunc
-	log    *slog.Logger
+
+	logOnce sync.Once
+	log     *slog.Logger // built on first use: most activations never log
 
 	mu          sync.Mutex
 	ended       bool
+	published   bool // Apply returned: Provide is closed
 	disposers   []func()
 	provided    map[string]any
 	sessionEnds []func(sessionID string)
 	wg          sync.WaitGroup
+	goroutines  bool // Go was called: the end must wait for wg
 }
 
 // ID is the profile row id of this fiber.
@@ -49,10 +53,14 @@ func (c *Context) PluginName() string { return c.fiber.plugin.Name }
 func (c *Context) Context() context.Context { return c.ctx }
 
 // Logger is the harness logger annotated with this row.
-func (c *Context) Logger() *slog.Logger { return c.log }
+func (c *Context) Logger() *slog.Logger {
+	c.logOnce.Do(func() { c.log = c.rt.log.With("row", c.fiber.row.ID, "plugin", c.fiber.plugin.Name) })
+	return c.log
+}
 
 // Provide publishes service under name. name must be in the plugin's Provide list; the
-// service becomes visible to others when Apply returns successfully.
+// service becomes visible to others when Apply returns successfully. Provide is only
+// valid while Apply runs.
 func (c *Context) Provide(name string, service any) error {
 	if !c.fiber.plugin.provides(name) {
 		return fmt.Errorf("%s: provide %q: not in the plugin's declared provide list", c.fiber.plugin.Name, name)
@@ -62,6 +70,9 @@ func (c *Context) Provide(name string, service any) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.published || c.ended {
+		return fmt.Errorf("%s: provide %q: the activation's Apply has already returned", c.fiber.plugin.Name, name)
+	}
 	if c.provided == nil {
 		c.provided = map[string]any{}
 	}
@@ -116,12 +127,13 @@ func (c *Context) Go(fn func(ctx context.Context)) {
 		return
 	}
 	c.wg.Add(1)
+	c.goroutines = true
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		defer func() {
 			if p := recover(); p != nil {
-				c.log.Error("goroutine panicked", "panic", fmt.Sprint(p))
+				c.Logger().Error("goroutine panicked", "panic", fmt.Sprint(p))
 			}
 		}()
 		fn(c.ctx)
@@ -182,6 +194,7 @@ func (c *Context) end() {
 		return
 	}
 	c.ended = true
+	goroutines := c.goroutines
 	disposers := c.disposers
 	c.disposers = nil
 	c.sessionEnds = nil
@@ -192,11 +205,14 @@ func (c *Context) end() {
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
-					c.log.Error("disposer panicked", "panic", fmt.Sprint(p))
+					c.Logger().Error("disposer panicked", "panic", fmt.Sprint(p))
 				}
 			}()
 			disposers[i]()
 		}()
+	}
+	if !goroutines {
+		return
 	}
 	waited := make(chan struct{})
 	go func() { c.wg.Wait(); close(waited) }()
@@ -205,8 +221,16 @@ func (c *Context) end() {
 	select {
 	case <-waited:
 	case <-t.C:
-		c.log.Error("goroutines did not stop after the activation ended; continuing without them", "waited", c.rt.opts.StopTimeout)
+		c.Logger().Error("goroutines did not stop after the activation ended; continuing without them", "waited", c.rt.opts.StopTimeout)
 	}
+}
+
+// applied closes Provide (Apply has returned) and returns what was provided.
+func (c *Context) applied() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.published = true
+	return c.provided
 }
 
 func (c *Context) sessionHooks() []func(string) {

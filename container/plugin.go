@@ -3,14 +3,14 @@
 // a fiber stays pending until every service it injects exists, and goes back to pending
 // (by itself, dependents first) when one of them goes away.
 //
-// fx owns what is static (the catalog, logging, lifecycle); the dynamic part lives here.
+// fx owns what is static (the catalog, logging, lifecycle: Module); the dynamic part
+// lives here: the Runtime, profiles (ProfileLoader) and hot reload (Reloader).
 package container
 
 import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // Plugin is a plugin declaration: what the catalog holds and a profile row mounts.
@@ -125,12 +125,4 @@ func (p *Plugin) provides(service string) bool {
 		}
 	}
 	return false
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	return strings.Join(q, ", ")
 }

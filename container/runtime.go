@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -106,7 +107,8 @@ type Runtime struct {
 	order     []*fiber
 	byID      map[string]*fiber
 	services  map[string]provision
-	consumers map[string][]*fiber
+	consumers map[string][]*fiber // mounted fibers that inject the service, in mount order
+	providers map[string][]*fiber // mounted fibers that declare they provide the service
 	seq       uint64
 	profile   string
 	reloadErr string
@@ -171,6 +173,7 @@ func NewRuntime(catalog *Catalog, opts Options) *Runtime {
 		byID:      map[string]*fiber{},
 		services:  map[string]provision{},
 		consumers: map[string][]*fiber{},
+		providers: map[string][]*fiber{},
 	}
 }
 
@@ -187,6 +190,7 @@ func (r *Runtime) Lookup(name string) (any, bool) {
 
 // Validate checks rows as a whole without changing anything: ids, plugin names, configs,
 // exclusive services and inject/provide cycles. Disabled rows are only checked for ids.
+// Every error names the row's file (Row.Source) and id.
 func (r *Runtime) Validate(rows []Row) error {
 	_, err := r.prepare(rows)
 	return err
@@ -199,8 +203,11 @@ type preparedRow struct {
 
 func (r *Runtime) prepare(rows []Row) ([]preparedRow, error) {
 	var errs []error
-	seen := map[string]bool{}
-	var out []preparedRow
+	seen := make(map[string]bool, len(rows))
+	out := make([]preparedRow, 0, len(rows))
+	// resolved also holds rows whose config is bad, so that one bad value does not hide
+	// an exclusive-service conflict or a cycle.
+	resolved := make([]preparedRow, 0, len(rows))
 	for _, row := range rows {
 		if row.ID == "" {
 			errs = append(errs, &RowError{Source: row.Source, Row: row.Plugin, Err: errors.New("missing id")})
@@ -219,6 +226,7 @@ func (r *Runtime) prepare(rows []Row) ([]preparedRow, error) {
 			errs = append(errs, &RowError{Source: row.Source, Row: row.ID, Err: err})
 			continue
 		}
+		resolved = append(resolved, preparedRow{row: row, plugin: p})
 		if _, err := decodeConfig(p, row.Config); err != nil {
 			errs = append(errs, &RowError{Source: row.Source, Row: row.ID, Err: err})
 			continue
@@ -226,24 +234,56 @@ func (r *Runtime) prepare(rows []Row) ([]preparedRow, error) {
 		out = append(out, preparedRow{row: row, plugin: p})
 	}
 	for _, s := range exclusiveServices {
-		var ids []string
-		for _, pr := range out {
+		var refs []string
+		for _, pr := range resolved {
 			if pr.plugin.provides(s) {
-				ids = append(ids, pr.row.ID)
+				refs = append(refs, rowRef(pr.row))
 			}
 		}
-		if len(ids) > 1 {
-			errs = append(errs, fmt.Errorf("service %q has more than one enabled provider: rows %s; disable all but one", s, quoteAll(ids)))
+		if len(refs) > 1 {
+			errs = append(errs, fmt.Errorf("service %q has more than one enabled provider: %s; disable all but one", s, strings.Join(refs, ", ")))
 		}
 	}
-	if err := findCycle(out); err != nil {
+	if err := findCycle(resolved); err != nil {
 		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
 }
 
-// findCycle reports an inject/provide cycle among rows with its path.
+// rowRef names a row in an error: `row "bash" (profile.yaml)`.
+func rowRef(row Row) string {
+	if row.Source == "" {
+		return fmt.Sprintf("row %q", row.ID)
+	}
+	return fmt.Sprintf("row %q (%s)", row.ID, row.Source)
+}
+
+// cycleStep is one edge of an inject/provide cycle: row injects service, which provider
+// declares it provides.
+type cycleStep struct {
+	row      Row
+	service  string
+	provider Row
+}
+
+func cycleError(steps []cycleStep) error {
+	parts := make([]string, len(steps))
+	for i, st := range steps {
+		parts[i] = fmt.Sprintf("%s injects %q provided by row %q", rowRef(st.row), st.service, st.provider.ID)
+	}
+	return fmt.Errorf("inject/provide cycle: %s", strings.Join(parts, " → "))
+}
+
+// findCycle reports an inject/provide cycle among rows with its path. It is an iterative
+// depth-first search: O(rows + edges), no recursion however deep the inject chain.
 func findCycle(rows []preparedRow) error {
+	if steps := findCyclePath(rows); steps != nil {
+		return cycleError(steps)
+	}
+	return nil
+}
+
+func findCyclePath(rows []preparedRow) []cycleStep {
 	providers := map[string][]int{}
 	for i, pr := range rows {
 		for _, s := range pr.plugin.Provide {
@@ -255,59 +295,68 @@ func findCycle(rows []preparedRow) error {
 		grey
 		black
 	)
-	color := make([]int, len(rows))
-	type step struct {
-		row     int
-		service string
-	}
-	var path []step
-	var found error
-	var visit func(i int) bool
-	visit = func(i int) bool {
-		color[i] = grey
-		for _, s := range rows[i].plugin.Inject {
-			for _, j := range providers[s] {
-				path = append(path, step{i, s})
-				switch color[j] {
-				case grey:
-					start := 0
-					for k, st := range path {
-						if st.row == j {
-							start = k
-							break
-						}
-					}
-					var parts []string
-					for _, st := range path[start:] {
-						parts = append(parts, fmt.Sprintf("%q injects %q", rows[st.row].row.ID, st.service))
-					}
-					parts = append(parts, fmt.Sprintf("provided by %q", rows[j].row.ID))
-					found = fmt.Errorf("inject/provide cycle: %s", strings.Join(parts, " → "))
-					return true
-				case white:
-					if visit(j) {
-						return true
-					}
-				}
-				path = path[:len(path)-1]
-			}
+	color := make([]uint8, len(rows))
+	// frame is a row being visited: which inject (si) and which provider of it (pi) is next.
+	type frame struct{ row, si, pi int }
+	var stack []frame
+	for root := range rows {
+		if color[root] != white {
+			continue
 		}
-		color[i] = black
-		return false
-	}
-	for i := range rows {
-		if color[i] == white && visit(i) {
-			return found
+		color[root] = grey
+		stack = append(stack[:0], frame{row: root})
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			inject := rows[top.row].plugin.Inject
+			if top.si >= len(inject) {
+				color[top.row] = black
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			ps := providers[inject[top.si]]
+			if top.pi >= len(ps) {
+				top.si++
+				top.pi = 0
+				continue
+			}
+			j := ps[top.pi]
+			top.pi++
+			switch color[j] {
+			case white:
+				color[j] = grey
+				stack = append(stack, frame{row: j})
+			case grey:
+				// The stack from j's frame to the top is the cycle.
+				start := len(stack) - 1
+				for stack[start].row != j {
+					start--
+				}
+				var steps []cycleStep
+				for k := start; k < len(stack); k++ {
+					fr := stack[k]
+					next := j
+					if k+1 < len(stack) {
+						next = stack[k+1].row
+					}
+					steps = append(steps, cycleStep{
+						row:      rows[fr.row].row,
+						service:  rows[fr.row].plugin.Inject[fr.si],
+						provider: rows[next].row,
+					})
+				}
+				return steps
+			}
 		}
 	}
 	return nil
 }
 
 // Compose makes the mounted rows match rows: it validates them as a whole first (on
-// error nothing changes), then diffs by id: removed or disabled rows are disposed, rows
-// whose plugin or config changed are restarted, new rows are mounted; untouched rows keep
-// running. Dependents follow through the normal cascade. name labels the composition in
-// status.
+// error nothing changes), then diffs by id: removed or disabled rows are disposed (in
+// reverse activation order), rows whose plugin or config changed are restarted, new rows
+// are mounted; untouched rows keep running. Dependents follow through the normal
+// cascade. name labels the composition in status. Cost is O(rows + edges) plus the
+// plugins' own work.
 func (r *Runtime) Compose(name string, rows []Row) error {
 	defer r.notify()
 	r.op.Lock()
@@ -319,38 +368,70 @@ func (r *Runtime) Compose(name string, rows []Row) error {
 	if err != nil {
 		return err
 	}
-	next := map[string]preparedRow{}
+	next := make(map[string]preparedRow, len(prepared))
 	for _, pr := range prepared {
 		next[pr.row.ID] = pr
 	}
 	r.mu.RLock()
-	current := append([]*fiber(nil), r.order...)
-	r.mu.RUnlock()
-	for i := len(current) - 1; i >= 0; i-- {
-		f := current[i]
+	var gone []*fiber
+	for _, f := range r.order {
 		pr, keep := next[f.row.ID]
 		if !keep || pr.plugin != f.plugin || !sameConfig(pr.row.Config, f.row.Config) {
-			r.remove(f)
+			gone = append(gone, f)
 		}
 	}
+	r.mu.RUnlock()
+	// Dispose in reverse activation order (never-activated fibers last), so a removed
+	// provider's removed dependents end before it does.
+	sort.SliceStable(gone, func(i, j int) bool { return gone[i].seq > gone[j].seq })
+	for _, f := range gone {
+		r.unload(f, StateDisposed)
+	}
 	r.mu.Lock()
+	for _, f := range gone {
+		r.setStateLocked(f, StateDisposed)
+		delete(r.byID, f.row.ID)
+	}
 	order := make([]*fiber, 0, len(prepared))
 	for _, pr := range prepared {
 		f, ok := r.byID[pr.row.ID]
-		if !ok {
-			f = r.newFiberLocked(pr)
+		if ok {
+			f.row = pr.row // same plugin and config; the source file may have changed
+		} else {
+			f = &fiber{row: pr.row, plugin: pr.plugin, state: StatePending, since: time.Now()}
+			r.byID[f.row.ID] = f
 		}
 		order = append(order, f)
 	}
 	r.order = order
+	r.rebuildIndexesLocked()
 	r.profile = name
 	r.mu.Unlock()
 	r.reconcile(r.pendingFibers())
 	return nil
 }
 
+// rebuildIndexesLocked recomputes consumers and providers from r.order: O(rows + edges).
+func (r *Runtime) rebuildIndexesLocked() {
+	r.consumers = make(map[string][]*fiber, len(r.consumers))
+	r.providers = make(map[string][]*fiber, len(r.order))
+	for _, f := range r.order {
+		r.indexLocked(f)
+	}
+}
+
+func (r *Runtime) indexLocked(f *fiber) {
+	for _, s := range f.plugin.Inject {
+		r.consumers[s] = append(r.consumers[s], f)
+	}
+	for _, s := range f.plugin.Provide {
+		r.providers[s] = append(r.providers[s], f)
+	}
+}
+
 // Mount adds one row and activates it if it can. Its error covers the row itself (id,
-// plugin, config); a row that mounts but cannot activate shows that in Status.
+// plugin, config); a row that mounts but cannot activate shows that in Status. A row
+// that would close an inject/provide cycle is mounted failed with the cycle's path.
 func (r *Runtime) Mount(row Row) error {
 	defer r.notify()
 	r.op.Lock()
@@ -388,6 +469,9 @@ func (r *Runtime) Unmount(id string) error {
 	defer r.notify()
 	r.op.Lock()
 	defer r.op.Unlock()
+	if r.isClosed() {
+		return errors.New("container: runtime is closed")
+	}
 	r.mu.RLock()
 	f, ok := r.byID[id]
 	r.mu.RUnlock()
@@ -457,13 +541,12 @@ func (r *Runtime) isClosed() bool {
 func (r *Runtime) newFiberLocked(pr preparedRow) *fiber {
 	f := &fiber{row: pr.row, plugin: pr.plugin, state: StatePending, since: time.Now()}
 	r.byID[f.row.ID] = f
-	for _, s := range f.plugin.Inject {
-		r.consumers[s] = append(r.consumers[s], f)
-	}
+	r.indexLocked(f)
 	return f
 }
 
-// remove disposes f (dependents first) and forgets it.
+// remove disposes f (dependents first) and forgets it. O(rows): for single removals;
+// Compose removes in bulk and rebuilds the indexes instead.
 func (r *Runtime) remove(f *fiber) {
 	r.unload(f, StateDisposed)
 	r.mu.Lock()
@@ -474,6 +557,12 @@ func (r *Runtime) remove(f *fiber) {
 		r.consumers[s] = without(r.consumers[s], f)
 		if len(r.consumers[s]) == 0 {
 			delete(r.consumers, s)
+		}
+	}
+	for _, s := range f.plugin.Provide {
+		r.providers[s] = without(r.providers[s], f)
+		if len(r.providers[s]) == 0 {
+			delete(r.providers, s)
 		}
 	}
 	r.order = without(r.order, f)
@@ -527,17 +616,135 @@ func (r *Runtime) ready(f *fiber) bool {
 	return true
 }
 
-// cycleFrom reports an inject/provide cycle through f among the mounted rows.
+// cycleFrom reports an inject/provide cycle through the newly mounted f among the mounted
+// rows that are neither failed nor disposed. It searches from f in both directions at
+// once (towards providers and towards consumers), one edge at a time, and stops as soon
+// as either side runs out: the cost is bounded by the smaller of the two neighbourhoods,
+// so mounting a long inject chain row by row stays linear in either row order.
 func (r *Runtime) cycleFrom(f *fiber) error {
+	if steps := r.cyclePathFrom(f); steps != nil {
+		return cycleError(steps)
+	}
+	return nil
+}
+
+func (r *Runtime) cyclePathFrom(f *fiber) []cycleStep {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	rows := make([]preparedRow, 0, len(r.order))
-	for _, g := range r.order {
-		if g.state != StateFailed && g.state != StateDisposed {
-			rows = append(rows, preparedRow{row: g.row, plugin: g.plugin})
+	type edge struct {
+		to      *fiber // the next fiber towards f's side of the search
+		service string
+	}
+	eligible := func(g *fiber) bool { return g.state != StateFailed && g.state != StateDisposed }
+	// fwd[x]: how f reaches x (x's predecessor injects service, provided by x).
+	// bwd[x]: how x reaches f (x injects service, provided by bwd[x].to).
+	fwd := map[*fiber]edge{f: {}}
+	bwd := map[*fiber]edge{f: {}}
+	fw := &walker{lists: r.providers, queue: []*fiber{f}, forward: true}
+	bw := &walker{lists: r.consumers, queue: []*fiber{f}}
+	var meet *fiber
+	var closing edge // set when the forward search reaches f itself
+	for meet == nil {
+		from, to, s, ok := fw.next()
+		if !ok {
+			return nil
+		}
+		if eligible(to) {
+			if to == f {
+				meet, closing = from, edge{to: f, service: s}
+				break
+			}
+			if _, seen := fwd[to]; !seen {
+				fwd[to] = edge{to: from, service: s}
+				if _, ok := bwd[to]; ok {
+					meet = to
+					break
+				}
+				fw.queue = append(fw.queue, to)
+			}
+		}
+		from, to, s, ok = bw.next()
+		if !ok {
+			return nil
+		}
+		// Backward edge: to injects s, which from provides.
+		if eligible(to) {
+			if to == f {
+				// f injects s from `from`, and from reaches f backwards: a cycle.
+				meet = f
+				closing = edge{}
+				bwd[f] = edge{to: from, service: s}
+				break
+			}
+			if _, seen := bwd[to]; !seen {
+				bwd[to] = edge{to: from, service: s}
+				if _, ok := fwd[to]; ok {
+					meet = to
+					break
+				}
+				bw.queue = append(bw.queue, to)
+			}
 		}
 	}
-	return findCycle(rows)
+	// Path f → … → meet from the forward parents, then meet → … → f from the backward ones.
+	var head []cycleStep
+	for x := meet; x != f; {
+		e := fwd[x]
+		head = append(head, cycleStep{row: e.to.row, service: e.service, provider: x.row})
+		x = e.to
+	}
+	slices.Reverse(head)
+	steps := head
+	if closing.to != nil {
+		steps = append(steps, cycleStep{row: meet.row, service: closing.service, provider: f.row})
+		return steps
+	}
+	for x := meet; ; {
+		e := bwd[x]
+		steps = append(steps, cycleStep{row: x.row, service: e.service, provider: e.to.row})
+		x = e.to
+		if x == f {
+			break
+		}
+	}
+	return steps
+}
+
+// walker enumerates the edges of a breadth-first search one at a time. Forward, a
+// fiber's edges go to the providers of what it injects; backward, to the consumers of
+// what it provides.
+type walker struct {
+	lists   map[string][]*fiber
+	forward bool
+	queue   []*fiber
+	node    *fiber
+	si, pi  int
+}
+
+func (w *walker) next() (from, to *fiber, service string, ok bool) {
+	for {
+		if w.node == nil {
+			if len(w.queue) == 0 {
+				return nil, nil, "", false
+			}
+			w.node, w.queue = w.queue[0], w.queue[1:]
+			w.si, w.pi = 0, 0
+		}
+		services := w.node.plugin.Provide
+		if w.forward {
+			services = w.node.plugin.Inject
+		}
+		for w.si < len(services) {
+			list := w.lists[services[w.si]]
+			if w.pi < len(list) {
+				w.pi++
+				return w.node, list[w.pi-1], services[w.si], true
+			}
+			w.si++
+			w.pi = 0
+		}
+		w.node = nil
+	}
 }
 
 func (r *Runtime) activate(f *fiber) (wake []*fiber) {
@@ -557,8 +764,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	act := &Context{rt: r, fiber: f, ctx: ctx, cancel: cancel,
-		log: r.log.With("row", f.row.ID, "plugin", f.plugin.Name)}
+	act := &Context{rt: r, fiber: f, ctx: ctx, cancel: cancel}
 	r.mu.Lock()
 	f.act = act
 	f.detail = ""
@@ -566,9 +772,10 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 	r.mu.Unlock()
 
 	err = r.apply(f, act, config)
+	provided := act.applied()
 	if err == nil {
 		for _, s := range f.plugin.Provide {
-			if _, ok := act.provided[s]; !ok {
+			if _, ok := provided[s]; !ok {
 				err = fmt.Errorf("%s: apply returned without providing declared service %q", f.plugin.Name, s)
 				break
 			}
@@ -580,7 +787,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 		return nil
 	}
 	r.mu.Lock()
-	for s, v := range act.provided {
+	for s, v := range provided {
 		r.services[s] = provision{fiber: f, value: v}
 	}
 	r.seq++
@@ -591,7 +798,9 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 		wake = append(wake, r.consumers[s]...)
 	}
 	r.mu.Unlock()
-	act.log.Debug("activated")
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		act.Logger().Debug("activated")
+	}
 	return wake
 }
 
@@ -599,7 +808,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 func (r *Runtime) apply(f *fiber, act *Context, config any) (err error) {
 	warn := time.AfterFunc(r.opts.ApplyWarnAfter, func() {
 		note := fmt.Errorf("apply has not returned after %s", r.opts.ApplyWarnAfter)
-		act.log.Error("apply is hung", "after", r.opts.ApplyWarnAfter)
+		act.Logger().Error("apply is hung", "after", r.opts.ApplyWarnAfter)
 		r.mu.Lock()
 		if f.act == act && f.state == StateLoading {
 			f.err = note
@@ -609,7 +818,7 @@ func (r *Runtime) apply(f *fiber, act *Context, config any) (err error) {
 	defer warn.Stop()
 	defer func() {
 		if p := recover(); p != nil {
-			act.log.Error("apply panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			act.Logger().Error("apply panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			err = fmt.Errorf("%s: apply panicked: %v", f.plugin.Name, p)
 		}
 	}()
@@ -702,7 +911,9 @@ func (r *Runtime) teardown(f *fiber, next State) {
 	f.detail = ""
 	r.setStateLocked(f, next)
 	r.mu.Unlock()
-	act.log.Debug("unloaded", "state", next)
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		act.Logger().Debug("unloaded", "state", next)
+	}
 }
 
 func (r *Runtime) setStateLocked(f *fiber, s State) {

@@ -61,10 +61,17 @@ func (r *Runtime) Status() Status {
 	return st
 }
 
-// setReloadError records the outcome of the last reload ("" after a good one).
+// setReloadError records the outcome of the last reload ("" after a good one) and
+// tells subscribers when it changed.
 func (r *Runtime) setReloadError(msg string) {
 	r.mu.Lock()
+	changed := r.reloadErr != msg
 	r.reloadErr = msg
 	r.mu.Unlock()
-	r.notify()
+	if changed {
+		r.notify()
+	}
 }
+
+// clearReloadError records a good reload.
+func (r *Runtime) clearReloadError() { r.setReloadError("") }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -117,11 +118,11 @@ func (s *Schema) check(name string, v any) error {
 		_, ok = v.(string)
 		want = "a string"
 	case "number":
-		_, ok = v.(float64)
+		_, ok = number(v)
 		want = "a number"
 	case "integer":
-		f, isNum := v.(float64)
-		ok = isNum && f == float64(int64(f))
+		f, isNum := number(v)
+		ok = isNum && f == math.Trunc(f) && !math.IsInf(f, 0)
 		want = "an integer"
 	case "boolean":
 		_, ok = v.(bool)
@@ -150,4 +151,31 @@ func (s *Schema) check(name string, v any) error {
 		return fmt.Errorf("%q must be one of %s", name, strings.Join(quoted, ", "))
 	}
 	return nil
+}
+
+// number accepts JSON numbers (float64) and the Go integer and float types a
+// programmatic CallMap caller may pass.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
 }

@@ -1,0 +1,274 @@
+package container_test
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+var benchLog = slog.New(slog.DiscardHandler)
+
+// chain builds n plugins where plugin i provides s<i> and injects s<i-1>, and the rows
+// mounting them in dependency order and in reverse order.
+func chain(b *testing.B, n int) (*container.Catalog, []container.Row, []container.Row) {
+	b.Helper()
+	plugins := make([]container.Plugin, n)
+	for i := range n {
+		p := container.Plugin{Name: fmt.Sprintf("p%05d", i), Provide: []string{fmt.Sprintf("s%d", i)}}
+		if i > 0 {
+			p.Inject = []string{fmt.Sprintf("s%d", i-1)}
+		}
+		provide, inject := p.Provide[0], p.Inject
+		p.Apply = func(ctx *container.Context, _ any) error {
+			for _, s := range inject {
+				if _, err := ctx.Service(s); err != nil {
+					return err
+				}
+			}
+			return ctx.Provide(provide, &svc{Row: ctx.ID(), Name: provide})
+		}
+		plugins[i] = p
+	}
+	cat, err := container.NewCatalog(plugins...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	forward := make([]container.Row, n)
+	for i := range n {
+		forward[i] = container.Row{ID: fmt.Sprintf("r%05d", i), Plugin: fmt.Sprintf("p%05d", i)}
+	}
+	reverse := slices.Clone(forward)
+	slices.Reverse(reverse)
+	return cat, forward, reverse
+}
+
+func checkAllActive(b *testing.B, rt *container.Runtime, n int) {
+	b.Helper()
+	st := rt.Status()
+	if len(st.Rows) != n {
+		b.Fatalf("%d rows, want %d", len(st.Rows), n)
+	}
+	for _, rs := range st.Rows {
+		if rs.State != container.StateActive {
+			b.Fatalf("row %s is %s (%s)", rs.ID, rs.State, rs.Error)
+		}
+	}
+}
+
+// BenchmarkMountChain: Compose a profile of n rows whose inject chain is n deep, in
+// dependency order and reversed. Linear cost means ns/row stays flat across n.
+func BenchmarkMountChain(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		cat, forward, reverse := chain(b, n)
+		// The floor: the irreducible work of any registry of n services in a chain (one
+		// map insert and one lookup per row), for the ratio runtime/floor.
+		b.Run(fmt.Sprintf("rows=%d/floor", n), func(b *testing.B) {
+			names := make([]string, n)
+			for i := range n {
+				names[i] = fmt.Sprintf("s%d", i)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				services := map[string]any{}
+				for i := range n {
+					if i > 0 {
+						if _, ok := services[names[i-1]]; !ok {
+							b.Fatal("chain broken")
+						}
+					}
+					services[names[i]] = &svc{Name: names[i]}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+		})
+		for _, order := range []struct {
+			name string
+			rows []container.Row
+		}{{"forward", forward}, {"reverse", reverse}} {
+			b.Run(fmt.Sprintf("rows=%d/%s/compose", n, order.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
+					b.StartTimer()
+					if err := rt.Compose("bench", order.rows); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					checkAllActive(b, rt, n)
+					rt.Close()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+			})
+			b.Run(fmt.Sprintf("rows=%d/%s/mount-each", n, order.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
+					b.StartTimer()
+					for _, row := range order.rows {
+						if err := rt.Mount(row); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+					checkAllActive(b, rt, n)
+					rt.Close()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+			})
+			// Removing every row through Compose (a reload to an empty profile): the
+			// diff's dispose path.
+			b.Run(fmt.Sprintf("rows=%d/%s/compose-remove-all", n, order.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
+					if err := rt.Compose("bench", order.rows); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					if err := rt.Compose("bench", nil); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if len(rt.Status().Rows) != 0 {
+						b.Fatal("rows left")
+					}
+					rt.Close()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+			})
+			b.Run(fmt.Sprintf("rows=%d/%s/close", n, order.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
+					if err := rt.Compose("bench", order.rows); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					rt.Close()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+			})
+		}
+	}
+}
+
+// BenchmarkSwapProvider: replace the provider of one service (the row keeps its id,
+// the plugin changes) under 100 dependents, which unload and re-apply.
+func BenchmarkSwapProvider(b *testing.B) {
+	const deps = 100
+	provide := func(name string) container.Plugin {
+		return container.Plugin{Name: name, Provide: []string{"shell"}, Apply: func(ctx *container.Context, _ any) error {
+			return ctx.Provide("shell", &svc{Row: ctx.ID(), Name: name})
+		}}
+	}
+	dep := container.Plugin{Name: "dep", Inject: []string{"shell"}, Apply: func(ctx *container.Context, _ any) error {
+		_, err := ctx.Service("shell")
+		ctx.Defer(func() {})
+		return err
+	}}
+	cat, err := container.NewCatalog(provide("local"), provide("sandbox"), dep)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := func(executor string) []container.Row {
+		out := []container.Row{{ID: "bash", Plugin: executor}}
+		for i := range deps {
+			out = append(out, container.Row{ID: fmt.Sprintf("d%03d", i), Plugin: "dep"})
+		}
+		return out
+	}
+	local, sandbox := rows("local"), rows("sandbox")
+	rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
+	defer rt.Close()
+	if err := rt.Compose("bench", local); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		next := sandbox
+		if i%2 == 1 {
+			next = local
+		}
+		i++
+		if err := rt.Compose("bench", next); err != nil {
+			b.Fatal(err)
+		}
+	}
+	checkAllActive(b, rt, deps+1)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*deps), "ns/dependent")
+}
+
+// BenchmarkReloadLatency: from a profile write (an editor's rename-save) to the new
+// config seen by apply, through fsnotify, the debounce, load, validate and compose.
+// ns/op includes the debounce; ns-after-debounce subtracts it.
+func BenchmarkReloadLatency(b *testing.B) {
+	for _, debounce := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
+		b.Run(fmt.Sprintf("debounce=%s", debounce), func(b *testing.B) {
+			seen := make(chan string, 16)
+			p := container.Plugin{Name: "p", Config: func() any { return &testConfig{} }, Apply: func(_ *container.Context, c any) error {
+				seen <- c.(*testConfig).Value
+				return nil
+			}}
+			cat, err := container.NewCatalog(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
+			defer rt.Close()
+			dir := b.TempDir()
+			path := filepath.Join(dir, "p.yaml")
+			write := func(v string) {
+				tmp := filepath.Join(dir, ".p.yaml.tmp")
+				if err := os.WriteFile(tmp, []byte("plugins:\n  - name: p\n    config: {value: \""+v+"\"}\n"), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Rename(tmp, path); err != nil {
+					b.Fatal(err)
+				}
+			}
+			write("start")
+			loader := container.NewProfileLoader(nil)
+			prof, err := loader.Load(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.Compose(prof.Name, prof.Rows); err != nil {
+				b.Fatal(err)
+			}
+			<-seen
+			rl, err := container.NewReloader(rt, loader, prof, container.ReloadOptions{Debounce: debounce, Logger: benchLog})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rl.Close()
+			i := 0
+			for b.Loop() {
+				i++
+				want := fmt.Sprint(i)
+				write(want)
+				for v := range seen {
+					if v == want {
+						break
+					}
+				}
+			}
+			per := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(debounce.Nanoseconds()), "ns-debounce")
+			b.ReportMetric(float64((per - debounce).Nanoseconds()), "ns-after-debounce")
+		})
+	}
+}

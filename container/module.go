@@ -1,0 +1,154 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+)
+
+// ModuleOptions configure Module; supply them with fx.Supply. Without them Module builds
+// the catalog and an empty runtime and composes nothing.
+type ModuleOptions struct {
+	// Profile is the profile to compose on start: a built-in name or a file path.
+	// Empty composes nothing.
+	Profile string
+	// Builtins holds the built-in profiles ("<name>.yaml"), e.g. profiles.FS.
+	Builtins fs.FS
+	// Watch reloads the profile when its file (or a base's) changes. Built-in profiles
+	// are never watched.
+	Watch bool
+	// Debounce is the reloader's quiet period (default DefaultDebounce).
+	Debounce time.Duration
+	// Logger receives runtime, reload and fx logs (default: slog.Default()). fx's own
+	// events are logged at debug level, its errors at error level.
+	Logger *slog.Logger
+	// Runtime configures the runtime; its Logger defaults to Logger.
+	Runtime Options
+}
+
+type moduleIn struct {
+	fx.In
+	Opts ModuleOptions `optional:"true"`
+}
+
+// options returns the supplied options, or the zero ones, with defaults applied.
+func (in moduleIn) options() ModuleOptions {
+	o := in.Opts
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Runtime.Logger == nil {
+		o.Runtime.Logger = o.Logger
+	}
+	return o
+}
+
+type catalogIn struct {
+	fx.In
+	Plugins []Plugin `group:"plugins"`
+}
+
+// Module wires the runtime into an fx application: it builds the *Catalog from every
+// plugin declared with Declare (a duplicate name or alias fails fx.New), provides the
+// *Runtime and the *ProfileLoader, logs fx events on slog, and ties the composition to
+// the application's lifecycle:
+//   - OnStart loads the profile, validates and composes it (an invalid profile fails
+//     the start; a plugin that fails to apply is only that row's failure) and, with
+//     Watch, starts a Reloader. It returns once the composition is mounted, or with an
+//     error naming the rows still loading when the start deadline passes first.
+//   - OnStop stops the reloader, then closes the runtime: every fiber is disposed in
+//     reverse activation order.
+//
+// Configure it with fx.Supply(container.ModuleOptions{...}).
+var Module = fx.Options(
+	fx.WithLogger(func(in moduleIn) fxevent.Logger {
+		l := &fxevent.SlogLogger{Logger: in.options().Logger}
+		l.UseLogLevel(slog.LevelDebug)
+		l.UseErrorLevel(slog.LevelError)
+		return l
+	}),
+	fx.Module("container",
+		fx.Provide(
+			newModuleCatalog,
+			newModuleRuntime,
+			newModuleLoader,
+		),
+		fx.Invoke(startModule),
+	),
+)
+
+func newModuleCatalog(in catalogIn) (*Catalog, error) {
+	return NewCatalog(in.Plugins...)
+}
+
+func newModuleRuntime(c *Catalog, in moduleIn) *Runtime {
+	return NewRuntime(c, in.options().Runtime)
+}
+
+func newModuleLoader(c *Catalog, in moduleIn) *ProfileLoader {
+	l := NewProfileLoader(in.options().Builtins)
+	l.Catalog = c
+	return l
+}
+
+func startModule(lc fx.Lifecycle, rt *Runtime, loader *ProfileLoader, in moduleIn) {
+	opts := in.options()
+	var reloader *Reloader
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			if opts.Profile == "" {
+				return nil
+			}
+			p, err := loader.Load(opts.Profile)
+			if err != nil {
+				return err
+			}
+			// Compose runs plugin code: honour the start deadline even if an apply hangs.
+			done := make(chan error, 1)
+			go func() { done <- rt.Compose(p.Name, p.Rows) }()
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				go func() { <-done; rt.Close() }() // whenever the hung apply returns
+				err := fmt.Errorf("profile %s: the composition did not finish before the start deadline (%w); still loading: %s",
+					p.Name, ctx.Err(), strings.Join(loadingRows(rt), ", "))
+				opts.Logger.Error("start failed", "err", err) // fx may report only the deadline
+				return err
+			}
+			if err != nil {
+				return err // validation errors name the file, row and key
+			}
+			if opts.Watch && p.Path != "" {
+				reloader, err = NewReloader(rt, loader, p, ReloadOptions{Debounce: opts.Debounce, Logger: opts.Logger})
+				if err != nil {
+					rt.Close()
+					return err
+				}
+			}
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			if reloader != nil {
+				reloader.Close()
+			}
+			rt.Close()
+			return nil
+		},
+	})
+}
+
+func loadingRows(rt *Runtime) []string {
+	var ids []string
+	for _, rs := range rt.Status().Rows {
+		if rs.State == StateLoading {
+			ids = append(ids, fmt.Sprintf("%q", rs.ID))
+		}
+	}
+	return ids
+}

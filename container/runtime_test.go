@@ -1,0 +1,637 @@
+package container_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+// Item 2: a row injecting shell with no provider is pending, naming the missing service
+// and the catalog plugins that could provide it.
+func TestPendingNamesMissingServiceAndCandidates(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "tool", []string{"shell"}, nil, nil),
+		plug(j, "local", nil, []string{"shell"}, nil),
+		plug(j, "sandbox", nil, []string{"shell", "sandboxPolicy"}, nil),
+	)
+	mustNil(t, rt.Mount(container.Row{ID: "tool", Plugin: "tool"}))
+	rs := rowStatus(t, rt, "tool")
+	if rs.State != container.StatePending {
+		t.Fatalf("state %q, want pending", rs.State)
+	}
+	if !slices.Equal(rs.Missing, []string{"shell"}) {
+		t.Fatalf("missing %q, want [shell]", rs.Missing)
+	}
+	if got := rs.Candidates["shell"]; !slices.Equal(got, []string{"local", "sandbox"}) {
+		t.Fatalf("candidates %q, want [local sandbox]", got)
+	}
+	wantEntries(t, j.take()) // nothing applied
+}
+
+// Item 2: mounting a provider activates the dependent; removing it unloads the dependent
+// (its disposers in reverse order) back to pending; re-adding re-activates it by itself.
+func TestProviderComesAndGoes(t *testing.T) {
+	j := &journal{}
+	tool := plug(j, "tool", []string{"shell"}, nil, func(ctx *container.Context, _ *testConfig) {
+		for i := 1; i <= 3; i++ {
+			ctx.Defer(func() { j.add("tool disposer %d", i) })
+		}
+	})
+	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil))
+	mustNil(t, rt.Mount(container.Row{ID: "tool", Plugin: "tool"}))
+	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
+	wantState(t, rt, "tool", container.StateActive)
+	if got := rowStatus(t, rt, "tool").Providers["shell"]; got != "bash" {
+		t.Fatalf("providers[shell] = %q, want bash", got)
+	}
+	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+
+	mustNil(t, rt.Unmount("bash"))
+	wantState(t, rt, "tool", container.StatePending)
+	if rs := rowStatus(t, rt, "tool"); !slices.Equal(rs.Missing, []string{"shell"}) {
+		t.Fatalf("missing %q", rs.Missing)
+	}
+	// The dependent unloads first, its disposers last-registered first; then the provider.
+	wantEntries(t, j.take(), "tool disposer 3", "tool disposer 2", "tool disposer 1", "dispose tool", "dispose bash")
+
+	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
+	wantState(t, rt, "tool", container.StateActive)
+	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+}
+
+// Item 2: A → B → C cascades transitively, both ways, in dependency order.
+func TestCascadeIsTransitive(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "a", nil, []string{"x"}, nil),
+		plug(j, "b", []string{"x"}, []string{"y"}, nil),
+		plug(j, "c", []string{"y"}, nil, nil),
+	)
+	mustNil(t, rt.Mount(container.Row{ID: "c", Plugin: "c"}))
+	mustNil(t, rt.Mount(container.Row{ID: "b", Plugin: "b"}))
+	wantState(t, rt, "b", container.StatePending)
+	wantState(t, rt, "c", container.StatePending)
+	if rs := rowStatus(t, rt, "c"); !slices.Equal(rs.Missing, []string{"y"}) || !slices.Equal(rs.Candidates["y"], []string{"b"}) {
+		t.Fatalf("c: missing %q candidates %v", rs.Missing, rs.Candidates)
+	}
+	mustNil(t, rt.Mount(container.Row{ID: "a", Plugin: "a"}))
+	wantEntries(t, j.take(), "apply a", "apply b from a", "apply c from b")
+	for id, st := range states(rt) {
+		if st != container.StateActive {
+			t.Fatalf("%s is %s", id, st)
+		}
+	}
+	mustNil(t, rt.Unmount("a"))
+	wantEntries(t, j.take(), "dispose c", "dispose b", "dispose a")
+	wantState(t, rt, "b", container.StatePending)
+	wantState(t, rt, "c", container.StatePending)
+	mustNil(t, rt.Mount(container.Row{ID: "a2", Plugin: "a"}))
+	wantEntries(t, j.take(), "apply a2", "apply b from a2", "apply c from b")
+}
+
+// Item 3: replacing a provider (another fiber) unloads and re-applies its dependents,
+// which then see the new service.
+func TestReplacingProviderReappliesDependents(t *testing.T) {
+	j := &journal{}
+	var seen []string
+	tool := plug(j, "tool", []string{"shell"}, nil, func(ctx *container.Context, _ *testConfig) {
+		v, _ := container.Injected[*svc](ctx, "shell")
+		seen = append(seen, v.Row)
+	})
+	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "sandbox", nil, []string{"shell"}, nil))
+	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "local"}, {ID: "tool", Plugin: "tool"}}))
+	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+
+	// The same row id, another plugin (what `{id: bash, name: bash-sandbox}` does).
+	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "sandbox"}, {ID: "tool", Plugin: "tool"}}))
+	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
+	got, _ := rt.Lookup("shell")
+	if _, ok := got.(*svc); !ok {
+		t.Fatalf("shell = %T", got)
+	}
+	if rowStatus(t, rt, "bash").Plugin != "sandbox" {
+		t.Fatal("bash row does not run sandbox")
+	}
+
+	// Another row id: unmount one provider, mount the other.
+	mustNil(t, rt.Unmount("bash"))
+	mustNil(t, rt.Mount(container.Row{ID: "bash2", Plugin: "local"}))
+	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash2", "apply tool from bash2")
+	if !slices.Equal(seen, []string{"bash", "bash", "bash2"}) {
+		t.Fatalf("the tool saw providers %q", seen)
+	}
+}
+
+// Item 4: a second provider of one service fails loudly, naming the service and the
+// first provider; the first (and its dependents) are untouched.
+func TestSecondProviderFails(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "tool", []string{"shell"}, nil, nil),
+		plug(j, "local", nil, []string{"shell"}, nil),
+		plug(j, "sandbox", nil, []string{"shell"}, nil),
+	)
+	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
+	mustNil(t, rt.Mount(container.Row{ID: "tool", Plugin: "tool"}))
+	j.take()
+	mustNil(t, rt.Mount(container.Row{ID: "other", Plugin: "sandbox"}))
+	rs := rowStatus(t, rt, "other")
+	if rs.State != container.StateFailed {
+		t.Fatalf("second provider is %s", rs.State)
+	}
+	for _, part := range []string{`service "shell"`, `row "bash"`, "local"} {
+		if !strings.Contains(rs.Error, part) {
+			t.Fatalf("error %q does not name %s", rs.Error, part)
+		}
+	}
+	wantState(t, rt, "bash", container.StateActive)
+	wantState(t, rt, "tool", container.StateActive)
+	wantEntries(t, j.take()) // nothing applied, nothing disposed
+	if v, _ := rt.Lookup("shell"); v.(*svc).Row != "bash" {
+		t.Fatalf("shell now from %q", v.(*svc).Row)
+	}
+}
+
+// Item 4: a profile with two enabled shell providers is rejected before anything
+// starts, naming both row ids (and their files).
+func TestTwoShellProvidersRejectedBeforeStart(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "tools", nil, []string{"tools"}, nil),
+		plug(j, "local", nil, []string{"shell"}, nil),
+		plug(j, "sandbox", nil, []string{"shell"}, nil),
+	)
+	rows := []container.Row{
+		{ID: "tools", Plugin: "tools", Source: "p.yaml"},
+		{ID: "bash", Plugin: "local", Source: "base.yaml"},
+		{ID: "confined", Plugin: "sandbox", Source: "p.yaml"},
+	}
+	err := rt.Compose("p", rows)
+	wantErrContains(t, err, `service "shell" has more than one enabled provider`, `row "bash" (base.yaml)`, `row "confined" (p.yaml)`)
+	wantErrContains(t, rt.Validate(rows), `row "bash"`, `row "confined"`)
+	wantEntries(t, j.take())
+	if n := len(rt.Status().Rows); n != 0 {
+		t.Fatalf("%d rows mounted after a rejected profile", n)
+	}
+	rows[2].Disabled = true
+	mustNil(t, rt.Compose("p", rows))
+	wantEntries(t, j.take(), "apply tools", "apply bash")
+}
+
+// Item 5: an apply that errors or panics fails only that fiber, keeps its error;
+// siblings stay active; a dependency refresh never re-runs a failed apply; a config
+// change does.
+func TestFailingApplyIsolated(t *testing.T) {
+	j := &journal{}
+	var cancelled atomic.Int32
+	watchCtx := func(ctx *container.Context, _ *testConfig) {
+		c := ctx.Context()
+		ctx.Defer(func() {
+			if c.Err() != nil {
+				cancelled.Add(1)
+			}
+		})
+	}
+	rt := newRuntime(t,
+		plug(j, "local", nil, []string{"shell"}, nil),
+		plug(j, "sandbox", nil, []string{"shell"}, nil),
+		plug(j, "flaky", []string{"shell"}, nil, watchCtx),
+		plug(j, "sibling", []string{"shell"}, nil, nil),
+	)
+	rows := func(bash string, flaky map[string]any, panicky map[string]any) []container.Row {
+		return []container.Row{
+			{ID: "bash", Plugin: bash},
+			{ID: "flaky", Plugin: "flaky", Config: flaky},
+			{ID: "panicky", Plugin: "flaky", Config: panicky},
+			{ID: "sibling", Plugin: "sibling"},
+		}
+	}
+	mustNil(t, rt.Compose("p", rows("local", map[string]any{"fail": true}, map[string]any{"panic": true})))
+	fl := rowStatus(t, rt, "flaky")
+	if fl.State != container.StateFailed || fl.Error != "flaky refuses to start" {
+		t.Fatalf("flaky: %s %q", fl.State, fl.Error)
+	}
+	pn := rowStatus(t, rt, "panicky")
+	if pn.State != container.StateFailed || pn.Error != "flaky: apply panicked: boom from panicky" {
+		t.Fatalf("panicky: %s %q", pn.State, pn.Error)
+	}
+	wantState(t, rt, "sibling", container.StateActive)
+	wantState(t, rt, "bash", container.StateActive)
+	// Whatever a failed apply registered was undone, with its context cancelled first.
+	if n := j.count("dispose flaky") + j.count("dispose panicky"); n != 2 {
+		t.Fatalf("failed activations disposed %d times, want 2", n)
+	}
+	if cancelled.Load() != 2 {
+		t.Fatalf("contexts cancelled before disposers: %d, want 2", cancelled.Load())
+	}
+	j.take()
+
+	// Dependency refresh: the provider is replaced; the sibling follows, failed rows stay.
+	mustNil(t, rt.Compose("p", rows("sandbox", map[string]any{"fail": true}, map[string]any{"panic": true})))
+	wantEntries(t, j.take(), "dispose sibling", "dispose bash", "apply bash", "apply sibling from bash")
+	wantState(t, rt, "flaky", container.StateFailed)
+	if rowStatus(t, rt, "flaky").Error != "flaky refuses to start" {
+		t.Fatal("failed row lost its error")
+	}
+
+	// A config change re-runs the apply.
+	mustNil(t, rt.Compose("p", rows("sandbox", map[string]any{"fail": false}, map[string]any{"panic": true})))
+	wantEntries(t, j.take(), "apply flaky from bash")
+	wantState(t, rt, "flaky", container.StateActive)
+	wantState(t, rt, "panicky", container.StateFailed)
+	if rowStatus(t, rt, "flaky").Error != "" {
+		t.Fatal("error kept after a good apply")
+	}
+}
+
+// Item 5: a plugin that does not provide a declared service, or provides one it did not
+// declare, fails with a clear error.
+func TestApplyMustProvideWhatItDeclares(t *testing.T) {
+	lazy := container.Plugin{Name: "lazy", Provide: []string{"x"}, Apply: func(*container.Context, any) error { return nil }}
+	var stray error
+	sneaky := container.Plugin{Name: "sneaky", Apply: func(ctx *container.Context, _ any) error {
+		stray = ctx.Provide("y", 1)
+		return nil
+	}}
+	var leakyCtx *container.Context
+	leaky := container.Plugin{Name: "leaky", Provide: []string{"z"}, Apply: func(ctx *container.Context, _ any) error {
+		leakyCtx = ctx
+		return ctx.Provide("z", 1)
+	}}
+	rt := newRuntime(t, lazy, sneaky, leaky)
+	mustNil(t, rt.Compose("p", []container.Row{{ID: "lazy", Plugin: "lazy"}, {ID: "sneaky", Plugin: "sneaky"}, {ID: "leaky", Plugin: "leaky"}}))
+	if rs := rowStatus(t, rt, "lazy"); rs.State != container.StateFailed || !strings.Contains(rs.Error, `without providing declared service "x"`) {
+		t.Fatalf("lazy: %s %q", rs.State, rs.Error)
+	}
+	wantErrContains(t, stray, `provide "y": not in the plugin's declared provide list`)
+	wantState(t, rt, "leaky", container.StateActive)
+	// Provide after Apply returned is refused: the service could never be published.
+	wantErrContains(t, leakyCtx.Provide("z", 2), "Apply has already returned")
+}
+
+// Item 6: an inject/provide cycle is reported with its path at validation, never left
+// pending; Mount reports it on the row that closes the cycle.
+func TestCycleReportedWithPath(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "a", []string{"z"}, []string{"x"}, nil),
+		plug(j, "b", []string{"x"}, []string{"y"}, nil),
+		plug(j, "c", []string{"y"}, []string{"z"}, nil),
+		plug(j, "self", []string{"s"}, []string{"s"}, nil),
+		plug(j, "root", nil, []string{"r"}, nil),
+	)
+	rows := []container.Row{
+		{ID: "root", Plugin: "root", Source: "p.yaml"},
+		{ID: "ra", Plugin: "a", Source: "p.yaml"},
+		{ID: "rb", Plugin: "b", Source: "p.yaml"},
+		{ID: "rc", Plugin: "c", Source: "p.yaml"},
+	}
+	err := rt.Validate(rows)
+	want := `inject/provide cycle: row "ra" (p.yaml) injects "z" provided by row "rc" → ` +
+		`row "rc" (p.yaml) injects "y" provided by row "rb" → row "rb" (p.yaml) injects "x" provided by row "ra"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error:\n got  %v\n want %s", err, want)
+	}
+	wantErrContains(t, rt.Compose("p", rows), "inject/provide cycle")
+	wantErrContains(t, rt.Validate([]container.Row{{ID: "me", Plugin: "self"}}),
+		`inject/provide cycle: row "me" injects "s" provided by row "me"`)
+	wantEntries(t, j.take())
+
+	// Row by row: the row that closes the cycle fails with the path; the others stay
+	// pending (they are not part of a running cycle once it failed).
+	mustNil(t, rt.Mount(container.Row{ID: "ra", Plugin: "a"}))
+	mustNil(t, rt.Mount(container.Row{ID: "rb", Plugin: "b"}))
+	mustNil(t, rt.Mount(container.Row{ID: "rc", Plugin: "c"}))
+	rs := rowStatus(t, rt, "rc")
+	if rs.State != container.StateFailed || !strings.HasPrefix(rs.Error, "inject/provide cycle: ") {
+		t.Fatalf("rc: %s %q", rs.State, rs.Error)
+	}
+	for _, part := range []string{`row "ra" injects "z" provided by row "rc"`, `row "rb" injects "x" provided by row "ra"`, `row "rc" injects "y" provided by row "rb"`} {
+		if !strings.Contains(rs.Error, part) {
+			t.Fatalf("cycle %q lacks %q", rs.Error, part)
+		}
+	}
+	// A row that is a cycle by itself is refused outright.
+	err = rt.Mount(container.Row{ID: "me", Plugin: "self"})
+	if err == nil || err.Error() != `inject/provide cycle: row "me" injects "s" provided by row "me"` {
+		t.Fatalf("mount self-cycle: %v", err)
+	}
+	wantEntries(t, j.take())
+}
+
+// Item 6 (Mount in the other direction): the cycle is found from the consumer side too.
+func TestCycleFoundFromEitherSide(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "a", []string{"z"}, []string{"x"}, nil),
+		plug(j, "b", []string{"x"}, []string{"y"}, nil),
+		plug(j, "c", []string{"y"}, []string{"z"}, nil),
+	)
+	for _, id := range []string{"rb", "rc", "ra"} {
+		mustNil(t, rt.Mount(container.Row{ID: id, Plugin: id[1:]}))
+	}
+	rs := rowStatus(t, rt, "ra")
+	if rs.State != container.StateFailed {
+		t.Fatalf("ra: %s", rs.State)
+	}
+	// The path starts at the new row and follows injects around the cycle.
+	want := `inject/provide cycle: row "ra" injects "z" provided by row "rc" → row "rc" injects "y" provided by row "rb" → row "rb" injects "x" provided by row "ra"`
+	if rs.Error != want {
+		t.Fatalf("error:\n got  %s\n want %s", rs.Error, want)
+	}
+}
+
+// Item 7: the per-activation context is cancelled on every unload, goroutines started
+// in apply stop, and the end of an activation waits for them.
+func TestActivationContextAndGoroutines(t *testing.T) {
+	j := &journal{}
+	var ctxs []context.Context
+	var acts []*container.Context
+	var running atomic.Int32
+	worker := plug(j, "worker", []string{"shell"}, nil, func(ctx *container.Context, _ *testConfig) {
+		ctxs = append(ctxs, ctx.Context())
+		acts = append(acts, ctx)
+		for range 3 {
+			running.Add(1)
+			ctx.Go(func(c context.Context) {
+				defer running.Add(-1)
+				<-c.Done()
+			})
+		}
+	})
+	rt := newRuntime(t, worker, plug(j, "local", nil, []string{"shell"}, nil))
+	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
+	mustNil(t, rt.Mount(container.Row{ID: "w", Plugin: "worker"}))
+	if running.Load() != 3 || ctxs[0].Err() != nil {
+		t.Fatalf("running %d, ctx err %v", running.Load(), ctxs[0].Err())
+	}
+	// Unload by cascade: the provider goes away.
+	mustNil(t, rt.Unmount("bash"))
+	if ctxs[0].Err() == nil {
+		t.Fatal("context not cancelled on unload")
+	}
+	if running.Load() != 0 {
+		t.Fatalf("%d goroutines still running after the unload returned", running.Load())
+	}
+	// Re-activation gets a fresh context; a config restart cancels it.
+	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
+	if len(ctxs) != 2 || ctxs[1].Err() != nil || running.Load() != 3 {
+		t.Fatalf("re-activation: %d contexts, running %d", len(ctxs), running.Load())
+	}
+	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "local"}, {ID: "w", Plugin: "worker", Config: map[string]any{"value": "x"}}}))
+	if ctxs[1].Err() == nil || len(ctxs) != 3 {
+		t.Fatal("restart did not cancel the old activation")
+	}
+	// Close cancels the rest; goleak (TestMain) checks nothing is left.
+	rt.Close()
+	if ctxs[2].Err() == nil || running.Load() != 0 {
+		t.Fatalf("after Close: ctx err %v, running %d", ctxs[2].Err(), running.Load())
+	}
+	// After the activation ended, Go is a no-op and Defer runs at once.
+	late := acts[2]
+	ran := false
+	late.Defer(func() { ran = true })
+	if !ran {
+		t.Fatal("Defer after the end did not run at once")
+	}
+	late.Go(func(context.Context) { t.Error("Go after the end ran") })
+}
+
+// Item 7 / OnStop: Close disposes every fiber in reverse activation order.
+func TestCloseDisposesInReverseActivationOrder(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "a", nil, []string{"x"}, nil),
+		plug(j, "b", []string{"x"}, []string{"y"}, nil),
+		plug(j, "c", []string{"y"}, nil, nil),
+		plug(j, "d", nil, nil, nil),
+	)
+	// Profile order differs from activation order: c and b wait for a.
+	mustNil(t, rt.Compose("p", []container.Row{{ID: "c", Plugin: "c"}, {ID: "b", Plugin: "b"}, {ID: "a", Plugin: "a"}, {ID: "d", Plugin: "d"}}))
+	wantEntries(t, j.take(), "apply a", "apply d", "apply b from a", "apply c from b")
+	rt.Close()
+	wantEntries(t, j.take(), "dispose c", "dispose b", "dispose d", "dispose a")
+	for id, st := range states(rt) {
+		if st != container.StateDisposed {
+			t.Fatalf("%s is %s after Close", id, st)
+		}
+	}
+	rt.Close() // idempotent
+	wantErrContains(t, rt.Compose("p", nil), "closed")
+	wantErrContains(t, rt.Mount(container.Row{ID: "e", Plugin: "d"}), "closed")
+}
+
+// Item 8: the status API, as JSON.
+func TestStatusJSON(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "local", nil, []string{"shell"}, func(ctx *container.Context, _ *testConfig) { ctx.SetDetail("process groups only") }),
+		plug(j, "tool", []string{"shell", "tools"}, nil, nil),
+		plug(j, "tools", nil, []string{"tools"}, nil),
+		plug(j, "broken", nil, nil, nil),
+	)
+	before := time.Now()
+	mustNil(t, rt.Compose("my-profile", []container.Row{
+		{ID: "bash", Plugin: "@test/local"},
+		{ID: "tool", Plugin: "tool"},
+		{ID: "broken", Plugin: "broken", Config: map[string]any{"fail": true}},
+	}))
+	data, err := json.Marshal(rt.Status())
+	mustNil(t, err)
+	var got struct {
+		Profile         string `json:"profile"`
+		LastReloadError string `json:"lastReloadError"`
+		Rows            []struct {
+			ID         string              `json:"id"`
+			Plugin     string              `json:"plugin"`
+			State      string              `json:"state"`
+			Missing    []string            `json:"missing"`
+			Error      string              `json:"error"`
+			Providers  map[string]string   `json:"providers"`
+			Candidates map[string][]string `json:"candidates"`
+			Detail     string              `json:"detail"`
+			Since      time.Time           `json:"since"`
+		} `json:"rows"`
+	}
+	mustNil(t, json.Unmarshal(data, &got))
+	if got.Profile != "my-profile" || got.LastReloadError != "" || len(got.Rows) != 3 {
+		t.Fatalf("status %s", data)
+	}
+	bash, tool, broken := got.Rows[0], got.Rows[1], got.Rows[2]
+	if bash.ID != "bash" || bash.Plugin != "local" || bash.State != "active" || bash.Detail != "process groups only" || len(bash.Missing) != 0 {
+		t.Fatalf("bash row: %+v", bash)
+	}
+	if bash.Since.Before(before.Add(-time.Second)) || bash.Since.After(time.Now()) {
+		t.Fatalf("since %v", bash.Since)
+	}
+	if tool.State != "pending" || !slices.Equal(tool.Missing, []string{"tools"}) ||
+		tool.Providers["shell"] != "bash" || !slices.Equal(tool.Candidates["tools"], []string{"tools"}) {
+		t.Fatalf("tool row: %+v", tool)
+	}
+	if broken.State != "failed" || broken.Error != "broken refuses to start" {
+		t.Fatalf("broken row: %+v", broken)
+	}
+	if !strings.Contains(string(data), `"missing":[]`) {
+		t.Fatalf("an active row's missing should be [] in JSON: %s", data)
+	}
+}
+
+// Item 8 / DESIGN: a hung apply is reported (state loading, error set) and Status and
+// Lookup keep answering while plugin code runs; a slow disposer shows `unloading`.
+func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	slow := container.Plugin{Name: "slow", Provide: []string{"s"}, Apply: func(ctx *container.Context, _ any) error {
+		close(entered)
+		<-release
+		ctx.Defer(func() { <-release })
+		return ctx.Provide("s", 1)
+	}}
+	cat, err := container.NewCatalog(slow)
+	mustNil(t, err)
+	rt := container.NewRuntime(cat, container.Options{Logger: quiet, ApplyWarnAfter: 20 * time.Millisecond})
+	done := make(chan error)
+	go func() { done <- rt.Compose("p", []container.Row{{ID: "slow", Plugin: "slow"}}) }()
+	<-entered
+	waitFor(t, 10*time.Second, "hung apply report", func() bool {
+		rs := rt.Status().Rows
+		return len(rs) == 1 && rs[0].State == container.StateLoading && strings.Contains(rs[0].Error, "apply has not returned after 20ms")
+	})
+	if _, ok := rt.Lookup("s"); ok {
+		t.Fatal("service visible before apply returned")
+	}
+	release <- struct{}{}
+	mustNil(t, <-done)
+	wantState(t, rt, "slow", container.StateActive)
+	if rowStatus(t, rt, "slow").Error != "" {
+		t.Fatal("hung report kept after apply returned")
+	}
+	closed := make(chan struct{})
+	go func() { rt.Close(); close(closed) }()
+	waitFor(t, 10*time.Second, "unloading state", func() bool { return rt.Status().Rows[0].State == container.StateUnloading })
+	close(release)
+	<-closed
+	wantState(t, rt, "slow", container.StateDisposed)
+}
+
+// Compose diffs by id: unchanged rows keep running, config changes restart only that
+// row (dependents follow), removed and disabled rows are disposed, new rows mount.
+func TestComposeDiffsByID(t *testing.T) {
+	j := &journal{}
+	var values []string
+	rt := newRuntime(t,
+		plug(j, "p", nil, []string{"x"}, func(_ *container.Context, c *testConfig) { values = append(values, c.Value) }),
+		plug(j, "dep", []string{"x"}, nil, nil),
+		plug(j, "other", nil, nil, nil),
+	)
+	base := []container.Row{{ID: "p", Plugin: "p"}, {ID: "dep", Plugin: "dep"}, {ID: "o1", Plugin: "other"}, {ID: "o2", Plugin: "other"}}
+	mustNil(t, rt.Compose("p", base))
+	j.take()
+	// The same rows again (config by alias, empty config map): nothing happens.
+	same := slices.Clone(base)
+	same[0].Config = map[string]any{}
+	same[2].Plugin = "@test/other"
+	mustNil(t, rt.Compose("p", same))
+	wantEntries(t, j.take())
+
+	next := []container.Row{
+		{ID: "p", Plugin: "p", Config: map[string]any{"value": "new"}},
+		{ID: "dep", Plugin: "dep"},
+		{ID: "o2", Plugin: "other", Disabled: true},
+		{ID: "o3", Plugin: "other"},
+	}
+	mustNil(t, rt.Compose("p", next))
+	got := j.take()
+	// Removed rows and the restarted provider go (reverse activation order), then the
+	// new activations in profile order.
+	wantEntries(t, got, "dispose o2", "dispose o1", "dispose dep", "dispose p", "apply p", "apply dep from p", "apply o3")
+	if values[len(values)-1] != "new" {
+		t.Fatalf("apply saw %q", values)
+	}
+	var ids []string
+	for _, rs := range rt.Status().Rows {
+		ids = append(ids, rs.ID)
+	}
+	if !slices.Equal(ids, []string{"p", "dep", "o3"}) {
+		t.Fatalf("rows %q", ids)
+	}
+}
+
+// Validation errors name the file, the row and the key.
+func TestValidateNamesFileRowAndKey(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t, plug(j, "p", nil, nil, nil), container.Plugin{Name: "bare", Apply: func(*container.Context, any) error { return nil }})
+	err := rt.Validate([]container.Row{
+		{ID: "a", Plugin: "nope", Source: "one.yaml"},
+		{ID: "b", Plugin: "p", Config: map[string]any{"bogus": 1}, Source: "one.yaml"},
+		{ID: "c", Plugin: "p", Config: map[string]any{"limit": "ten"}, Source: "two.yaml"},
+		{ID: "d", Plugin: "p", Config: map[string]any{"limit": -3}, Source: "two.yaml"},
+		{ID: "b", Plugin: "p", Source: "two.yaml"},
+		{ID: "e", Plugin: "p", Config: map[string]any{"inner": map[string]any{"c": 1}}, Source: "two.yaml"},
+		{ID: "f", Plugin: "bare", Config: map[string]any{"x": 1}, Source: "two.yaml"},
+		{ID: "g", Plugin: "p", Config: map[string]any{"limit": 1.5}, Source: "two.yaml"},
+		{ID: "h", Plugin: "p", Config: map[string]any{"limit": 1e300}, Source: "two.yaml"},
+	})
+	for _, line := range []string{
+		`one.yaml: row "a": module not found: nope`,
+		`one.yaml: row "b": config: unknown key "bogus" (known keys: fail, inner, limit, panic, value)`,
+		`two.yaml: row "c": config: key "limit": expected an integer, got the string "ten"`,
+		`two.yaml: row "d": limit must not be negative, got -3`,
+		`two.yaml: row "b": duplicate id`,
+		`two.yaml: row "e": config: unknown key "inner.c" (known keys: a, b)`,
+		`two.yaml: row "f": config: unknown key "x" (bare takes no config)`,
+		`two.yaml: row "g": config: key "limit": expected an integer, got the number 1.5`,
+		`two.yaml: row "h": config: key "limit": 1e+300 is out of range`,
+	} {
+		if !slices.Contains(strings.Split(err.Error(), "\n"), line) {
+			t.Errorf("missing %q in:\n%v", line, err)
+		}
+	}
+}
+
+// EndSession runs the active plugins' session-end hooks; a hook's registration ends
+// with its activation.
+func TestEndSessionHooks(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t, plug(j, "jobs", nil, nil, func(ctx *container.Context, _ *testConfig) {
+		ctx.OnSessionEnd(func(id string) { j.add("end %s in %s", id, ctx.ID()) })
+	}))
+	mustNil(t, rt.Mount(container.Row{ID: "j1", Plugin: "jobs"}))
+	mustNil(t, rt.Mount(container.Row{ID: "j2", Plugin: "jobs"}))
+	j.take()
+	rt.EndSession("s1")
+	wantEntries(t, j.take(), "end s1 in j1", "end s1 in j2")
+	mustNil(t, rt.Unmount("j1"))
+	j.take()
+	rt.EndSession("s2")
+	wantEntries(t, j.take(), "end s2 in j2")
+}
+
+// Subscribers hear about every operation, outside the runtime's locks.
+func TestSubscribe(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t, plug(j, "p", nil, []string{"x"}, nil))
+	var calls atomic.Int32
+	cancel := rt.Subscribe(func() {
+		calls.Add(1)
+		rt.Status() // must not deadlock
+		rt.Lookup("x")
+	})
+	mustNil(t, rt.Mount(container.Row{ID: "p", Plugin: "p"}))
+	mustNil(t, rt.Unmount("p"))
+	if calls.Load() != 2 {
+		t.Fatalf("%d notifications, want 2", calls.Load())
+	}
+	cancel()
+	mustNil(t, rt.Mount(container.Row{ID: "p", Plugin: "p"}))
+	if calls.Load() != 2 {
+		t.Fatal("notified after cancel")
+	}
+}

@@ -1,0 +1,232 @@
+package container
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long a Reloader waits after the last change before reloading.
+const DefaultDebounce = 100 * time.Millisecond
+
+// ReloadOptions configure a Reloader. Zero values take the defaults noted.
+type ReloadOptions struct {
+	// Debounce is the quiet period after the last change before a reload (default
+	// DefaultDebounce): an editor's save is several events.
+	Debounce time.Duration
+	// Logger receives reload outcomes (default: slog.Default()).
+	Logger *slog.Logger
+	// OnReload, when set, is called after every reload attempt with its outcome: nil
+	// when the new profile is running or the content was unchanged. It runs on the
+	// reloader's goroutine.
+	OnReload func(err error)
+}
+
+// Reloader keeps a runtime's composition in step with a profile file: it watches the
+// directories of the profile and of its bases (editors save by renaming a new file over
+// the old one, and a deleted file may be written again later), debounces, skips content
+// identical to what is running, loads the profile afresh, and composes it (the runtime
+// validates the whole profile first and then restarts only the rows that changed). A
+// failed reload leaves the last good composition running; its error is logged and
+// recorded in Status.LastReloadError until a later reload succeeds.
+type Reloader struct {
+	rt       *Runtime
+	loader   *ProfileLoader
+	spec     string // the profile file's absolute path
+	name     string // the profile's name in status, as first given
+	debounce time.Duration
+	log      *slog.Logger
+	onReload func(error)
+	watcher  *fsnotify.Watcher
+
+	reloadMu sync.Mutex // serializes reloads (the loop and Reload)
+	good     *Profile   // the profile that is running
+	files    map[string]bool
+	dirs     map[string]bool
+
+	recheck chan struct{} // asks the loop for another (debounced) check
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+// NewReloader starts watching current (the profile the runtime is running, as loaded by
+// loader) and reloading it into rt on change. A built-in profile has no file to watch:
+// that is an error. Close stops it.
+func NewReloader(rt *Runtime, loader *ProfileLoader, current *Profile, opts ReloadOptions) (*Reloader, error) {
+	if current == nil || current.Path == "" {
+		return nil, errors.New("reload: only a profile file can be watched (built-in profiles do not change)")
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("reload: %w", err)
+	}
+	r := &Reloader{
+		rt: rt, loader: loader, spec: current.Path, name: current.Name, debounce: opts.Debounce,
+		log: opts.Logger.With("profile", current.Path), onReload: opts.OnReload, watcher: w,
+		good: current, files: map[string]bool{}, dirs: map[string]bool{},
+		recheck: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	r.rewatch(nil)
+	if !r.dirs[filepath.Dir(current.Path)] {
+		w.Close()
+		return nil, fmt.Errorf("reload: cannot watch the directory of %s", current.Path)
+	}
+	go r.loop()
+	return r, nil
+}
+
+// Close stops watching and waits for a reload in progress to finish. It is idempotent.
+func (r *Reloader) Close() error {
+	var err error
+	r.once.Do(func() {
+		close(r.stop)
+		<-r.done
+		err = r.watcher.Close()
+	})
+	return err
+}
+
+// Reload loads and composes the profile now, as if a change had been seen. It returns
+// the reload's error (also recorded in the runtime's status).
+func (r *Reloader) Reload() error {
+	return r.reload()
+}
+
+func (r *Reloader) loop() {
+	defer close(r.done)
+	timer := time.NewTimer(0) // one check at start: the file may have changed before the watch began
+	for {
+		select {
+		case <-r.stop:
+			timer.Stop()
+			return
+		case ev, ok := <-r.watcher.Events:
+			if !ok {
+				return
+			}
+			if ev.Op == fsnotify.Chmod || !r.watched(filepath.Clean(ev.Name)) {
+				continue
+			}
+			timer.Reset(r.debounce)
+		case err, ok := <-r.watcher.Errors:
+			if !ok {
+				return
+			}
+			// E.g. an event queue overflow: a change may have been missed, so check.
+			r.log.Warn("profile watch error", "err", err)
+			timer.Reset(r.debounce)
+		case <-r.recheck:
+			timer.Reset(r.debounce)
+		case <-timer.C:
+			r.reload()
+		}
+	}
+}
+
+func (r *Reloader) watched(name string) bool {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	return r.files[name]
+}
+
+func (r *Reloader) reload() (err error) {
+	r.reloadMu.Lock()
+	defer func() {
+		r.reloadMu.Unlock()
+		if r.onReload != nil {
+			r.onReload(err)
+		}
+	}()
+	p, attempted, err := r.loader.load(r.spec)
+	if r.rewatch(attempted) {
+		// A file in a newly watched directory may have changed after it was read and
+		// before the watch began: look again (unchanged content is skipped).
+		select {
+		case r.recheck <- struct{}{}:
+		default:
+		}
+	}
+	if err == nil && p.Digest == r.good.Digest {
+		// What is on disk is what runs (perhaps again, after a failed edit was undone).
+		r.rt.clearReloadError()
+		return nil
+	}
+	if err == nil {
+		err = r.rt.Compose(r.name, p.Rows)
+	}
+	if err != nil {
+		r.log.Error("profile reload failed; the last good composition keeps running", "err", err)
+		r.rt.setReloadError(err.Error())
+		return err
+	}
+	r.good = p
+	r.rewatch(nil) // stop watching directories only the old profile needed
+	r.rt.clearReloadError()
+	r.log.Info("profile reloaded", "files", len(p.Files))
+	return nil
+}
+
+// rewatch makes the watched directories those of the running profile's files and of the
+// files the last attempt read (bases may have been added, removed or moved), and reports
+// whether it began watching a directory. Called with reloadMu held, or before the loop
+// starts.
+func (r *Reloader) rewatch(attempted []string) (added bool) {
+	files := map[string]bool{}
+	for _, f := range r.good.Files {
+		files[f] = true
+	}
+	for _, f := range attempted {
+		files[f] = true
+	}
+	// A symlinked profile (dotfiles) changes where its target lives: watch that too.
+	for f := range files {
+		if real, err := filepath.EvalSymlinks(f); err == nil && real != f {
+			files[real] = true
+		}
+	}
+	dirs := map[string]bool{}
+	for f := range files {
+		dirs[filepath.Dir(f)] = true
+	}
+	// Ask the watcher, not r.dirs: a watch ends by itself when its directory is removed.
+	watching := map[string]bool{}
+	for _, d := range r.watcher.WatchList() {
+		watching[d] = true
+	}
+	var add []string
+	for d := range dirs {
+		if !watching[d] {
+			add = append(add, d)
+		}
+	}
+	sort.Strings(add)
+	for _, d := range add {
+		if err := r.watcher.Add(d); err != nil {
+			// A base's directory that does not exist yet: retried after the next reload.
+			r.log.Warn("cannot watch profile directory", "dir", d, "err", err)
+			delete(dirs, d)
+			continue
+		}
+		added = true
+	}
+	for d := range watching {
+		if !dirs[d] {
+			_ = r.watcher.Remove(d) // fails harmlessly if the directory is gone
+		}
+	}
+	r.files, r.dirs = files, dirs
+	return added
+}

@@ -1,0 +1,296 @@
+package container_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+// reloadRig is a runtime composed from a profile file, with a Reloader on it.
+type reloadRig struct {
+	t       *testing.T
+	dir     string
+	path    string
+	rt      *container.Runtime
+	loader  *container.ProfileLoader
+	rl      *container.Reloader
+	j       *journal // apply/dispose
+	values  *journal // "<id>=<config value>" as each apply saw it
+	mu      sync.Mutex
+	results []error // every reload attempt's outcome
+}
+
+func newReloadRig(t *testing.T, profile string) *reloadRig {
+	t.Helper()
+	g := &reloadRig{t: t, dir: t.TempDir(), j: &journal{}, values: &journal{}}
+	g.path = filepath.Join(g.dir, "harness.yaml")
+	writeFile(t, g.path, profile)
+	see := func(ctx *container.Context, c *testConfig) { g.values.add("%s=%s", ctx.ID(), c.Value) }
+	g.rt = newRuntime(t,
+		plug(g.j, "prov", nil, []string{"x"}, see),
+		plug(g.j, "dep", []string{"x"}, nil, see),
+		plug(g.j, "other", nil, nil, see),
+	)
+	g.loader = container.NewProfileLoader(builtins)
+	p, err := g.loader.Load(g.path)
+	mustNil(t, err)
+	mustNil(t, g.rt.Compose(p.Name, p.Rows))
+	g.rl, err = container.NewReloader(g.rt, g.loader, p, container.ReloadOptions{
+		Debounce: 20 * time.Millisecond,
+		Logger:   quiet,
+		OnReload: func(err error) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.results = append(g.results, err)
+		},
+	})
+	mustNil(t, err)
+	t.Cleanup(func() { mustNil(t, g.rl.Close()) })
+	g.waitAttempts(1) // the check the reloader makes when it starts
+	g.j.take()
+	g.values.take()
+	return g
+}
+
+func (g *reloadRig) attempts() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.results)
+}
+
+func (g *reloadRig) lastResult() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.results[len(g.results)-1]
+}
+
+func (g *reloadRig) waitAttempts(n int) {
+	g.t.Helper()
+	waitFor(g.t, 10*time.Second, "a reload attempt", func() bool { return g.attempts() >= n })
+}
+
+// waitValue waits until an apply of row id has seen config value v.
+func (g *reloadRig) waitValue(id, v string) {
+	g.t.Helper()
+	waitFor(g.t, 10*time.Second, "apply of "+id+" with value "+v, func() bool { return g.values.count(id+"="+v) > 0 })
+}
+
+// renameSave writes content the way editors do: a temporary file renamed over the
+// profile.
+func (g *reloadRig) renameSave(content string) {
+	g.t.Helper()
+	tmp := filepath.Join(g.dir, ".harness.yaml.swp")
+	writeFile(g.t, tmp, content)
+	mustNil(g.t, os.Rename(tmp, g.path))
+}
+
+const rigProfile = `
+plugins:
+  - id: prov
+    name: prov
+    config: {value: one}
+  - id: dep
+    name: dep
+  - id: other
+    name: other
+`
+
+// Item 10: a changed config reaches apply after a reload; only that row restarts (its
+// dependent follows the cascade), the unrelated row keeps running.
+func TestReloadAppliesNewConfig(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: two", 1))
+	g.waitValue("prov", "two")
+	waitFor(t, 10*time.Second, "dependent back", func() bool { return rowStatus(t, g.rt, "dep").State == container.StateActive })
+	wantEntries(t, g.j.take(), "dispose dep", "dispose prov", "apply prov", "apply dep from prov")
+	if err := g.lastResult(); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.rt.Status(); st.LastReloadError != "" {
+		t.Fatalf("reload error %q", st.LastReloadError)
+	}
+}
+
+// Item 10: identical content is skipped (no restart), e.g. a save without changes.
+func TestReloadSkipsIdenticalContent(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	n := g.attempts()
+	writeFile(t, g.path, rigProfile)
+	g.waitAttempts(n + 1)
+	mustNil(t, g.lastResult())
+	wantEntries(t, g.j.take())
+}
+
+// Item 10: rows added, disabled and removed in an edit are mounted and disposed.
+func TestReloadAddsAndRemovesRows(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	g.renameSave(`
+plugins:
+  - id: prov
+    name: prov
+    config: {value: one}
+  - id: dep
+    name: dep
+    disabled: true
+  - id: more
+    name: other
+    config: {value: added}
+`)
+	g.waitValue("more", "added")
+	wantEntries(t, g.j.take(), "dispose other", "dispose dep", "apply more")
+	var ids []string
+	for _, rs := range g.rt.Status().Rows {
+		ids = append(ids, rs.ID)
+	}
+	if strings.Join(ids, ",") != "prov,more" {
+		t.Fatalf("rows %q", ids)
+	}
+}
+
+// Item 10: reload keeps working after editors' rename-saves, several times.
+func TestReloadAfterRenameSave(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	for _, v := range []string{"two", "three", "four"} {
+		g.renameSave(strings.Replace(rigProfile, "value: one", "value: "+v, 1))
+		g.waitValue("prov", v)
+	}
+}
+
+// Item 10: the file deleted (a failed reload, last good keeps running) and written
+// again (reloaded, error cleared), and edits after that still reload.
+func TestReloadAfterDeleteAndRewrite(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	n := g.attempts()
+	mustNil(t, os.Remove(g.path))
+	waitFor(t, 10*time.Second, "reload error", func() bool { return g.rt.Status().LastReloadError != "" })
+	if e := g.rt.Status().LastReloadError; !strings.Contains(e, g.path) || !strings.Contains(e, "does not exist") {
+		t.Fatalf("reload error %q", e)
+	}
+	if g.attempts() <= n {
+		t.Fatal("no attempt recorded")
+	}
+	for id, st := range states(g.rt) {
+		if st != container.StateActive {
+			t.Fatalf("%s is %s after the file vanished", id, st)
+		}
+	}
+	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: back", 1))
+	g.waitValue("prov", "back")
+	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
+	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: again", 1))
+	g.waitValue("prov", "again")
+}
+
+// Deleting the file and writing the same content again just clears the error.
+func TestReloadDeleteAndRestoreSameContent(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	mustNil(t, os.Remove(g.path))
+	waitFor(t, 10*time.Second, "reload error", func() bool { return g.rt.Status().LastReloadError != "" })
+	writeFile(t, g.path, rigProfile)
+	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
+	wantEntries(t, g.j.take())
+}
+
+// Item 10: an invalid edit keeps the last good composition running and records the
+// error (naming file, row, key); a later good edit applies and clears it.
+func TestReloadInvalidEditKeepsLastGood(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	for _, bad := range []struct{ content, want string }{
+		{"plugins: [\n", g.path + ": yaml:"},
+		{strings.Replace(rigProfile, "name: other", "name: nope", 1), g.path + `: row "other": module not found: nope`},
+		{strings.Replace(rigProfile, "value: one", "value: one, limit: -1", 1), g.path + `: row "prov": limit must not be negative, got -1`},
+		{strings.Replace(rigProfile, "value: one", "valeu: one", 1), g.path + `: row "prov": config: unknown key "valeu"`},
+		{strings.Replace(rigProfile, "    name: dep", "    name: dep\n    colour: red", 1), g.path + `: row "dep": unknown key "colour"`},
+	} {
+		n := g.attempts()
+		writeFile(t, g.path, bad.content)
+		g.waitAttempts(n + 1)
+		waitFor(t, 10*time.Second, "recorded error", func() bool {
+			return strings.Contains(g.rt.Status().LastReloadError, bad.want)
+		})
+		wantErrContains(t, g.lastResult(), bad.want)
+		for id, st := range states(g.rt) {
+			if st != container.StateActive {
+				t.Fatalf("%s is %s after an invalid edit", id, st)
+			}
+		}
+		wantEntries(t, g.j.take())
+	}
+	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: fixed", 1))
+	g.waitValue("prov", "fixed")
+	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
+}
+
+// Item 10: bases are watched too, and the watched set follows the extends chain.
+func TestReloadWatchesBases(t *testing.T) {
+	g := newReloadRig(t, "plugins: []\n")
+	baseDir := filepath.Join(g.dir, "bases")
+	mustNil(t, os.Mkdir(baseDir, 0o755))
+	base := filepath.Join(baseDir, "base.yaml")
+	writeFile(t, base, rigProfile)
+	g.renameSave("extends: bases/base.yaml\nplugins:\n  - id: other\n    config: {value: leaf}\n")
+	g.waitValue("other", "leaf")
+	// An edit of the base alone reloads.
+	writeFile(t, base, strings.Replace(rigProfile, "value: one", "value: from-base", 1))
+	g.waitValue("prov", "from-base")
+
+	// Move the chain to another base in another directory; that one is watched now.
+	otherDir := filepath.Join(g.dir, "elsewhere")
+	mustNil(t, os.Mkdir(otherDir, 0o755))
+	base2 := filepath.Join(otherDir, "base2.yaml")
+	writeFile(t, base2, strings.Replace(rigProfile, "value: one", "value: base2", 1))
+	g.renameSave("extends: elsewhere/base2.yaml\n")
+	g.waitValue("prov", "base2")
+	writeFile(t, base2, strings.Replace(rigProfile, "value: one", "value: base2-edit", 1))
+	g.waitValue("prov", "base2-edit")
+
+	// A base that does not exist yet: the error names it; creating it reloads.
+	g.renameSave("extends: later.yaml\n")
+	waitFor(t, 10*time.Second, "missing base error", func() bool {
+		return strings.Contains(g.rt.Status().LastReloadError, filepath.Join(g.dir, "later.yaml"))
+	})
+	writeFile(t, filepath.Join(g.dir, "later.yaml"), strings.Replace(rigProfile, "value: one", "value: later", 1))
+	g.waitValue("prov", "later")
+}
+
+// Built-in profiles are not watched.
+func TestReloaderRefusesBuiltins(t *testing.T) {
+	rt := newRuntime(t)
+	p, err := container.NewProfileLoader(builtins).Load("minimal")
+	mustNil(t, err)
+	_, err = container.NewReloader(rt, container.NewProfileLoader(builtins), p, container.ReloadOptions{})
+	wantErrContains(t, err, "built-in profiles do not change")
+}
+
+// Reload can be triggered by hand; Close is idempotent and stops everything (goleak in
+// TestMain checks the goroutines).
+func TestReloadByHandAndClose(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: manual", 1))
+	mustNil(t, g.rl.Reload())
+	if g.values.count("prov=manual") != 1 {
+		t.Fatalf("manual reload did not apply: %q", g.values.take())
+	}
+	mustNil(t, g.rl.Close())
+	mustNil(t, g.rl.Close())
+}
+
+// A symlinked profile (a dotfiles setup): editing the target reloads.
+func TestReloadFollowsSymlinkedProfile(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	dotfiles := filepath.Join(g.dir, "dotfiles")
+	mustNil(t, os.Mkdir(dotfiles, 0o755))
+	target := filepath.Join(dotfiles, "real.yaml")
+	writeFile(t, target, strings.Replace(rigProfile, "value: one", "value: linked", 1))
+	tmp := filepath.Join(g.dir, ".link")
+	mustNil(t, os.Symlink(target, tmp))
+	mustNil(t, os.Rename(tmp, g.path))
+	g.waitValue("prov", "linked")
+	writeFile(t, target, strings.Replace(rigProfile, "value: one", "value: edited-target", 1))
+	g.waitValue("prov", "edited-target")
+}

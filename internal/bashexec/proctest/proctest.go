@@ -1,0 +1,225 @@
+// Package proctest holds test helpers for packages that spawn processes: polling with a
+// deadline, process liveness by pid, file-descriptor counts, and a leftover-process
+// check. Tests only; production code must not import it.
+//
+// Leftover detection works by marking the environment: Main sets a unique
+// DSHTEST_MARK in the test binary's environment before the tests run, every child
+// inherits it (the subprocess scrub keeps it), and Leftovers finds live processes
+// carrying it.
+package proctest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// MarkerVar is the environment variable that marks this test run's processes.
+const MarkerVar = "DSHTEST_MARK"
+
+var marker string
+
+// Main runs the tests with a leftover-process marker set, then fails the run if a
+// goroutine leaked (goleak) or a marked process is still alive (after a grace of ten
+// seconds for processes that are just dying). Call it from TestMain.
+func Main(m *testing.M, opts ...goleak.Option) {
+	if os.Getenv(MarkerVar) == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		os.Setenv(MarkerVar, hex.EncodeToString(b))
+	}
+	marker = os.Getenv(MarkerVar)
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := Leftovers()
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintf(os.Stderr, "processes left behind by the tests: %s\n", Describe(left))
+				code = 1
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	os.Exit(code)
+}
+
+// WaitFor polls cond until it holds, failing t after d.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// State returns the state letter of pid from /proc (R, S, Z…), or 0 if it does not exist.
+func State(pid int) byte {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return 0
+	}
+	return data[i+2]
+}
+
+// Gone reports whether pid no longer runs: it does not exist or is a zombie (orphans
+// are reparented to an init that may never reap them).
+func Gone(pid int) bool {
+	s := State(pid)
+	return s == 0 || s == 'Z' || s == 'X'
+}
+
+// AllGone reports whether every pid is gone.
+func AllGone(pids ...int) bool {
+	for _, p := range pids {
+		if !Gone(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Leftovers lists live processes, other than this one, carrying this run's marker.
+func Leftovers() []int {
+	if marker == "" {
+		return nil
+	}
+	needle := []byte(MarkerVar + "=" + marker + "\x00")
+	self := os.Getpid()
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || Gone(pid) {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && bytes.Contains(env, needle) && !Gone(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Describe renders pids with their command lines, for failure messages.
+func Describe(pids []int) string {
+	var parts []string
+	for _, p := range pids {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		parts = append(parts, fmt.Sprintf("%d (%s)", p, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// NoLeftovers registers a cleanup that fails t if a marked process is still alive ten
+// seconds after the test ended. Tests that use it must not run in parallel with other
+// process-spawning tests of the same binary.
+func NoLeftovers(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := Leftovers()
+			if len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("processes left behind: %s", Describe(left))
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// FDCount counts this process's open file descriptors.
+func FDCount(t testing.TB) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("count fds: %v", err)
+	}
+	return len(entries)
+}
+
+// KillPids SIGKILLs pids that are still alive (cleanup of processes a test expects to
+// survive, such as a daemon that escaped its process group). It signals by pid rather
+// than through os.FindProcess, which would hold a pidfd until a finalizer runs.
+func KillPids(pids ...int) {
+	for _, p := range pids {
+		if p > 1 && !Gone(p) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+}
+
+// FDs maps this process's open descriptors to what they refer to.
+func FDs(t testing.TB) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("list fds: %v", err)
+	}
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out[e.Name()] = target
+	}
+	return out
+}
+
+// NewFDs lists the descriptors open in after that were not open (to the same file) in
+// before: the leaks. Descriptors closed in between are not leaks and are ignored.
+func NewFDs(before, after map[string]string) []string {
+	var leaked []string
+	for fd, target := range after {
+		if prev, ok := before[fd]; !ok || prev != target {
+			if target == "" || strings.HasPrefix(target, "/proc/") {
+				continue // the directory being listed
+			}
+			leaked = append(leaked, fd+" → "+target)
+		}
+	}
+	return leaked
+}
+
+// ReadPids parses whitespace-separated pids from a file (0 entries if it is absent).
+func ReadPids(path string) []int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,247 @@
+// Package approval provides the `approval` service: the one place a tool asks a session's
+// user to allow something once (today: a sandbox escalation of one bash call).
+//
+// The configured policy decides how: `ask` (the default) puts the question to the
+// session's interactive channel (container.Session.Prompter — MCP elicitation under
+// `dsh serve`, a terminal under `dsh call`), `allow` approves without asking (trusted
+// automation), `deny` rejects without asking. Every request and every decision is logged.
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/shell"
+)
+
+// Policies.
+const (
+	// PolicyAsk asks the session's user; a session without a channel gets
+	// ApprovalUnavailable.
+	PolicyAsk = "ask"
+	// PolicyAllow approves every request without asking.
+	PolicyAllow = "allow"
+	// PolicyDeny rejects every request without asking.
+	PolicyDeny = "deny"
+)
+
+// Plugin declares the approval service.
+var Plugin = container.Plugin{
+	Name:    "approval",
+	Aliases: []string{"@deepseek-ai/dsh-approval"},
+	Provide: []string{shell.ApprovalService},
+	Config:  func() any { return &Config{Policy: PolicyAsk} },
+	Apply: func(ctx *container.Context, config any) error {
+		cfg := config.(*Config)
+		a, err := New(cfg.Policy, ctx.Logger())
+		if err != nil {
+			return err
+		}
+		return ctx.Provide(shell.ApprovalService, a)
+	},
+}
+
+// Module registers Plugin in the catalog.
+var Module = container.Declare(Plugin)
+
+// Config is the plugin's configuration.
+type Config struct {
+	// Policy is how requests are decided: "ask" (default), "allow" or "deny".
+	Policy string `yaml:"policy"`
+}
+
+// Validate checks the policy.
+func (c *Config) Validate() error {
+	return validPolicy(c.Policy)
+}
+
+func validPolicy(p string) error {
+	switch p {
+	case PolicyAsk, PolicyAllow, PolicyDeny:
+		return nil
+	}
+	return fmt.Errorf("approval: policy must be one of %q, %q or %q, got %q", PolicyAsk, PolicyAllow, PolicyDeny, p)
+}
+
+// Approver is the `approval` service. It implements shell.Approver and is safe for
+// concurrent use; concurrent requests of one session are put to its Prompter
+// independently (the channel decides whether they queue).
+type Approver struct {
+	policy string
+	log    *slog.Logger
+}
+
+var _ shell.Approver = (*Approver)(nil)
+
+// New returns an Approver deciding by policy and logging to log (slog.Default() when nil).
+func New(policy string, log *slog.Logger) (*Approver, error) {
+	if err := validPolicy(policy); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Approver{policy: policy, log: log}, nil
+}
+
+// Policy returns the configured policy.
+func (a *Approver) Policy() string { return a.policy }
+
+// Request decides req. It never panics and always returns one of the four outcomes: a
+// ctx already cancelled → cancelled; allow → allowed-once and deny → rejected without
+// asking; ask → the session's Prompter decides (Accepted → allowed-once, Declined →
+// rejected, Cancelled → cancelled), a session without a Prompter, a channel error or an
+// unknown answer → unavailable, and a ctx cancelled while asking → cancelled.
+func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outcome shell.ApprovalOutcome) {
+	attrs := []any{
+		"session", sessionID(req.Session),
+		"tool", req.Tool,
+		"reason", req.Reason,
+		"policy", a.policy,
+	}
+	if req.Command != "" {
+		attrs = append(attrs, "command", req.Command)
+	}
+	a.log.Info("approval requested", attrs...)
+	var channelErr error
+	defer func() {
+		if p := recover(); p != nil {
+			// A misbehaving channel must not take the caller down; nothing is approved.
+			channelErr = fmt.Errorf("prompter panicked: %v", p)
+			outcome = shell.ApprovalUnavailable
+		}
+		decided := append(attrs, "outcome", string(outcome))
+		if channelErr != nil {
+			a.log.Warn("approval decided", append(decided, "error", channelErr.Error())...)
+			return
+		}
+		a.log.Info("approval decided", decided...)
+	}()
+
+	if ctx.Err() != nil {
+		return shell.ApprovalCancelled
+	}
+	switch a.policy {
+	case PolicyAllow:
+		return shell.ApprovalAllowedOnce
+	case PolicyDeny:
+		return shell.ApprovalRejected
+	}
+	if req.Session == nil || req.Session.Prompter == nil {
+		channelErr = errNoChannel
+		return shell.ApprovalUnavailable
+	}
+	answer, err := req.Session.Prompter.Confirm(ctx, Message(req))
+	if err != nil {
+		if ctx.Err() != nil {
+			return shell.ApprovalCancelled
+		}
+		channelErr = err
+		return shell.ApprovalUnavailable
+	}
+	switch answer {
+	case container.Accepted:
+		return shell.ApprovalAllowedOnce
+	case container.Declined:
+		return shell.ApprovalRejected
+	case container.Cancelled:
+		return shell.ApprovalCancelled
+	}
+	channelErr = fmt.Errorf("the channel returned an unknown answer %q", answer)
+	return shell.ApprovalUnavailable
+}
+
+var errNoChannel = errors.New("the session has no interactive channel")
+
+func sessionID(s *container.Session) string {
+	if s == nil {
+		return ""
+	}
+	return s.ID
+}
+
+// Message is the question put to the user for req: it names the tool, the command, the
+// requested sandbox mode (with what it permits), the workspace and the justification,
+// so that a channel showing nothing but this text (an MCP elicitation with an empty
+// schema, a terminal) gives the user everything needed to decide. A request that is not
+// a sandbox escalation shows its reason instead.
+func Message(req shell.ApprovalRequest) string {
+	mode, justification := req.Mode, req.Justification
+	if mode == "" {
+		mode, justification = parseEscalation(req.Reason)
+	}
+	tool := req.Tool
+	if tool == "" {
+		tool = "a tool"
+	} else {
+		tool = "the " + tool + " tool"
+	}
+	var b strings.Builder
+	if mode == "" {
+		fmt.Fprintf(&b, "dsh: %s asks for your approval.\n", tool)
+		if req.Command != "" {
+			fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(req.Command))
+		}
+		fmt.Fprintf(&b, "\nReason: %s\n", oneLine(req.Reason))
+		b.WriteString("\nAccept to allow this once; decline to refuse.")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "dsh: %s asks to run a command with wider sandbox access.\n", tool)
+	if req.Command != "" {
+		fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(req.Command))
+	}
+	fmt.Fprintf(&b, "\nRequested sandbox mode: %s", mode)
+	if d := modeDescription(mode); d != "" {
+		fmt.Fprintf(&b, " (%s)", d)
+	}
+	b.WriteString("\n")
+	if req.Session != nil && req.Session.Cwd != "" {
+		fmt.Fprintf(&b, "Workspace: %s\n", req.Session.Cwd)
+	}
+	if justification == "" {
+		justification = "(none given)"
+	}
+	fmt.Fprintf(&b, "Justification: %s\n", oneLine(justification))
+	b.WriteString("\nAccept to run this one call in that mode; decline to refuse (the command will not run).")
+	return b.String()
+}
+
+// parseEscalation splits "escalate sandbox to <mode>: <justification>".
+func parseEscalation(reason string) (mode, justification string) {
+	rest, ok := strings.CutPrefix(reason, "escalate sandbox to ")
+	if !ok {
+		return "", ""
+	}
+	mode, justification, ok = strings.Cut(rest, ": ")
+	if !ok || shell.ModeRank(mode) < 0 {
+		return "", ""
+	}
+	return mode, justification
+}
+
+func modeDescription(mode string) string {
+	switch mode {
+	case shell.ModeWorkspaceWrite:
+		return "the command may modify files in the session workspace and temporary directories"
+	case shell.ModeDangerFullAccess:
+		return "no sandbox: the command may modify any file you can and use the network"
+	case shell.ModeReadOnly:
+		return "the command may read files but not modify them"
+	}
+	return ""
+}
+
+// indent prefixes every line of s with two spaces so a multi-line command stays visibly
+// one block.
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

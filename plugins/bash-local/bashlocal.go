@@ -1,0 +1,52 @@
+// Package bashlocal is the bash-local plugin: the default `shell` provider, which runs
+// every command as a fresh `bash -c` process through the `subprocess` service, with the
+// harness's full authority.
+//
+// The plugin holds no process state: executions belong to the subprocess service, so
+// reloading or removing this plugin never kills a running command, and handles already
+// handed out stay usable.
+package bashlocal
+
+import (
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/bashexec"
+	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+// Name is the plugin's catalog name, also the prefix of its error messages.
+const Name = "bash-local"
+
+// Config is bash-local's configuration: the shared executor keys (cwd, timeoutMs,
+// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs) with the SPEC §4 defaults.
+type Config struct {
+	bashexec.Config `yaml:",inline"`
+}
+
+// Validate checks every key, with messages like
+// "bash-local: timeoutMs must be a positive finite number".
+func (c *Config) Validate() error { return c.Config.Check(Name) }
+
+// Plugin declares bash-local.
+var Plugin = container.Plugin{
+	Name:    Name,
+	Aliases: []string{"@deepseek-ai/dsh-bash-local"},
+	Inject:  []string{subprocess.Service},
+	Provide: []string{shell.Service},
+	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
+	Apply: func(ctx *container.Context, config any) error {
+		cfg := config.(*Config)
+		sup, err := container.Injected[*subprocess.Supervisor](ctx, subprocess.Service)
+		if err != nil {
+			return err
+		}
+		ex, err := bashexec.New(sup, cfg.Config, bashexec.Options{Name: Name})
+		if err != nil {
+			return err
+		}
+		return ctx.Provide(shell.Service, ex)
+	},
+}
+
+// Module registers Plugin in the catalog.
+var Module = container.Declare(Plugin)

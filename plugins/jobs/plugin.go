@@ -1,0 +1,295 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/tools"
+)
+
+// Service is the name the runtime is provided under.
+const Service = "jobs"
+
+// PromptText is the tool:jobs prompt section (order 106).
+const PromptText = "Background jobs: keep track of the job ids you start. You are notified when a job finishes, " +
+	"so do not busy-poll job_output or sleep while you wait; do other work or end your turn. " +
+	"Collect a finished job's output with job_output, and stop jobs that no longer matter with job_kill."
+
+// Plugin declares the jobs runtime and its tools.
+var Plugin = container.Plugin{
+	Name:    "jobs",
+	Aliases: []string{"@deepseek-ai/dsh-jobs"},
+	Inject:  []string{tools.Service, prompt.Service},
+	Provide: []string{Service},
+	Config:  func() any { return DefaultConfig() },
+	Apply:   apply,
+}
+
+// Module registers Plugin in the catalog.
+var Module = container.Declare(Plugin)
+
+// Config is the jobs row's config.
+type Config struct {
+	// MaxConcurrentJobsPerOwner bounds the live jobs of one session.
+	MaxConcurrentJobsPerOwner int `yaml:"maxConcurrentJobsPerOwner"`
+	// WaitTimeoutMs is how long job_output {wait: true} blocks when timeout_ms is absent.
+	WaitTimeoutMs int `yaml:"waitTimeoutMs"`
+	// MaxWaitTimeoutMs caps timeout_ms (larger requests are clamped).
+	MaxWaitTimeoutMs int `yaml:"maxWaitTimeoutMs"`
+}
+
+// DefaultConfig returns the config with its defaults applied.
+func DefaultConfig() *Config {
+	return &Config{MaxConcurrentJobsPerOwner: 10, WaitTimeoutMs: 30000, MaxWaitTimeoutMs: 600000}
+}
+
+// Validate checks that every value is positive and the default wait is within the cap.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"maxConcurrentJobsPerOwner", c.MaxConcurrentJobsPerOwner}, {"waitTimeoutMs", c.WaitTimeoutMs}, {"maxWaitTimeoutMs", c.MaxWaitTimeoutMs}} {
+		if f.v <= 0 {
+			return fmt.Errorf("jobs: %s must be a positive integer", f.key)
+		}
+	}
+	if c.WaitTimeoutMs > c.MaxWaitTimeoutMs {
+		return errors.New("jobs: waitTimeoutMs must be no greater than maxWaitTimeoutMs")
+	}
+	return nil
+}
+
+func apply(ctx *container.Context, config any) error {
+	cfg := config.(*Config)
+	reg, err := container.Injected[*tools.Registry](ctx, tools.Service)
+	if err != nil {
+		return err
+	}
+	prompts, err := container.Injected[*prompt.Registry](ctx, prompt.Service)
+	if err != nil {
+		return err
+	}
+	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, Logger: ctx.Logger()})
+	// Registered first so it runs last: the tools are gone before the jobs are disposed.
+	ctx.Defer(rt.Close)
+	if err := ctx.Provide(Service, rt); err != nil {
+		return err
+	}
+	ctx.OnSessionEnd(rt.EndOwner)
+	for _, t := range Tools(rt, cfg) {
+		if err := reg.Register(ctx, t); err != nil {
+			return err
+		}
+	}
+	return prompts.Add(ctx, prompt.Section{Name: "tool:jobs", Order: 106, Text: PromptText})
+}
+
+// OutputValue is job_output's typed result.
+type OutputValue struct {
+	JobID  string `json:"jobId"`
+	Kind   string `json:"kind"`
+	Label  string `json:"label"`
+	Status Status `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Output string `json:"output"`
+}
+
+// ListValue is job_list's typed result.
+type ListValue struct {
+	Jobs []Snapshot `json:"jobs"`
+}
+
+// KillValue is job_kill's typed result.
+type KillValue struct {
+	JobID  string     `json:"jobId"`
+	Result KillResult `json:"result"`
+	Status Status     `json:"status"`
+	Detail string     `json:"detail,omitempty"`
+}
+
+// Tools returns the job_output, job_list and job_kill tools over rt.
+//
+// job_output {job_id, wait, timeout_ms}: a consuming read. Without wait it returns at
+// once. With wait: true it first blocks until the job reaches a terminal status or
+// timeout_ms passes (default cfg.WaitTimeoutMs, clamped to cfg.MaxWaitTimeoutMs), then
+// returns the new output and the status at that moment — "[status: running]" after a
+// timeout, which is not an error. A wait cut short by the call's cancellation consumes
+// nothing. timeout_ms without wait is validated and otherwise ignored.
+func Tools(rt *Runtime, cfg *Config) []tools.Tool {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	jobID := &tools.Schema{Type: "string", Description: "The id the job was started with, e.g. bash-1."}
+	return []tools.Tool{
+		{
+			Name: "job_output",
+			Description: "Read a background job's new output and its status. Each read returns only the output produced since " +
+				"the previous read (never the same output twice), or (no new output), then a status line such as " +
+				"[status: running] or [status: completed, exit code: 0]. You are notified when a job finishes, so read it " +
+				"then instead of polling. With wait: true the read first blocks until the job finishes or timeout_ms passes " +
+				fmt.Sprintf("(default %d, at most %d), then returns the output so far and the status.", cfg.WaitTimeoutMs, cfg.MaxWaitTimeoutMs),
+			InputSchema: &tools.Schema{Type: "object", Properties: tools.Properties{
+				{Name: "job_id", Schema: jobID},
+				{Name: "wait", Schema: &tools.Schema{Type: "boolean", Description: "Block until the job finishes (or timeout_ms passes) before reading. Default false."}},
+				{Name: "timeout_ms", Schema: &tools.Schema{Type: "number", Description: fmt.Sprintf("With wait: the longest to block, in milliseconds (default %d, capped at %d).", cfg.WaitTimeoutMs, cfg.MaxWaitTimeoutMs)}},
+			}, Required: []string{"job_id"}},
+			Execute: func(ctx context.Context, call tools.Call) (tools.Result, error) {
+				return jobOutput(ctx, rt, cfg, call), nil
+			},
+		},
+		{
+			Name:        "job_list",
+			Description: "List your background jobs, one line each: <id> [<kind>] <status> — <label>.",
+			InputSchema: &tools.Schema{Type: "object"},
+			Execute: func(_ context.Context, call tools.Call) (tools.Result, error) {
+				return jobList(rt, call), nil
+			},
+		},
+		{
+			Name: "job_kill",
+			Description: "Stop a background job whose result no longer matters. Its whole process tree is terminated; " +
+				"its status is stopping until it ends (then killed). Remaining output stays readable with job_output.",
+			InputSchema: &tools.Schema{Type: "object", Properties: tools.Properties{
+				{Name: "job_id", Schema: jobID},
+				{Name: "reason", Schema: &tools.Schema{Type: "string", Description: "Why the job is no longer needed (for the log)."}},
+			}, Required: []string{"job_id"}},
+			Execute: func(_ context.Context, call tools.Call) (tools.Result, error) {
+				return jobKill(rt, call), nil
+			},
+		},
+	}
+}
+
+// number reads a validated numeric argument: JSON numbers arrive as float64, but a
+// programmatic CallMap caller may pass Go integers or a json.Number.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// parseJobID returns the trimmed job id, or the validation error result.
+func parseJobID(call tools.Call) (string, *tools.Result) {
+	raw, _ := call.Args["job_id"].(string)
+	if id := strings.TrimSpace(raw); id != "" {
+		return id, nil
+	}
+	res := tools.Errorf("invalid job_id: expected a non-empty string, got %s", jsonText(raw))
+	return "", &res
+}
+
+// waitTimeout returns how long a job_output call blocks: 0 without wait, else
+// timeout_ms (or the configured default) clamped to the cap. A timeout_ms that is not a
+// positive finite number is an error result (checked even without wait).
+func waitTimeout(cfg *Config, call tools.Call) (time.Duration, *tools.Result) {
+	ms := float64(cfg.WaitTimeoutMs)
+	if v, given := call.Args["timeout_ms"]; given {
+		f, _ := number(v)
+		if !(f > 0) || math.IsInf(f, 0) {
+			res := tools.Errorf("invalid timeout_ms: expected a positive number, got %s", jsonText(v))
+			return 0, &res
+		}
+		ms = f
+	}
+	if w, _ := call.Args["wait"].(bool); !w {
+		return 0, nil
+	}
+	ms = math.Min(ms, float64(cfg.MaxWaitTimeoutMs))
+	return time.Duration(ms * float64(time.Millisecond)), nil
+}
+
+func jobOutput(ctx context.Context, rt *Runtime, cfg *Config, call tools.Call) tools.Result {
+	id, bad := parseJobID(call)
+	if bad != nil {
+		return *bad
+	}
+	wait, bad := waitTimeout(cfg, call)
+	if bad != nil {
+		return *bad
+	}
+	out, err := rt.Read(ctx, call.Session, id, wait)
+	if err != nil {
+		return tools.Errorf("%v", err)
+	}
+	text := out.Text
+	if text == "" {
+		text = "(no new output)"
+	}
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	text += out.Job.StatusLine()
+	return tools.Result{Text: text, Value: OutputValue{JobID: out.Job.ID, Kind: out.Job.Kind, Label: out.Job.Label,
+		Status: out.Job.Status, Detail: out.Job.Detail, Output: out.Text}}
+}
+
+// ListText renders job_list's text.
+func ListText(jobs []Snapshot) string {
+	if len(jobs) == 0 {
+		return "(no background jobs)"
+	}
+	lines := make([]string, len(jobs))
+	for i, j := range jobs {
+		lines[i] = fmt.Sprintf("%s [%s] %s — %s", j.ID, j.Kind, j.Status, OneLine(j.Label))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func jobList(rt *Runtime, call tools.Call) tools.Result {
+	jobs := rt.List(call.Session)
+	if jobs == nil {
+		jobs = []Snapshot{}
+	}
+	return tools.Result{Text: ListText(jobs), Value: ListValue{Jobs: jobs}}
+}
+
+func jobKill(rt *Runtime, call tools.Call) tools.Result {
+	id, bad := parseJobID(call)
+	if bad != nil {
+		return *bad
+	}
+	reason, _ := call.Args["reason"].(string)
+	res, snap, err := rt.Kill(call.Session, id, reason)
+	if err != nil {
+		return tools.Errorf("%v", err)
+	}
+	value := KillValue{JobID: snap.ID, Result: res, Status: snap.Status, Detail: snap.Detail}
+	if res == KillAlreadyFinished {
+		return tools.Result{Text: fmt.Sprintf("job %s had already finished %s", snap.ID, snap.StatusLine()), Value: value}
+	}
+	return tools.Result{Text: "requested cancellation of job " + snap.ID, Value: value}
+}

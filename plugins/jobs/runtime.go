@@ -1,0 +1,627 @@
+// Package jobs provides the `jobs` service — the runtime that tracks background work
+// (bash commands today, other producers tomorrow) — and the model-facing job_output,
+// job_list and job_kill tools.
+//
+// A producer starts a job with Runtime.Start, handing over hooks to cancel it, to know
+// when it is done, to read its new output and to learn its outcome. The runtime owns
+// everything else: ids, per-session visibility, statuses, waiting, completion notices
+// and disposal. Job records live in the runtime, not in the producer, so they survive a
+// reload of the plugin that started them.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+// Status is a job's lifecycle state.
+type Status string
+
+// Job statuses. Running and stopping are live; the other three are terminal.
+const (
+	StatusRunning   Status = "running"
+	StatusStopping  Status = "stopping"
+	StatusCompleted Status = "completed"
+	StatusKilled    Status = "killed"
+	StatusFailed    Status = "failed"
+)
+
+// Terminal reports whether s is a final status.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusKilled || s == StatusFailed
+}
+
+// Outcome is how a job ended: a terminal status and an optional detail such as
+// "exit code: 0" or "signal: SIGTERM".
+type Outcome struct {
+	Status Status
+	Detail string
+}
+
+// Hooks adapt a producer's running work to the runtime.
+type Hooks struct {
+	// Cancel asks the work to stop. It must be idempotent and must not block for long.
+	Cancel func()
+	// Done is closed when the work has finished and its output is complete. Required.
+	Done <-chan struct{}
+	// ReadOutput returns the output produced since its previous call (consuming). Nil
+	// means the job has no output.
+	ReadOutput func() string
+	// Outcome reports how the work ended; it is called once, after Done is closed.
+	// Required. A non-terminal status is recorded as failed.
+	Outcome func() Outcome
+}
+
+// Spec describes a job to start.
+type Spec struct {
+	// Kind names the producer ("bash"); ids are <kind>-<n>.
+	Kind string
+	// Label is what the job is, for listings and notices (the command).
+	Label string
+	// Owner is the session that may see and control the job; nil (or a session with
+	// an empty ID) makes it unowned, visible to every caller.
+	Owner *container.Session
+	// Run starts the work. It is called only after every check passed; if it fails
+	// nothing is registered.
+	Run func() (Hooks, error)
+}
+
+// Snapshot is a job's state at one moment.
+type Snapshot struct {
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`
+	Label string `json:"label"`
+	// Owner is the owning session's id, "" for an unowned job.
+	Owner      string    `json:"owner,omitempty"`
+	Status     Status    `json:"status"`
+	Detail     string    `json:"detail,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	// KillReason is the reason given with the first kill request, if any.
+	KillReason string `json:"killReason,omitempty"`
+}
+
+// StatusLine renders the status marker: "[status: <s>, <detail>]" or "[status: <s>]".
+func (s Snapshot) StatusLine() string {
+	if s.Detail != "" {
+		return "[status: " + string(s.Status) + ", " + s.Detail + "]"
+	}
+	return "[status: " + string(s.Status) + "]"
+}
+
+// NoticeText is the completion notice sent to the owner of a finished job.
+func NoticeText(s Snapshot) string {
+	return fmt.Sprintf("background job %s (%s: %s) finished %s. Read its output with job_output.",
+		s.ID, s.Kind, OneLine(s.Label), s.StatusLine())
+}
+
+// OneLine folds a label's line breaks into spaces so a listing or notice stays one
+// line per job.
+func OneLine(label string) string {
+	if !strings.ContainsAny(label, "\r\n") {
+		return label
+	}
+	return strings.Join(strings.FieldsFunc(label, func(r rune) bool { return r == '\n' || r == '\r' }), " ")
+}
+
+// KillResult says what a kill request did.
+type KillResult string
+
+const (
+	// KillAlreadyFinished: the job had already ended; nothing was done.
+	KillAlreadyFinished KillResult = "already-finished"
+	// KillCancellationRequested: the job was asked to stop; its status is stopping
+	// until it ends.
+	KillCancellationRequested KillResult = "cancellation-requested"
+)
+
+// Output is one consuming read of a job.
+type Output struct {
+	// Text is the output produced since the previous read ("" when none).
+	Text string
+	// Job is the job's state, taken before the output was read: when it is terminal,
+	// Text holds everything that was left.
+	Job Snapshot
+}
+
+// Errors the runtime returns, for errors.Is; the messages carry the job id or limit.
+var (
+	ErrUnknownJob = errors.New("unknown job")
+	ErrNotOwner   = errors.New("job belongs to another session")
+	ErrLimit      = errors.New("background job limit reached")
+	ErrInvalid    = errors.New("invalid job")
+	ErrClosed     = errors.New("jobs runtime is closed")
+)
+
+type jobError struct {
+	msg  string
+	kind error
+}
+
+func (e *jobError) Error() string { return e.msg }
+func (e *jobError) Unwrap() error { return e.kind }
+
+func errorf(kind error, format string, args ...any) error {
+	return &jobError{msg: fmt.Sprintf(format, args...), kind: kind}
+}
+
+// Options configure a Runtime.
+type Options struct {
+	// MaxConcurrentPerOwner bounds the live (running or stopping) jobs of one owner;
+	// unowned jobs share one budget. Default 10.
+	MaxConcurrentPerOwner int
+	// DisposeTimeout bounds the wait for cancelled jobs when an owner or the runtime is
+	// disposed; jobs still running then are recorded as killed and forgotten. Default 30s.
+	DisposeTimeout time.Duration
+	// Logger receives kill and disposal logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Runtime is the `jobs` service. It is safe for concurrent use.
+type Runtime struct {
+	opts Options
+
+	mu       sync.Mutex
+	closed   bool
+	jobs     map[string]*job
+	counters map[string]int // per kind
+	seq      uint64
+	starting map[string]int // per owner: Run in flight
+	watchers sync.WaitGroup
+}
+
+type job struct {
+	id, kind, label string
+	seq             uint64
+	owner           *container.Session
+	ownerID         string
+	hooks           Hooks
+	started         time.Time
+	settled         chan struct{} // closed when the first outcome is recorded
+	abandon         chan struct{} // closed when the record is deleted
+	readMu          sync.Mutex    // serializes consuming reads
+
+	// guarded by Runtime.mu
+	status     Status
+	detail     string
+	finished   time.Time
+	killReason string
+	reported   bool // the owner has seen the terminal status (notice or read)
+	readers    int  // reads waiting for the job to finish
+	held       bool // a notice was held back for a waiting read
+	disposing  bool // owner or runtime disposal: no notice
+	deleted    bool
+}
+
+// NewRuntime returns an empty runtime.
+func NewRuntime(opts Options) *Runtime {
+	if opts.MaxConcurrentPerOwner <= 0 {
+		opts.MaxConcurrentPerOwner = 10
+	}
+	if opts.DisposeTimeout <= 0 {
+		opts.DisposeTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}}
+}
+
+func ownerID(s *container.Session) string {
+	if s == nil {
+		return ""
+	}
+	return s.ID
+}
+
+// Start checks spec (kind, label, the owner's limit, in that order), then calls Run and
+// registers the job it started. If Run fails, nothing is registered and no id is used.
+func (r *Runtime) Start(spec Spec) (Snapshot, error) {
+	if strings.TrimSpace(spec.Kind) == "" {
+		return Snapshot{}, errorf(ErrInvalid, "invalid job kind: expected a non-empty string")
+	}
+	if strings.TrimSpace(spec.Label) == "" {
+		return Snapshot{}, errorf(ErrInvalid, "invalid job label: expected a non-empty string")
+	}
+	if spec.Run == nil {
+		return Snapshot{}, errorf(ErrInvalid, "invalid job run: expected a function")
+	}
+	owner := ownerID(spec.Owner)
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return Snapshot{}, ErrClosed
+	}
+	live := r.starting[owner]
+	for _, j := range r.jobs {
+		if j.ownerID == owner && !j.status.Terminal() && !j.deleted {
+			live++
+		}
+	}
+	if live >= r.opts.MaxConcurrentPerOwner {
+		r.mu.Unlock()
+		return Snapshot{}, errorf(ErrLimit, "background job limit reached for this owner (limit: %d); use job_kill to stop an unneeded job, wait for it to finish, then retry", r.opts.MaxConcurrentPerOwner)
+	}
+	r.starting[owner]++
+	r.mu.Unlock()
+
+	hooks, err := runSafely(spec.Run)
+	if err == nil {
+		switch {
+		case hooks.Done == nil:
+			err = errors.New("jobs: producer returned hooks without Done")
+		case hooks.Outcome == nil:
+			err = errors.New("jobs: producer returned hooks without Outcome")
+		}
+		if err != nil {
+			callSafely(hooks.Cancel)
+		}
+	}
+
+	r.mu.Lock()
+	r.starting[owner]--
+	if r.starting[owner] == 0 {
+		delete(r.starting, owner)
+	}
+	if err != nil {
+		r.mu.Unlock()
+		return Snapshot{}, err
+	}
+	if r.closed {
+		r.mu.Unlock()
+		callSafely(hooks.Cancel)
+		return Snapshot{}, ErrClosed
+	}
+	r.counters[spec.Kind]++
+	r.seq++
+	j := &job{
+		id:      fmt.Sprintf("%s-%d", spec.Kind, r.counters[spec.Kind]),
+		kind:    spec.Kind,
+		label:   spec.Label,
+		seq:     r.seq,
+		owner:   spec.Owner,
+		ownerID: owner,
+		hooks:   hooks,
+		started: time.Now(),
+		settled: make(chan struct{}),
+		abandon: make(chan struct{}),
+		status:  StatusRunning,
+	}
+	r.jobs[j.id] = j
+	snap := j.snapshotLocked()
+	r.watchers.Add(1)
+	r.mu.Unlock()
+
+	go r.watch(j)
+	return snap, nil
+}
+
+func runSafely(run func() (Hooks, error)) (h Hooks, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("jobs: producer panicked while starting: %v", p)
+		}
+	}()
+	return run()
+}
+
+func callSafely(fn func()) {
+	if fn == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	fn()
+}
+
+// watch records the job's outcome once its work is done.
+func (r *Runtime) watch(j *job) {
+	defer r.watchers.Done()
+	select {
+	case <-j.hooks.Done:
+	case <-j.abandon:
+		return
+	}
+	r.settle(j, outcomeSafely(j.hooks.Outcome))
+}
+
+func outcomeSafely(fn func() Outcome) (o Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			o = Outcome{Status: StatusFailed, Detail: fmt.Sprintf("producer panicked: %v", p)}
+		}
+	}()
+	o = fn()
+	if !o.Status.Terminal() {
+		return Outcome{Status: StatusFailed, Detail: fmt.Sprintf("producer reported non-terminal status %q", o.Status)}
+	}
+	return o
+}
+
+// settle records o unless an outcome was already recorded (the first one wins), and
+// sends the completion notice when one is due.
+func (r *Runtime) settle(j *job, o Outcome) {
+	r.mu.Lock()
+	if j.status.Terminal() {
+		r.mu.Unlock()
+		return
+	}
+	j.status, j.detail, j.finished = o.Status, o.Detail, time.Now()
+	close(j.settled)
+	notify := r.noticeDueLocked(j)
+	snap := j.snapshotLocked()
+	r.mu.Unlock()
+	if notify {
+		r.deliver(j, snap)
+	}
+}
+
+// noticeDueLocked decides whether the owner must be told that j finished, and marks it
+// reported if so. A read waiting on the job will report it instead.
+func (r *Runtime) noticeDueLocked(j *job) bool {
+	if j.ownerID == "" || j.reported || j.disposing || j.deleted || !j.status.Terminal() {
+		return false
+	}
+	if j.readers > 0 {
+		j.held = true
+		return false
+	}
+	j.reported = true
+	return true
+}
+
+func (r *Runtime) deliver(j *job, snap Snapshot) {
+	n := j.owner.Notifier
+	if n == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.opts.Logger.Error("jobs: notifier panicked", "job", snap.ID, "panic", fmt.Sprint(p))
+		}
+	}()
+	n.Notify(NoticeText(snap))
+}
+
+func (j *job) snapshotLocked() Snapshot {
+	return Snapshot{ID: j.id, Kind: j.kind, Label: j.label, Owner: j.ownerID, Status: j.status,
+		Detail: j.detail, StartedAt: j.started, FinishedAt: j.finished, KillReason: j.killReason}
+}
+
+// lookupLocked finds id as seen by caller: owned jobs are visible to their owner only.
+func (r *Runtime) lookupLocked(caller *container.Session, id string) (*job, error) {
+	j, ok := r.jobs[id]
+	if !ok || j.deleted {
+		return nil, errorf(ErrUnknownJob, "unknown job %s", id)
+	}
+	if j.ownerID != "" && ownerID(caller) != j.ownerID {
+		return nil, errorf(ErrNotOwner, "job %s belongs to another session", id)
+	}
+	return j, nil
+}
+
+// Get returns the job's current state.
+func (r *Runtime) Get(caller *container.Session, id string) (Snapshot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j, err := r.lookupLocked(caller, id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return j.snapshotLocked(), nil
+}
+
+// List returns the jobs caller can see (its own and unowned ones), oldest first.
+func (r *Runtime) List(caller *container.Session) []Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var js []*job
+	for _, j := range r.jobs {
+		if !j.deleted && (j.ownerID == "" || j.ownerID == ownerID(caller)) {
+			js = append(js, j)
+		}
+	}
+	sort.Slice(js, func(a, b int) bool { return js[a].seq < js[b].seq })
+	out := make([]Snapshot, len(js))
+	for i, j := range js {
+		out[i] = j.snapshotLocked()
+	}
+	return out
+}
+
+// Wait blocks until the job finishes, timeout passes, or ctx is done, and returns its
+// state then. A timeout is not an error: the snapshot simply shows a live status. A
+// done ctx returns the snapshot with ctx's error.
+func (r *Runtime) Wait(ctx context.Context, caller *container.Session, id string, timeout time.Duration) (Snapshot, error) {
+	r.mu.Lock()
+	j, err := r.lookupLocked(caller, id)
+	r.mu.Unlock()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	err = awaitJob(ctx, j, timeout)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return j.snapshotLocked(), err
+}
+
+func awaitJob(ctx context.Context, j *job, timeout time.Duration) error {
+	if timeout <= 0 {
+		return nil
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-j.settled:
+	case <-j.abandon:
+	case <-t.C:
+	case <-ctx.Done():
+		select {
+		case <-j.settled:
+		default:
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Read consumes the job's new output. With wait > 0 it first blocks until the job
+// finishes, wait passes, or ctx is done — a done ctx consumes nothing and returns its
+// error. When the returned status is terminal the job counts as reported: no
+// completion notice is sent for it (a notice that fell due while this read waited is
+// left to the read, or sent if the read gives up).
+func (r *Runtime) Read(ctx context.Context, caller *container.Session, id string, wait time.Duration) (Output, error) {
+	r.mu.Lock()
+	j, err := r.lookupLocked(caller, id)
+	if err != nil {
+		r.mu.Unlock()
+		return Output{}, err
+	}
+	j.readers++
+	r.mu.Unlock()
+
+	err = awaitJob(ctx, j, wait)
+	var out Output
+	if err == nil {
+		j.readMu.Lock()
+		r.mu.Lock()
+		out.Job = j.snapshotLocked()
+		r.mu.Unlock()
+		out.Text = readSafely(j.hooks.ReadOutput)
+		j.readMu.Unlock()
+	}
+
+	r.mu.Lock()
+	j.readers--
+	if err == nil && out.Job.Status.Terminal() {
+		j.reported = true
+	}
+	var notify bool
+	var snap Snapshot
+	if j.held && j.readers == 0 {
+		j.held = false
+		notify = r.noticeDueLocked(j)
+		snap = j.snapshotLocked()
+	}
+	r.mu.Unlock()
+	if notify {
+		r.deliver(j, snap)
+	}
+	return out, err
+}
+
+func readSafely(fn func() string) (s string) {
+	if fn == nil {
+		return ""
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s = fmt.Sprintf("[reading output failed: %v]", p)
+		}
+	}()
+	return fn()
+}
+
+// Kill asks the job to stop. A finished job is left alone (KillAlreadyFinished);
+// otherwise its Cancel hook runs and its status is stopping until it ends. reason is
+// recorded with the first request.
+func (r *Runtime) Kill(caller *container.Session, id, reason string) (KillResult, Snapshot, error) {
+	r.mu.Lock()
+	j, err := r.lookupLocked(caller, id)
+	if err != nil {
+		r.mu.Unlock()
+		return "", Snapshot{}, err
+	}
+	if j.status.Terminal() {
+		snap := j.snapshotLocked()
+		r.mu.Unlock()
+		return KillAlreadyFinished, snap, nil
+	}
+	j.status = StatusStopping
+	if j.killReason == "" {
+		j.killReason = reason
+	}
+	snap := j.snapshotLocked()
+	r.mu.Unlock()
+	r.opts.Logger.Info("jobs: cancellation requested", "job", id, "reason", reason)
+	callSafely(j.hooks.Cancel)
+	return KillCancellationRequested, snap, nil
+}
+
+// EndOwner disposes the jobs of session id: cancels them, waits for them (up to
+// Options.DisposeTimeout) and deletes them. No notices are sent for them.
+func (r *Runtime) EndOwner(sessionID string) {
+	if sessionID == "" {
+		return
+	}
+	r.dispose(func(j *job) bool { return j.ownerID == sessionID })
+}
+
+// Close disposes every job (cancel, wait, delete) and refuses new ones. It is
+// idempotent and returns when every watcher goroutine has ended.
+func (r *Runtime) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.dispose(func(*job) bool { return true })
+	r.watchers.Wait()
+}
+
+func (r *Runtime) dispose(match func(*job) bool) {
+	r.mu.Lock()
+	var js []*job
+	for _, j := range r.jobs {
+		if !j.deleted && !j.disposing && match(j) {
+			j.disposing = true
+			if !j.status.Terminal() {
+				j.status = StatusStopping
+			}
+			js = append(js, j)
+		}
+	}
+	r.mu.Unlock()
+	if len(js) == 0 {
+		return
+	}
+	for _, j := range js {
+		select {
+		case <-j.settled:
+		default:
+			callSafely(j.hooks.Cancel)
+		}
+	}
+	deadline := time.NewTimer(r.opts.DisposeTimeout)
+	defer deadline.Stop()
+	expired := false
+	for _, j := range js {
+		if !expired {
+			select {
+			case <-j.settled:
+				continue
+			case <-deadline.C:
+				expired = true
+			}
+		}
+		select {
+		case <-j.settled:
+		default:
+			r.opts.Logger.Error("jobs: job did not stop after cancellation; forgetting it", "job", j.id, "waited", r.opts.DisposeTimeout)
+			r.settle(j, Outcome{Status: StatusKilled, Detail: "did not stop after cancellation"})
+		}
+	}
+	r.mu.Lock()
+	for _, j := range js {
+		j.deleted = true
+		delete(r.jobs, j.id)
+		close(j.abandon)
+	}
+	r.mu.Unlock()
+}

@@ -1,0 +1,239 @@
+package subprocess_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+// seqOutput is what `seq 1 n` prints.
+func seqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.String()
+}
+
+func TestCaptureKeepsTailAndSpillsWholeStream(t *testing.T) {
+	proctest.NoLeftovers(t)
+	sup := newSup(t, false)
+	want := seqOutput(20000) // 108894 bytes
+
+	t.Run("fits in memory", func(t *testing.T) {
+		spec := bashSpec("seq 1 20000")
+		spec.Stdout = subprocess.Capture{MaxBytes: int64(len(want)), SpillMaxBytes: 1 << 20}
+		p := spawn(t, sup, spec)
+		waitDone(t, p, 10*time.Second)
+		out := p.Stdout().Output()
+		if out.Text != want || out.Truncated || out.SpillPath != "" || out.Bytes != int64(len(want)) {
+			t.Errorf("output: truncated %v spill %q bytes %d, text ok %v", out.Truncated, out.SpillPath, out.Bytes, out.Text == want)
+		}
+	})
+	t.Run("one byte over spills", func(t *testing.T) {
+		spec := bashSpec("seq 1 20000")
+		spec.Stdout = subprocess.Capture{MaxBytes: int64(len(want)) - 1, SpillMaxBytes: 1 << 20}
+		p := spawn(t, sup, spec)
+		waitDone(t, p, 10*time.Second)
+		out := p.Stdout().Output()
+		if out.Text != want[1:] || !out.Truncated || out.SpillPath == "" {
+			t.Fatalf("output: truncated %v spill %q", out.Truncated, out.SpillPath)
+		}
+		data, err := os.ReadFile(out.SpillPath)
+		if err != nil || string(data) != want {
+			t.Errorf("spill file: %d bytes, err %v; want the whole stream", len(data), err)
+		}
+	})
+	t.Run("tail and spill", func(t *testing.T) {
+		spec := bashSpec("seq 1 20000; echo oops >&2")
+		spec.Stdout = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
+		p := spawn(t, sup, spec)
+		waitDone(t, p, 10*time.Second)
+		out := p.Stdout().Output()
+		if out.Text != want[len(want)-1000:] || !out.Truncated || out.Bytes != int64(len(want)) {
+			t.Errorf("tail wrong: truncated %v bytes %d text %q", out.Truncated, out.Bytes, out.Text[:20])
+		}
+		if errOut := p.Stderr().Output(); errOut.Text != "oops\n" || errOut.Truncated || errOut.SpillPath != "" {
+			t.Errorf("stderr %+v", errOut)
+		}
+		data, err := os.ReadFile(out.SpillPath)
+		if err != nil || string(data) != want {
+			t.Fatalf("spill file: %d bytes, err %v", len(data), err)
+		}
+		fi, _ := os.Stat(out.SpillPath)
+		di, _ := os.Stat(filepath.Dir(out.SpillPath))
+		if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
+			t.Errorf("modes: file %v dir %v", fi.Mode().Perm(), di.Mode().Perm())
+		}
+		if filepath.Dir(out.SpillPath) != sup.SpillDir() {
+			t.Errorf("spill %s outside SpillDir %s", out.SpillPath, sup.SpillDir())
+		}
+	})
+	t.Run("past the spill cap", func(t *testing.T) {
+		own := newSup(t, false)
+		spec := bashSpec("seq 1 20000")
+		spec.Stdout = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 50000}
+		p := spawn(t, own, spec)
+		waitDone(t, p, 10*time.Second)
+		out := p.Stdout().Output()
+		if out.Text != want[len(want)-1000:] || !out.Truncated || out.SpillPath != "" {
+			t.Errorf("output: truncated %v spill %q", out.Truncated, out.SpillPath)
+		}
+		// The first read may already pass the cap (then no file is ever made); either
+		// way no spill file may remain.
+		if dir := own.SpillDir(); dir != "" {
+			if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+				t.Errorf("spill dir after passing the cap: %v %v; want it empty", entries, err)
+			}
+		}
+	})
+	t.Run("spilling disabled", func(t *testing.T) {
+		spec := bashSpec("seq 1 20000")
+		spec.Stdout = subprocess.Capture{MaxBytes: 1000}
+		p := spawn(t, sup, spec)
+		waitDone(t, p, 10*time.Second)
+		if out := p.Stdout().Output(); out.Text != want[len(want)-1000:] || !out.Truncated || out.SpillPath != "" {
+			t.Errorf("output: truncated %v spill %q", out.Truncated, out.SpillPath)
+		}
+	})
+	dir := sup.SpillDir()
+	if dir == "" {
+		t.Fatal("no spill directory was made")
+	}
+	sup.Close()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("spill dir %s not removed by Close: %v", dir, err)
+	}
+}
+
+// Two supervisors (two harnesses) never share a spill directory or a file name.
+func TestSpillDirsAreUniquePerSupervisor(t *testing.T) {
+	proctest.NoLeftovers(t)
+	root := t.TempDir()
+	var paths []string
+	for i := 0; i < 2; i++ {
+		sup := subprocess.New(subprocess.Options{SpillRoot: root})
+		defer sup.Close()
+		spec := bashSpec("seq 1 2000")
+		spec.Stdout = subprocess.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20}
+		p := spawn(t, sup, spec)
+		waitDone(t, p, 10*time.Second)
+		paths = append(paths, p.Stdout().Output().SpillPath)
+	}
+	if paths[0] == "" || filepath.Dir(paths[0]) == filepath.Dir(paths[1]) {
+		t.Errorf("spill paths %q share a directory", paths)
+	}
+}
+
+func TestSinceIsOffsetBasedAndLossyBeforeTheWindow(t *testing.T) {
+	proctest.NoLeftovers(t)
+	sup := newSup(t, false)
+	gate := filepath.Join(t.TempDir(), "go")
+	p := spawn(t, sup, bashSpec(`echo first; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo second`))
+	waitOutput(t, p, "first\n")
+	c := p.Stdout().Since(0)
+	if string(c.Data) != "first\n" || c.Next != 6 || c.Lossy {
+		t.Errorf("first read %+v", c)
+	}
+	if c := p.Stdout().Since(6); len(c.Data) != 0 || c.Next != 6 {
+		t.Errorf("read with nothing new %+v", c)
+	}
+	os.WriteFile(gate, nil, 0o600)
+	waitDone(t, p, 10*time.Second)
+	if c := p.Stdout().Since(6); string(c.Data) != "second\n" || c.Next != 13 || c.Lossy {
+		t.Errorf("second read %+v", c)
+	}
+	if c := p.Stdout().Since(13); len(c.Data) != 0 || c.Next != 13 || c.Lossy {
+		t.Errorf("third read %+v", c)
+	}
+
+	spec := bashSpec("printf 0123456789ABCDEF")
+	spec.Stdout = subprocess.Capture{MaxBytes: 8}
+	p = spawn(t, sup, spec)
+	waitDone(t, p, 10*time.Second)
+	if c := p.Stdout().Since(0); string(c.Data) != "89ABCDEF" || c.Next != 16 || !c.Lossy {
+		t.Errorf("lossy read %+v", c)
+	}
+	if c := p.Stdout().Since(10); string(c.Data) != "ABCDEF" || c.Lossy {
+		t.Errorf("read inside the window %+v", c)
+	}
+}
+
+// The ring keeps exactly the last MaxBytes bytes whatever the write sizes.
+func TestRingTailAcrossWriteSizes(t *testing.T) {
+	proctest.NoLeftovers(t)
+	sup := newSup(t, false)
+	for _, max := range []int64{1, 7, 4096, 65536, 100000} {
+		for _, chunk := range []int{1, 3, 5000, 70000} {
+			t.Run(fmt.Sprintf("max%d/chunk%d", max, chunk), func(t *testing.T) {
+				// Python-free deterministic stream: `seq` piped through dd for chunked writes.
+				n := 40000
+				if chunk < 10 {
+					n = 3000 // byte-sized writes are slow; a shorter stream still wraps the ring
+				}
+				script := fmt.Sprintf("seq 1 %d | dd bs=%d 2>/dev/null", n, chunk)
+				spec := bashSpec(script)
+				spec.Stdout = subprocess.Capture{MaxBytes: max}
+				p := spawn(t, sup, spec)
+				waitDone(t, p, 10*time.Second)
+				want := []byte(seqOutput(n))
+				out := p.Stdout().Output()
+				tail := want[max64(0, int64(len(want))-max):]
+				if !bytes.Equal([]byte(out.Text), tail) || out.Truncated != (int64(len(want)) > max) {
+					t.Errorf("tail mismatch: got %d bytes truncated=%v", len(out.Text), out.Truncated)
+				}
+				c := p.Stdout().Since(int64(len(want)) - int64(len(tail)))
+				if !bytes.Equal(c.Data, tail) || c.Lossy {
+					t.Errorf("Since mismatch")
+				}
+			})
+		}
+	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// A spill directory left by a harness that died (its pid is gone) is removed by the next
+// one; a live harness's directory is not touched.
+func TestStaleSpillDirsAreRemoved(t *testing.T) {
+	proctest.NoLeftovers(t)
+	root := t.TempDir()
+	// A pid that surely does not exist: an exited, reaped child's.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(root, fmt.Sprintf("dsh-spill-%d-123", cmd.Process.Pid))
+	live := filepath.Join(root, fmt.Sprintf("dsh-spill-%d-456", os.Getppid()))
+	other := filepath.Join(root, "unrelated")
+	for _, d := range []string{dead, live, other} {
+		os.MkdirAll(d, 0o700)
+		os.WriteFile(filepath.Join(d, "1-stdout.log"), []byte("x"), 0o600)
+	}
+	sup := subprocess.New(subprocess.Options{SpillRoot: root})
+	defer sup.Close()
+	spec := bashSpec("seq 1 2000")
+	spec.Stdout = subprocess.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20}
+	waitDone(t, spawn(t, sup, spec), 10*time.Second)
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("stale spill dir kept: %v", err)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", d, err)
+		}
+	}
+}

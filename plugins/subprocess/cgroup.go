@@ -1,0 +1,293 @@
+package subprocess
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupRoot is the per-harness cgroup v2 directory under which every command gets a
+// child cgroup of its own. Empty cgroups of settled commands are kept (with their
+// directory fd open) for reuse, up to maxFreeCgroups, which saves a mkdir, an open and
+// an rmdir per command.
+type cgroupRoot struct {
+	dir string
+
+	mu   sync.Mutex
+	free []*cgroup
+}
+
+const maxFreeCgroups = 8
+
+// newCgroupRoot finds the cgroup v2 hierarchy this process lives in and creates a
+// uniquely named directory for this harness below its own cgroup. It fails, with the
+// reason, when cgroup v2 is absent, not writable, or lacks cgroup.kill (Linux < 5.14).
+func newCgroupRoot() (*cgroupRoot, error) {
+	base, err := ownCgroup2Dir()
+	if err != nil {
+		return nil, err
+	}
+	removeStale(base, "dsh-", func(dir string) { _ = removeCgroupDir(dir) })
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(base, fmt.Sprintf("dsh-%d-%s", os.Getpid(), hex.EncodeToString(suffix)))
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup v2 at %s is not writable: mkdir: %s", base, errnoText(err))
+	}
+	if err := unix.Access(filepath.Join(dir, "cgroup.kill"), unix.W_OK); err != nil {
+		_ = unix.Rmdir(dir)
+		return nil, fmt.Errorf("cgroup v2 at %s has no writable cgroup.kill (Linux 5.14 or newer is needed): %s", base, errnoText(err))
+	}
+	return &cgroupRoot{dir: dir}, nil
+}
+
+// ownCgroup2Dir returns the directory of this process's cgroup in the cgroup v2
+// hierarchy, located through /proc/self/cgroup ("0::<path>") and the cgroup2 entry of
+// /proc/self/mountinfo.
+func ownCgroup2Dir() (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("cgroup v2 unavailable: %w", err)
+	}
+	rel, found := "", false
+	for _, line := range strings.Split(string(data), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			rel, found = p, true
+			break
+		}
+	}
+	if !found {
+		return "", errors.New("cgroup v2 unavailable: no unified hierarchy entry in /proc/self/cgroup")
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("cgroup v2 unavailable: %w", err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		fields := strings.Fields(line)
+		sep := -1
+		for i := 6; i < len(fields); i++ {
+			if fields[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) || fields[sep+1] != "cgroup2" {
+			continue
+		}
+		root, mnt := unescapeMount(fields[3]), unescapeMount(fields[4])
+		if root != "/" && rel != root && !strings.HasPrefix(rel, root+"/") {
+			continue
+		}
+		sub := strings.TrimPrefix(rel, root)
+		return filepath.Join(mnt, sub), nil
+	}
+	return "", errors.New("cgroup v2 unavailable: no cgroup2 mount in /proc/self/mountinfo")
+}
+
+// unescapeMount decodes the octal escapes (\040 for a space…) of a mountinfo field.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cgroup is one command's cgroup.
+type cgroup struct {
+	path string
+	fd   int // open directory, for clone3(CLONE_INTO_CGROUP); -1 once closed
+	// killed is set once cgroup.kill was written. Such a cgroup is never reused: on
+	// Linux 6.18 (at least) every later clone3(CLONE_INTO_CGROUP) into it is SIGKILLed.
+	killed atomic.Bool
+}
+
+// get returns an empty cgroup for a new command: a recycled one, or a new directory.
+func (r *cgroupRoot) get(id uint64) (*cgroup, error) {
+	r.mu.Lock()
+	if n := len(r.free); n > 0 {
+		cg := r.free[n-1]
+		r.free = r.free[:n-1]
+		r.mu.Unlock()
+		return cg, nil
+	}
+	r.mu.Unlock()
+	return r.create(id)
+}
+
+// put recycles the cgroup of a settled command if it is empty, else removes it; it
+// reports false when the cgroup still has processes (and so was neither).
+func (r *cgroupRoot) put(cg *cgroup) bool {
+	if cg.populated() {
+		cg.closeFD()
+		return false
+	}
+	r.mu.Lock()
+	if len(r.free) < maxFreeCgroups && cg.fd >= 0 && !cg.killed.Load() {
+		r.free = append(r.free, cg)
+		r.mu.Unlock()
+		return true
+	}
+	r.mu.Unlock()
+	return cg.remove() == nil
+}
+
+// drain removes the recycled cgroups (Close).
+func (r *cgroupRoot) drain() {
+	r.mu.Lock()
+	free := r.free
+	r.free = nil
+	r.mu.Unlock()
+	for _, cg := range free {
+		_ = cg.remove()
+	}
+}
+
+func (r *cgroupRoot) create(id uint64) (*cgroup, error) {
+	path := r.dir + "/c" + strconv.FormatUint(id, 10)
+	if err := unix.Mkdir(path, 0o755); err != nil {
+		return nil, fmt.Errorf("mkdir %s: %s", path, errnoText(err))
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Rmdir(path)
+		return nil, fmt.Errorf("open %s: %s", path, errnoText(err))
+	}
+	return &cgroup{path: path, fd: fd}, nil
+}
+
+func (c *cgroup) closeFD() {
+	if c.fd >= 0 {
+		_ = unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// kill SIGKILLs every process in the cgroup and its descendants (cgroup.kill).
+func (c *cgroup) kill() {
+	c.killed.Store(true)
+	_ = writeSmallFile(c.path+"/cgroup.kill", "1")
+}
+
+// populated reports whether any live process remains in the cgroup or below. An
+// unreadable cgroup counts as populated (the caller keeps watching it).
+func (c *cgroup) populated() bool {
+	return cgroupPopulated(c.path)
+}
+
+func cgroupPopulated(path string) bool {
+	fd, err := unix.Open(path+"/cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return !errors.Is(err, unix.ENOENT)
+	}
+	defer unix.Close(fd)
+	var buf [128]byte
+	n, err := unix.Read(fd, buf[:])
+	if err != nil || n <= 0 {
+		return true
+	}
+	return !bytes.Contains(buf[:n], []byte("populated 0"))
+}
+
+// remove deletes the cgroup directory and any (empty) cgroups a nested harness made
+// below it. It fails with EBUSY while a process remains.
+func (c *cgroup) remove() error {
+	c.closeFD()
+	return removeCgroupDir(c.path)
+}
+
+func removeCgroupDir(dir string) error {
+	err := unix.Rmdir(dir)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if errors.Is(err, unix.EBUSY) && cgroupPopulated(dir) {
+		return fmt.Errorf("rmdir %s: %s", dir, errnoText(err))
+	}
+	// Not empty: cgroups a nested harness made below this one.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			_ = removeCgroupDir(filepath.Join(dir, e.Name()))
+		}
+	}
+	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("rmdir %s: %s", dir, errnoText(err))
+	}
+	return nil
+}
+
+func writeSmallFile(path, content string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(content))
+	return err
+}
+
+// errnoText renders an errno as "ENOENT (no such file or directory)" so that users and
+// tests can match the symbolic name; other errors render as themselves.
+func errnoText(err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		if name := unix.ErrnoName(errno); name != "" {
+			return name + " (" + errno.Error() + ")"
+		}
+	}
+	return err.Error()
+}
+
+// removeStale removes what harnesses that died without cleaning up left in parent:
+// entries named <prefix><pid>-<suffix> whose pid no longer exists. remove must refuse
+// anything still in use (rmdir of a populated cgroup fails).
+func removeStale(parent, prefix string, remove func(path string)) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			remove(filepath.Join(parent, e.Name()))
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package subprocess
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// overrides are set in every child after the scrub: no colours, no pagers, no terminal
+// prompts — a command must never wait for a human.
+var overrides = [...]string{
+	"NO_COLOR=1",
+	"TERM=dumb",
+	"PAGER=cat",
+	"GIT_PAGER=cat",
+	"GIT_TERMINAL_PROMPT=0",
+}
+
+// scrubbed reports whether an inherited variable must not reach a child: names that look
+// like credentials (KEY, PASSWORD, SECRET, TOKEN, case-insensitive substring) and every
+// managed DSH_* name (only the per-call snapshot may set those).
+func scrubbed(name string) bool {
+	if strings.HasPrefix(name, "DSH_") {
+		return true
+	}
+	return containsFold(name, "KEY") || containsFold(name, "PASSWORD") ||
+		containsFold(name, "SECRET") || containsFold(name, "TOKEN")
+}
+
+// containsFold is an ASCII case-insensitive strings.Contains for an upper-case needle,
+// without allocating.
+func containsFold(s, upper string) bool {
+	n := len(upper)
+	for i := 0; i+n <= len(s); i++ {
+		j := 0
+		for ; j < n; j++ {
+			c := s[i+j]
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			if c != upper[j] {
+				break
+			}
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEnv rejects names and values the kernel cannot carry or that would be parsed as
+// something else; dsh additionally requires managed names to be DSH_*.
+func checkEnv(env, dshEnv map[string]string) error {
+	for k, v := range env {
+		if err := checkVar(k, v); err != nil {
+			return fmt.Errorf("invalid env: %w", err)
+		}
+	}
+	for k, v := range dshEnv {
+		if err := checkVar(k, v); err != nil {
+			return fmt.Errorf("invalid dshEnv: %w", err)
+		}
+		if !strings.HasPrefix(k, "DSH_") {
+			return fmt.Errorf("invalid dshEnv: key %q is not a DSH_* name", k)
+		}
+	}
+	return nil
+}
+
+func checkVar(k, v string) error {
+	if k == "" || strings.ContainsAny(k, "=\x00") {
+		return fmt.Errorf("invalid variable name %q", k)
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("variable %q contains a NUL byte", k)
+	}
+	return nil
+}
+
+// buildEnv merges a child's environment in SPEC order: the harness environment minus
+// scrubbed names; the fixed overrides; the caller's env; the managed DSH_* snapshot last.
+// A later layer replaces an earlier value in place. os.Environ is only read.
+func buildEnv(env, dshEnv map[string]string) []string {
+	base := os.Environ()
+	out := make([]string, 0, len(base)+len(overrides)+len(env)+len(dshEnv))
+	index := make(map[string]int, cap(out))
+	set := func(kv string, nameLen int) {
+		name := kv[:nameLen]
+		if i, ok := index[name]; ok {
+			out[i] = kv
+			return
+		}
+		index[name] = len(out)
+		out = append(out, kv)
+	}
+	for _, kv := range base {
+		eq := strings.IndexByte(kv, '=')
+		if eq <= 0 || scrubbed(kv[:eq]) {
+			continue
+		}
+		set(kv, eq)
+	}
+	for _, kv := range overrides {
+		set(kv, strings.IndexByte(kv, '='))
+	}
+	for _, layer := range [...]map[string]string{env, dshEnv} {
+		keys := make([]string, 0, len(layer))
+		for k := range layer {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			set(k+"="+layer[k], len(k))
+		}
+	}
+	return out
+}

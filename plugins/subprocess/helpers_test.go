@@ -1,0 +1,86 @@
+package subprocess_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+func TestMain(m *testing.M) { proctest.Main(m) }
+
+var defaultCapture = subprocess.Capture{MaxBytes: 64000, SpillMaxBytes: 64 << 20}
+
+func bashSpec(script string) subprocess.Spec {
+	return subprocess.Spec{
+		Argv:    []string{"bash", "-c", script},
+		Stdout:  defaultCapture,
+		Stderr:  defaultCapture,
+		GraceMs: 1000,
+	}
+}
+
+// newSup returns a Supervisor closed at the end of the test, spilling into a temp dir.
+func newSup(t *testing.T, disableCgroups bool) *subprocess.Supervisor {
+	t.Helper()
+	s := subprocess.New(subprocess.Options{DisableCgroups: disableCgroups, SpillRoot: t.TempDir()})
+	t.Cleanup(s.Close)
+	return s
+}
+
+// forModes runs fn once with cgroup isolation (skipped where cgroup v2 is not writable)
+// and once with the process group alone.
+func forModes(t *testing.T, fn func(t *testing.T, sup *subprocess.Supervisor)) {
+	t.Run("cgroup", func(t *testing.T) {
+		proctest.NoLeftovers(t)
+		sup := newSup(t, false)
+		if !sup.UsesCgroups() {
+			t.Skipf("cgroup isolation unavailable here: %s", sup.Isolation())
+		}
+		fn(t, sup)
+	})
+	t.Run("process-group", func(t *testing.T) {
+		proctest.NoLeftovers(t)
+		fn(t, newSup(t, true))
+	})
+}
+
+func spawn(t *testing.T, sup *subprocess.Supervisor, spec subprocess.Spec) *subprocess.Process {
+	t.Helper()
+	p, err := sup.Spawn(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Spawn(%q): %v", spec.Argv, err)
+	}
+	return p
+}
+
+func waitDone(t *testing.T, p *subprocess.Process, d time.Duration) subprocess.Exit {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(d):
+		t.Fatalf("process %d did not settle within %v", p.Pid(), d)
+	}
+	ex, ok := p.Exit()
+	if !ok {
+		t.Fatal("Exit() not ok after Done")
+	}
+	return ex
+}
+
+func waitOutput(t *testing.T, p *subprocess.Process, want string) {
+	t.Helper()
+	proctest.WaitFor(t, 10*time.Second, "output "+want, func() bool {
+		return strings.Contains(p.Stdout().Output().Text, want)
+	})
+}
+
+func code(ex subprocess.Exit) int {
+	if ex.Code == nil {
+		return -1
+	}
+	return *ex.Code
+}

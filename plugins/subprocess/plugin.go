@@ -1,0 +1,59 @@
+package subprocess
+
+import (
+	"fmt"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+// Isolation modes of Config.Isolation.
+const (
+	// IsolationAuto uses a cgroup v2 per command where the hierarchy is writable and
+	// falls back to the process group alone elsewhere.
+	IsolationAuto = "auto"
+	// IsolationProcessGroup never uses cgroups.
+	IsolationProcessGroup = "process-group"
+)
+
+// Config is the subprocess plugin's configuration.
+type Config struct {
+	// Isolation is "auto" (default) or "process-group".
+	Isolation string `yaml:"isolation"`
+	// SpillRoot is where the private spill directory is created (default: the
+	// system temp directory).
+	SpillRoot string `yaml:"spillRoot"`
+}
+
+// Validate checks the isolation mode.
+func (c *Config) Validate() error {
+	if c.Isolation != IsolationAuto && c.Isolation != IsolationProcessGroup {
+		return fmt.Errorf("subprocess: isolation must be %q or %q, got %q", IsolationAuto, IsolationProcessGroup, c.Isolation)
+	}
+	return nil
+}
+
+// Plugin declares the subprocess service. Its activation owns one Supervisor; ending the
+// activation (profile teardown, harness exit) closes it, which kills and reaps every
+// process tree it still owns. Executor reloads never touch it.
+var Plugin = container.Plugin{
+	Name:    "subprocess",
+	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
+	Provide: []string{Service},
+	Config:  func() any { return &Config{Isolation: IsolationAuto} },
+	Apply: func(ctx *container.Context, config any) error {
+		cfg := config.(*Config)
+		sup := New(Options{
+			DisableCgroups:    cfg.Isolation == IsolationProcessGroup,
+			SpillRoot:         cfg.SpillRoot,
+			Logger:            ctx.Logger(),
+			OnIsolationChange: func(iso string) { ctx.SetDetail("process isolation: " + iso) },
+		})
+		ctx.SetDetail("process isolation: " + sup.Isolation())
+		ctx.Logger().Info("subprocess: process isolation", "mode", sup.Isolation())
+		ctx.Defer(sup.Close)
+		return ctx.Provide(Service, sup)
+	},
+}
+
+// Module registers Plugin in the catalog.
+var Module = container.Declare(Plugin)

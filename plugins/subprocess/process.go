@@ -1,0 +1,375 @@
+package subprocess
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reason says why the supervisor ended a process.
+type Reason int
+
+const (
+	// ReasonNone: the process ended by itself.
+	ReasonNone Reason = iota
+	// ReasonTimeout: Spec.Deadline passed.
+	ReasonTimeout
+	// ReasonAbort: the spawn context was cancelled.
+	ReasonAbort
+	// ReasonKill: Process.Kill was called.
+	ReasonKill
+	// ReasonDispose: the supervisor was closed.
+	ReasonDispose
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonTimeout:
+		return "timeout"
+	case ReasonAbort:
+		return "abort"
+	case ReasonKill:
+		return "kill"
+	case ReasonDispose:
+		return "dispose"
+	}
+	return "none"
+}
+
+// State is a process's lifecycle state.
+type State int
+
+const (
+	// Running: the process has not settled yet (its output may still be draining).
+	Running State = iota
+	// Completed: the leader exited by itself.
+	Completed
+	// Killed: a signal ended the leader, or the supervisor killed the tree.
+	Killed
+)
+
+func (s State) String() string {
+	switch s {
+	case Completed:
+		return "completed"
+	case Killed:
+		return "killed"
+	}
+	return "running"
+}
+
+// Exit is how a settled process ended.
+type Exit struct {
+	// Code is the leader's exit code; nil when a signal ended it.
+	Code *int
+	// Signal is the signal that ended the leader ("SIGTERM"…), or "".
+	Signal string
+	// Reason is why the supervisor started killing the tree before the leader exited
+	// (the first cause wins), or ReasonNone.
+	Reason Reason
+	// Cause is the error behind Reason: ErrTimedOut, the context's cause, ErrKilled or
+	// ErrDisposed.
+	Cause error
+}
+
+// State is Killed when a signal ended the leader or the supervisor killed it,
+// Completed otherwise.
+func (e Exit) State() State {
+	if e.Signal != "" || e.Reason != ReasonNone {
+		return Killed
+	}
+	return Completed
+}
+
+// Sentinel causes recorded in Exit.Cause.
+var (
+	ErrTimedOut = errors.New("subprocess: deadline exceeded")
+	ErrKilled   = errors.New("subprocess: killed")
+	ErrDisposed = errors.New("subprocess: service disposed")
+)
+
+// Process is one spawned process tree and its captured output. All methods are safe for
+// concurrent use.
+type Process struct {
+	sup    *Supervisor
+	id     uint64
+	pid    int
+	pidfd  int // -1 when the kernel has no pidfds: the leader is reaped with wait4
+	grace  time.Duration
+	cg     *cgroup     // nil when the tree is tracked by its process group only
+	cgRoot *cgroupRoot // where cg returns when the tree is gone
+
+	stdout, stderr *Stream
+	rOut, rErr     *os.File // parent ends of the output pipes
+	wIn            *os.File // parent end of the stdin pipe, or nil
+	stdin          []byte
+
+	readers   sync.WaitGroup
+	stdinDone chan struct{}
+	callbacks sync.WaitGroup // armed timers and context hooks
+	escalated chan struct{}
+	done      chan struct{}
+
+	mu         sync.Mutex
+	exited     bool // leader reaped
+	settling   bool // no more kills accepted
+	settled    bool
+	killing    bool // SIGTERM sent, escalation armed
+	exit       Exit
+	deadline   *time.Timer
+	escalation *time.Timer
+	stopCtx    func() bool
+}
+
+// Pid is the leader's process id; it is also the id of the process group and session
+// the tree runs in.
+func (p *Process) Pid() int { return p.pid }
+
+// Cgroup is the directory of the tree's cgroup, or "" when the tree runs under its
+// process group only. Once the process settled, an emptied cgroup may be reused for
+// another command.
+func (p *Process) Cgroup() string {
+	if p.cg == nil {
+		return ""
+	}
+	return p.cg.path
+}
+
+// Stdout is the captured standard output.
+func (p *Process) Stdout() *Stream { return p.stdout }
+
+// Stderr is the captured standard error.
+func (p *Process) Stderr() *Stream { return p.stderr }
+
+// Done is closed when the process has settled: the leader was reaped, the output pipes
+// reached EOF or the drain bound (graceMs after the leader's exit) passed, and, if the
+// tree was being killed, the SIGKILL escalation ran (or the tree was already gone).
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit returns how the process ended, and false while it has not settled.
+func (p *Process) Exit() (Exit, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit, p.settled
+}
+
+// State reports Running until the process has settled, then Completed or Killed.
+func (p *Process) State() State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.settled {
+		return Running
+	}
+	return p.exit.State()
+}
+
+// Kill ends the tree: SIGTERM to the process group (and, in cgroup mode, to every
+// process of the cgroup) now, then, after the grace period, SIGKILL to the group and
+// to the whole cgroup (cgroup.kill) if anything is left.
+// It returns false once the process has settled; calling it again is harmless. If the
+// leader already exited by itself, Kill still ends what is left of its tree but the
+// exit status stays the leader's own.
+func (p *Process) Kill() bool { return p.kill(ReasonKill, ErrKilled, true) }
+
+// kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
+// while the leader runs; after it exited, the drain bound alone ends the call.
+func (p *Process) kill(reason Reason, cause error, explicit bool) bool {
+	p.mu.Lock()
+	if p.settling || (p.exited && !explicit) {
+		p.mu.Unlock()
+		return false
+	}
+	if p.killing {
+		p.mu.Unlock()
+		return true
+	}
+	p.killing = true
+	if !p.exited {
+		p.exit.Reason, p.exit.Cause = reason, cause
+	}
+	p.callbacks.Add(1)
+	p.escalation = time.AfterFunc(p.grace, p.escalate)
+	p.mu.Unlock()
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	if p.cg != nil {
+		// Members that left the group (setsid daemons) get their SIGTERM too.
+		signalCgroup(p.cg.path, syscall.SIGTERM)
+	}
+	return true
+}
+
+// escalate SIGKILLs whatever is left of the tree after the grace period, even when the
+// leader already exited: the group and the cgroup may still have members.
+func (p *Process) escalate() {
+	defer p.callbacks.Done()
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	if p.cg != nil {
+		p.cg.kill()
+	}
+	close(p.escalated)
+}
+
+// treeAlive reports whether any process of the tree (other than zombies) is left.
+func (p *Process) treeAlive() bool {
+	if p.cg != nil {
+		return p.cg.populated()
+	}
+	return groupAlive(p.pid)
+}
+
+// readLoop copies one pipe into its stream until EOF, or until the drain deadline
+// passes; then whatever the pipe still buffers is taken without waiting, so that a
+// reader scheduled late never loses bytes the command wrote before it exited.
+func (p *Process) readLoop(f *os.File, s *Stream) {
+	defer p.readers.Done()
+	// Start with a small buffer; a stream that fills it gets the large one. Hundreds of
+	// quiet processes then cost little, and bulk output still moves in big reads.
+	pool := &smallBuffers
+	bp := pool.Get().(*[]byte)
+	defer func() { pool.Put(bp) }()
+	for {
+		buf := *bp
+		n, err := f.Read(buf)
+		if n > 0 {
+			s.write(buf[:n])
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				drainBuffered(f, s, buf)
+			}
+			return
+		}
+		if n == len(buf) && pool == &smallBuffers {
+			pool.Put(bp)
+			pool = &largeBuffers
+			bp = pool.Get().(*[]byte)
+		}
+	}
+}
+
+// maxFinalDrain bounds the final non-blocking drain: an orphan that keeps writing
+// cannot keep the reader busy.
+const maxFinalDrain = 1 << 20
+
+// drainBuffered reads what the pipe holds right now, without blocking.
+func drainBuffered(f *os.File, s *Stream, buf []byte) {
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < maxFinalDrain; {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			for {
+				n, rerr = syscall.Read(int(fd), buf)
+				if rerr != syscall.EINTR {
+					return true
+				}
+			}
+		}); err != nil || rerr != nil || n <= 0 {
+			return
+		}
+		s.write(buf[:n])
+		total += n
+	}
+}
+
+// Read buffers: every stream reads through one fixed buffer, small at first.
+var (
+	smallBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+	largeBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+)
+
+func (p *Process) writeStdin() {
+	defer close(p.stdinDone)
+	_, _ = p.wIn.Write(p.stdin)
+	_ = p.wIn.Close()
+}
+
+// wait reaps the leader and settles the process. It runs in its own goroutine.
+func (p *Process) wait() {
+	status := p.reap()
+
+	p.mu.Lock()
+	p.exited = true
+	switch {
+	case status.signal != 0:
+		p.exit.Signal = unix.SignalName(status.signal)
+		if p.exit.Signal == "" {
+			p.exit.Signal = "SIG" + strconv.Itoa(int(status.signal))
+		}
+	default:
+		code := status.code
+		p.exit.Code = &code
+	}
+	deadline, stopCtx := p.deadline, p.stopCtx
+	p.mu.Unlock()
+	if deadline != nil && deadline.Stop() {
+		p.callbacks.Done()
+	}
+	if stopCtx != nil && stopCtx() {
+		p.callbacks.Done()
+	}
+	if p.wIn != nil {
+		_ = p.wIn.Close()
+	}
+
+	// The leader is gone: its pipes get at most the grace period to drain, so an
+	// orphan holding them cannot keep the call open.
+	p.callbacks.Add(1)
+	drain := time.AfterFunc(p.grace, func() {
+		defer p.callbacks.Done()
+		now := time.Now()
+		for _, f := range [...]*os.File{p.rOut, p.rErr} {
+			if f.SetReadDeadline(now) != nil {
+				_ = f.Close() // not pollable: closing is the only way to stop the read
+			}
+		}
+	})
+	p.readers.Wait()
+	if drain.Stop() {
+		p.callbacks.Done()
+	}
+	_ = p.rOut.Close()
+	_ = p.rErr.Close()
+	p.stdout.finish()
+	p.stderr.finish()
+	if p.stdinDone != nil {
+		<-p.stdinDone
+	}
+
+	p.mu.Lock()
+	p.settling = true
+	killing, escalation := p.killing, p.escalation
+	p.mu.Unlock()
+	if killing {
+		if !p.treeAlive() && escalation.Stop() {
+			p.callbacks.Done()
+		} else {
+			<-p.escalated
+		}
+	}
+	p.callbacks.Wait()
+
+	lingering := false
+	if p.cg != nil {
+		lingering = !p.cgRoot.put(p.cg)
+	} else if !killing {
+		lingering = groupAlive(p.pid)
+	}
+	p.sup.forget(p, lingering)
+
+	p.mu.Lock()
+	p.settled = true
+	p.mu.Unlock()
+	close(p.done)
+}

@@ -1,0 +1,641 @@
+// Package subprocess provides the `subprocess` service: the Supervisor that owns every
+// process tree the harness spawns and the output those trees produce.
+//
+// Every child leads a new session (no controlling terminal), gets the managed
+// environment (credentials and stale DSH_* scrubbed), and has its stdout and stderr
+// captured with a bounded in-memory tail plus a capped spill file. Where cgroup v2 is
+// writable each tree also lives in a cgroup of its own, so that a kill reaches
+// descendants that left the process group (setsid, double fork). Executors (bash-local,
+// bash-sandbox) spawn through the Supervisor; an executor reload never touches it, and
+// closing it kills and reaps every tree it still owns.
+package subprocess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Service is the name the Supervisor is provided under.
+const Service = "subprocess"
+
+// MaxGraceMs is the largest grace period a spawn accepts.
+const MaxGraceMs = 2147483647
+
+// Options configure a Supervisor. The zero value is ready to use.
+type Options struct {
+	// DisableCgroups forces process-group-only isolation even where cgroup v2 is
+	// writable (for tests, or hosts whose cgroup setup must not be touched).
+	DisableCgroups bool
+	// SpillRoot is the directory in which the Supervisor creates its private spill
+	// directory (default os.TempDir()).
+	SpillRoot string
+	// Logger receives warnings (default slog.Default()).
+	Logger *slog.Logger
+	// OnIsolationChange, when set, is called with the new Isolation text if cgroup
+	// isolation turns out unusable at spawn time and the Supervisor falls back.
+	OnIsolationChange func(isolation string)
+}
+
+// Spec describes one process tree to spawn.
+type Spec struct {
+	// Argv is the program and its arguments. A program name without a slash is looked
+	// up in the harness's PATH.
+	Argv []string
+	// Dir is the working directory ("" = the harness's).
+	Dir string
+	// Env holds ordinary variables, merged over the scrubbed harness environment and
+	// the fixed overrides.
+	Env map[string]string
+	// DshEnv is the managed DSH_* snapshot, merged last. Every key must start with DSH_.
+	DshEnv map[string]string
+	// Stdin, when non-nil, is written to the child once and closed; nil means /dev/null.
+	Stdin []byte
+	// Stdout and Stderr bound the capture of each stream.
+	Stdout, Stderr Capture
+	// GraceMs is how long a killed tree gets between SIGTERM and SIGKILL, and how long
+	// the output pipes may drain after the leader exits (0 < GraceMs ≤ MaxGraceMs).
+	GraceMs int64
+	// Deadline, when non-zero, kills the tree when it passes (Exit.Reason
+	// ReasonTimeout). The spawn context aborts it (ReasonAbort).
+	Deadline time.Time
+}
+
+// SpawnError is an operating-system failure to start a process (missing working
+// directory, program not found…). Its message reads "spawn failed: …" and names the
+// errno, e.g. "spawn failed: chdir /nope: ENOENT (no such file or directory)".
+type SpawnError struct {
+	Op   string // "chdir", "exec", "pipe"…
+	Path string
+	Err  error
+}
+
+func (e *SpawnError) Error() string {
+	if e.Path == "" {
+		return "spawn failed: " + e.Op + ": " + errnoText(e.Err)
+	}
+	return "spawn failed: " + e.Op + " " + e.Path + ": " + errnoText(e.Err)
+}
+
+func (e *SpawnError) Unwrap() error { return e.Err }
+
+// Supervisor owns every process tree it spawns. It is the `subprocess` service value.
+type Supervisor struct {
+	opts Options
+	log  *slog.Logger
+	seq  atomic.Uint64
+
+	life   sync.RWMutex // Spawn holds it shared; Close exclusively, to fence spawns
+	closed bool
+
+	mu        sync.Mutex
+	cgRoot    *cgroupRoot // new trees' cgroups; nil in process-group mode
+	cgHome    *cgroupRoot // the harness's cgroup directory, kept until Close
+	isolation string
+	live      map[*Process]struct{}
+	lingering []lingerTree
+	lastSweep time.Time
+	spillDir  string
+	spillErr  error
+
+	sweeping  sync.Mutex
+	closeOnce sync.Once
+}
+
+// lingerTree is what is left of a settled process whose leader exited by itself while
+// other members of its tree kept running (a `cmd &` left behind). It is ended when the
+// Supervisor closes, and forgotten once empty.
+type lingerTree struct {
+	pgid  int
+	cg    *cgroup
+	grace time.Duration
+}
+
+// New returns a Supervisor. It sets up cgroup isolation when possible; Isolation says
+// which mode is active and why.
+func New(opts Options) *Supervisor {
+	s := &Supervisor{opts: opts, log: opts.Logger, live: map[*Process]struct{}{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.DisableCgroups {
+		s.isolation = "process group only (cgroups disabled by configuration)"
+		return s
+	}
+	root, err := newCgroupRoot()
+	if err != nil {
+		s.isolation = "process group only (" + err.Error() + ")"
+		return s
+	}
+	s.cgRoot, s.cgHome = root, root
+	s.isolation = "cgroup v2 at " + root.dir
+	return s
+}
+
+// Isolation describes the active process-isolation mode: "cgroup v2 at <dir>" or
+// "process group only (<reason>)".
+func (s *Supervisor) Isolation() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.isolation
+}
+
+// UsesCgroups reports whether new trees get a cgroup of their own.
+func (s *Supervisor) UsesCgroups() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cgRoot != nil
+}
+
+// SpillDir is the private spill directory ("" until the first spill).
+func (s *Supervisor) SpillDir() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spillDir
+}
+
+// Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
+// fail before anything runs; an operating-system failure to start is a *SpawnError.
+// Cancelling ctx later kills the tree (Exit.Reason ReasonAbort); pass a context without
+// cancellation to detach the process from the caller.
+func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return nil, errors.New("invalid argv: expected a non-empty program name at argv[0]")
+	}
+	for _, a := range spec.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, errors.New("invalid argv: an argument contains a NUL byte")
+		}
+	}
+	if spec.GraceMs <= 0 || spec.GraceMs > MaxGraceMs {
+		return nil, fmt.Errorf("invalid graceMs: expected 0 < graceMs <= %d, got %d", MaxGraceMs, spec.GraceMs)
+	}
+	for _, c := range [...]struct {
+		name string
+		c    Capture
+	}{{"stdout", spec.Stdout}, {"stderr", spec.Stderr}} {
+		if c.c.MaxBytes <= 0 {
+			return nil, fmt.Errorf("invalid %s capture: maxBytes must be positive, got %d", c.name, c.c.MaxBytes)
+		}
+		if c.c.SpillMaxBytes < 0 {
+			return nil, fmt.Errorf("invalid %s capture: spillMaxBytes must not be negative, got %d", c.name, c.c.SpillMaxBytes)
+		}
+	}
+	if err := checkEnv(spec.Env, spec.DshEnv); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
+	}
+
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return nil, ErrDisposed
+	}
+	s.sweep()
+
+	prog := spec.Argv[0]
+	if !strings.Contains(prog, "/") {
+		lp, err := exec.LookPath(prog)
+		if err != nil {
+			var ee *exec.Error
+			if errors.As(err, &ee) {
+				err = ee.Err
+			}
+			return nil, &SpawnError{Op: "exec", Path: prog, Err: err}
+		}
+		prog = lp
+	}
+
+	p := &Process{
+		sup:       s,
+		id:        s.seq.Add(1),
+		grace:     time.Duration(spec.GraceMs) * time.Millisecond,
+		escalated: make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	p.stdout = newStream(spec.Stdout, func() (*os.File, string, error) { return s.openSpill(p.id, "stdout") })
+	p.stderr = newStream(spec.Stderr, func() (*os.File, string, error) { return s.openSpill(p.id, "stderr") })
+
+	var closeAfterStart []*os.File
+	cleanup := func() {
+		for _, f := range closeAfterStart {
+			f.Close()
+		}
+	}
+	var childIn *os.File
+	if spec.Stdin == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, &SpawnError{Op: "open", Path: os.DevNull, Err: err}
+		}
+		childIn = f
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, &SpawnError{Op: "pipe", Err: err}
+		}
+		childIn, p.wIn, p.stdin = r, w, spec.Stdin
+	}
+	closeAfterStart = append(closeAfterStart, childIn)
+	rOut, wOut, err := os.Pipe()
+	if err != nil {
+		cleanup()
+		p.closeParentEnds()
+		return nil, &SpawnError{Op: "pipe", Err: err}
+	}
+	p.rOut = rOut
+	closeAfterStart = append(closeAfterStart, wOut)
+	rErr, wErr, err := os.Pipe()
+	if err != nil {
+		cleanup()
+		p.closeParentEnds()
+		return nil, &SpawnError{Op: "pipe", Err: err}
+	}
+	p.rErr = rErr
+	closeAfterStart = append(closeAfterStart, wErr)
+
+	sys := &syscall.SysProcAttr{Setsid: true}
+	pidfd := -1
+	if pidfdSupported() {
+		sys.PidFD = &pidfd
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   buildEnv(spec.Env, spec.DshEnv),
+		Files: []uintptr{childIn.Fd(), wOut.Fd(), wErr.Fd()},
+		Sys:   sys,
+	}
+	cg, cgRoot := s.newCgroup(p.id)
+	if cg != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, cg.fd
+	}
+	if err := ctx.Err(); err != nil {
+		cleanup()
+		p.closeParentEnds()
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
+	}
+	pid, err := syscall.ForkExec(prog, spec.Argv, attr)
+	if err != nil && cg != nil && cgroupSuspect(err) {
+		// Spawning into the cgroup may be what failed (no clone3, a restricted
+		// hierarchy): retry once without it, and stop using cgroups if that works.
+		_ = cg.remove()
+		cg, cgRoot = nil, nil
+		sys.UseCgroupFD, sys.CgroupFD = false, 0
+		var retryErr error
+		pid, retryErr = syscall.ForkExec(prog, spec.Argv, attr)
+		if retryErr == nil {
+			s.disableCgroups(fmt.Sprintf("spawning into a cgroup failed: %s", errnoText(err)))
+		}
+		err = retryErr
+	}
+	cleanup() // the child's ends; ForkExec is done with their descriptors
+	if err != nil {
+		p.closeParentEnds()
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return nil, spawnError(err, spec.Dir, prog)
+	}
+	p.pid, p.pidfd, p.cg, p.cgRoot = pid, pidfd, cg, cgRoot
+
+	s.mu.Lock()
+	s.live[p] = struct{}{}
+	s.mu.Unlock()
+
+	p.readers.Add(2)
+	go p.readLoop(p.rOut, p.stdout)
+	go p.readLoop(p.rErr, p.stderr)
+	if p.wIn != nil {
+		p.stdinDone = make(chan struct{})
+		go p.writeStdin()
+	}
+	p.mu.Lock()
+	if !spec.Deadline.IsZero() {
+		p.callbacks.Add(1)
+		p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() {
+			defer p.callbacks.Done()
+			p.kill(ReasonTimeout, ErrTimedOut, false)
+		})
+	}
+	if ctx.Done() != nil {
+		p.callbacks.Add(1)
+		p.stopCtx = context.AfterFunc(ctx, func() {
+			defer p.callbacks.Done()
+			p.kill(ReasonAbort, context.Cause(ctx), false)
+		})
+	}
+	p.mu.Unlock()
+	go p.wait()
+	return p, nil
+}
+
+func (p *Process) closeParentEnds() {
+	for _, f := range []*os.File{p.rOut, p.rErr, p.wIn} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// spawnError attributes a failed start to the working directory or the program.
+func spawnError(err error, dir, prog string) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return &SpawnError{Op: "exec", Path: prog, Err: err}
+	}
+	if dir != "" {
+		if fi, serr := os.Stat(dir); serr != nil {
+			var se syscall.Errno
+			if errors.As(serr, &se) {
+				return &SpawnError{Op: "chdir", Path: dir, Err: se}
+			}
+			return &SpawnError{Op: "chdir", Path: dir, Err: serr}
+		} else if !fi.IsDir() {
+			return &SpawnError{Op: "chdir", Path: dir, Err: syscall.ENOTDIR}
+		}
+	}
+	return &SpawnError{Op: "exec", Path: prog, Err: errno}
+}
+
+// cgroupSuspect reports whether a failed start may be due to spawning into a cgroup
+// rather than to the program or the directory.
+func cgroupSuspect(err error) bool {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return false
+	}
+	switch errno {
+	case syscall.ENOENT, syscall.ENOTDIR, syscall.ENOEXEC, syscall.ETXTBSY, syscall.ELOOP,
+		syscall.ENAMETOOLONG, syscall.E2BIG, syscall.EISDIR, syscall.ENOMEM, syscall.EMFILE:
+		return false
+	}
+	return true
+}
+
+func (s *Supervisor) newCgroup(id uint64) (*cgroup, *cgroupRoot) {
+	s.mu.Lock()
+	root := s.cgRoot
+	s.mu.Unlock()
+	if root == nil {
+		return nil, nil
+	}
+	cg, err := root.get(id)
+	if err != nil {
+		s.log.Warn("subprocess: no cgroup for this command; it runs under its process group only", "err", err)
+		return nil, nil
+	}
+	return cg, root
+}
+
+func (s *Supervisor) disableCgroups(reason string) {
+	s.mu.Lock()
+	if s.cgRoot == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.isolation = "process group only (" + reason + ")"
+	iso := s.isolation
+	// The root directory stays until Close: trees spawned before keep their cgroups.
+	s.cgRoot = nil
+	s.mu.Unlock()
+	s.log.Warn("subprocess: falling back to process-group isolation", "reason", reason)
+	if s.opts.OnIsolationChange != nil {
+		s.opts.OnIsolationChange(iso)
+	}
+}
+
+// openSpill creates a spill file for one stream in the private spill directory, which
+// is made (0700, uniquely named) on first use.
+func (s *Supervisor) openSpill(id uint64, stream string) (*os.File, string, error) {
+	s.mu.Lock()
+	if s.spillDir == "" && s.spillErr == nil {
+		root := s.opts.SpillRoot
+		if root == "" {
+			root = os.TempDir()
+		}
+		// Named after this process, so that a later harness can tell a dead one's
+		// leftovers (removed here) from a live one's.
+		removeStale(root, "dsh-spill-", func(dir string) {
+			if fi, err := os.Stat(dir); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() {
+					_ = os.RemoveAll(dir)
+				}
+			}
+		})
+		dir, err := os.MkdirTemp(root, "dsh-spill-"+strconv.Itoa(os.Getpid())+"-")
+		if err == nil {
+			err = os.Chmod(dir, 0o700)
+		}
+		if err != nil {
+			s.spillErr = err
+			s.log.Warn("subprocess: cannot create the spill directory; long output keeps its tail only", "err", err)
+		}
+		s.spillDir = dir
+	}
+	dir, derr := s.spillDir, s.spillErr
+	s.mu.Unlock()
+	if derr != nil {
+		return nil, "", derr
+	}
+	path := filepath.Join(dir, strconv.FormatUint(id, 10)+"-"+stream+".log")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, "", err
+	}
+	return f, path, nil
+}
+
+// forget drops a settled process; a tree left behind by its leader is remembered so
+// that Close can end it.
+func (s *Supervisor) forget(p *Process, lingering bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, p)
+	if lingering {
+		s.lingering = append(s.lingering, lingerTree{pgid: p.pid, cg: p.cg, grace: p.grace})
+	}
+}
+
+// sweep forgets lingering trees that have ended (and removes their cgroups). It runs at
+// most once a second, from Spawn.
+func (s *Supervisor) sweep() {
+	s.mu.Lock()
+	due := len(s.lingering) > 0 && time.Since(s.lastSweep) >= time.Second
+	s.mu.Unlock()
+	if !due || !s.sweeping.TryLock() {
+		return
+	}
+	defer s.sweeping.Unlock()
+	s.mu.Lock()
+	trees := s.lingering
+	s.lingering = nil
+	s.lastSweep = time.Now()
+	s.mu.Unlock()
+	var groups map[int]bool
+	var keep []lingerTree
+	for _, t := range trees {
+		if t.cg != nil {
+			if t.cg.remove() != nil {
+				keep = append(keep, t)
+			}
+			continue
+		}
+		if groups == nil {
+			groups = liveGroups()
+		}
+		if groups[t.pgid] {
+			keep = append(keep, t)
+		}
+	}
+	s.mu.Lock()
+	s.lingering = append(s.lingering, keep...)
+	s.mu.Unlock()
+}
+
+// Close disposes the Supervisor: no new spawns; every live tree is killed (SIGTERM, then
+// SIGKILL after its grace period) and waited for, and its process settles as killed;
+// trees left behind by finished commands are ended too; then the cgroups and the spill
+// directory are removed. Finished processes keep their results. Close is idempotent and
+// returns when everything is done.
+func (s *Supervisor) Close() {
+	s.closeOnce.Do(func() {
+		s.life.Lock()
+		s.closed = true
+		s.life.Unlock()
+
+		s.mu.Lock()
+		live := make([]*Process, 0, len(s.live))
+		for p := range s.live {
+			live = append(live, p)
+		}
+		s.mu.Unlock()
+		for _, p := range live {
+			p.kill(ReasonDispose, ErrDisposed, true)
+		}
+		for _, p := range live {
+			<-p.done
+		}
+
+		s.sweeping.Lock()
+		s.mu.Lock()
+		trees := s.lingering
+		s.lingering = nil
+		home := s.cgHome
+		spillDir := s.spillDir
+		s.mu.Unlock()
+		endTrees(trees)
+		for _, t := range trees {
+			if t.cg != nil {
+				if err := t.cg.remove(); err != nil {
+					s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
+				}
+			}
+		}
+		s.sweeping.Unlock()
+		if home != nil {
+			home.drain()
+			if err := removeCgroupDir(home.dir); err != nil {
+				s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)
+			}
+		}
+		if spillDir != "" {
+			if err := os.RemoveAll(spillDir); err != nil {
+				s.log.Warn("subprocess: cannot remove the spill directory", "err", err)
+			}
+		}
+	})
+}
+
+// endTrees ends lingering trees: SIGTERM to each group (and each cgroup member), then,
+// once the longest grace period has passed, SIGKILL to whatever is left.
+func endTrees(trees []lingerTree) {
+	if len(trees) == 0 {
+		return
+	}
+	alive := func(t lingerTree) bool {
+		if t.cg != nil {
+			return t.cg.populated()
+		}
+		return groupAlive(t.pgid)
+	}
+	var grace time.Duration
+	for _, t := range trees {
+		if !alive(t) {
+			continue
+		}
+		grace = max(grace, t.grace)
+		_ = syscall.Kill(-t.pgid, syscall.SIGTERM)
+		if t.cg != nil {
+			signalCgroup(t.cg.path, syscall.SIGTERM)
+		}
+	}
+	waitUntil := func(d time.Duration) bool {
+		deadline := time.Now().Add(d)
+		for {
+			any := false
+			for _, t := range trees {
+				if alive(t) {
+					any = true
+					break
+				}
+			}
+			if !any {
+				return true
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if waitUntil(grace) {
+		return
+	}
+	for _, t := range trees {
+		_ = syscall.Kill(-t.pgid, syscall.SIGKILL)
+		if t.cg != nil {
+			t.cg.kill()
+		}
+	}
+	waitUntil(2 * time.Second)
+}
+
+// signalCgroup sends sig to every process listed in the cgroup and its descendants.
+func signalCgroup(dir string, sig syscall.Signal) {
+	data, err := os.ReadFile(dir + "/cgroup.procs")
+	if err == nil {
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				_ = unix.Kill(pid, sig)
+			}
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			signalCgroup(filepath.Join(dir, e.Name()), sig)
+		}
+	}
+}

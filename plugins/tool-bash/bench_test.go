@@ -1,0 +1,121 @@
+package toolbash_test
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/plugins/shell"
+)
+
+var trueArgs = json.RawMessage(`{"command":"true","description":"Do nothing"}`)
+
+// BenchmarkBashTrue compares a whole `bash` tool call of `true` (registry → validation
+// → bash-local executor → rendering) with a raw os/exec of `bash -c true`, in the same
+// run. The interleaved sub-benchmark alternates the two and reports their ratio, which
+// is the robust figure on a busy machine.
+func BenchmarkBashTrue(b *testing.B) {
+	h := newReal(b, realSetup{})
+	ctx := context.Background()
+	tool := func(b *testing.B) {
+		res := h.tools.Call(ctx, "bash", trueArgs, nil)
+		if res.Text != "(no output)" {
+			b.Fatalf("result = %q", res.Text)
+		}
+	}
+	raw := func(b *testing.B) {
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("raw-os-exec", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			raw(b)
+		}
+	})
+	// The executor alone (resolve → execute → result), to attribute the tool layer's cost.
+	v, _ := h.rt.Lookup(shell.Service)
+	ex := v.(shell.Executor)
+	b.Run("executor-only", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			spec, err := ex.Resolve(shell.ExecRequest{Command: "true"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e, err := ex.Execute(ctx, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.Result(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bash-tool", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tool(b)
+		}
+	})
+	b.Run("interleaved", func(b *testing.B) {
+		var toolTime, rawTime time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			raw(b)
+			t1 := time.Now()
+			tool(b)
+			t2 := time.Now()
+			rawTime += t1.Sub(t0)
+			toolTime += t2.Sub(t1)
+		}
+		b.ReportMetric(float64(toolTime)/float64(rawTime), "tool/raw")
+		b.ReportMetric(float64(rawTime.Nanoseconds())/float64(b.N), "raw-ns/op")
+		b.ReportMetric(float64(toolTime.Nanoseconds())/float64(b.N), "tool-ns/op")
+	})
+}
+
+// BenchmarkBashTrueProcessGroup is the interleaved comparison with the subprocess
+// service's cgroup isolation off (process group only), to attribute that cost.
+func BenchmarkBashTrueProcessGroup(b *testing.B) {
+	h := newReal(b, realSetup{subprocessConfig: map[string]any{"isolation": "process-group"}})
+	ctx := context.Background()
+	var toolTime, rawTime time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if res := h.tools.Call(ctx, "bash", trueArgs, nil); res.Text != "(no output)" {
+			b.Fatalf("result = %q", res.Text)
+		}
+		t2 := time.Now()
+		rawTime += t1.Sub(t0)
+		toolTime += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(toolTime)/float64(rawTime), "tool/raw")
+	b.ReportMetric(float64(rawTime.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(toolTime.Nanoseconds())/float64(b.N), "tool-ns/op")
+}
+
+// BenchmarkToolLayer is the tool's own cost around an executor that returns at once:
+// registry validation, argument checks, env collection, request building, rendering.
+func BenchmarkToolLayer(b *testing.B) {
+	h := newHarness(b, setup{})
+	h.exec.behave = func(spec shell.ExecSpec) (shell.RunResult, error) {
+		return shell.RunResult{ExitCode: intp(0), TimeoutMs: spec.TimeoutMs}, nil
+	}
+	s, _ := newSession("bench", "/w")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.exec.reset()
+		if res := h.tools.Call(ctx, "bash", trueArgs, s); res.Text != "(no output)" {
+			b.Fatalf("result = %q", res.Text)
+		}
+	}
+}
