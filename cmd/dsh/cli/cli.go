@@ -24,6 +24,7 @@ import (
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
 	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/shell"
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
@@ -42,13 +43,14 @@ func Main(args []string, extra ...fx.Option) int {
 }
 
 type globalFlags struct {
-	profile   string
-	workspace string
-	logLevel  string
-	extra     []fx.Option
-	stdin     io.Reader
-	stdout    io.Writer
-	stderr    io.Writer
+	profile     string
+	workspace   string
+	sandboxMode string
+	logLevel    string
+	extra       []fx.Option
+	stdin       io.Reader
+	stdout      io.Writer
+	stderr      io.Writer
 }
 
 type usageError struct{ error }
@@ -112,6 +114,19 @@ func (g *globalFlags) logger(defaultLevel slog.Level) (*slog.Logger, error) {
 
 func addWorkspaceFlag(cmd *cobra.Command, g *globalFlags) {
 	cmd.Flags().StringVarP(&g.workspace, "workspace", "w", "", "the session's working directory (default: the current directory)")
+}
+
+func addSandboxModeFlag(cmd *cobra.Command, g *globalFlags) {
+	cmd.Flags().StringVar(&g.sandboxMode, "sandbox-mode", "", "the session's sandbox mode under a confining executor: read-only, workspace-write or danger-full-access (default: the executor's defaultMode)")
+}
+
+// session returns a new harness session for the workspace, with the --sandbox-mode
+// override.
+func (g *globalFlags) session(ws string) (*container.Session, error) {
+	if g.sandboxMode != "" && shell.ModeRank(g.sandboxMode) < 0 {
+		return nil, usageError{fmt.Errorf("--sandbox-mode %q: want read-only, workspace-write or danger-full-access", g.sandboxMode)}
+	}
+	return &container.Session{ID: newSessionID(), Cwd: ws, SandboxMode: g.sandboxMode}, nil
 }
 
 // workspaceDir returns the absolute, existing workspace directory.
@@ -186,9 +201,13 @@ func callCmd(g *globalFlags) *cobra.Command {
 			if !ok {
 				return fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
 			}
+			session, err := g.session(ws)
+			if err != nil {
+				return err
+			}
 			prompter := &lazyTerminal{}
 			defer prompter.close()
-			session := &container.Session{ID: newSessionID(), Cwd: ws, Prompter: prompter}
+			session.Prompter = prompter
 			res := reg.Call(ctx, args[0], raw, session)
 			h.rt.EndSession(session.ID)
 			if asJSON {
@@ -211,6 +230,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	addWorkspaceFlag(cmd, g)
+	addSandboxModeFlag(cmd, g)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text", "isError", "value"} instead of the text`)
 	return cmd
 }
@@ -348,13 +368,18 @@ func promptCmd(g *globalFlags) *cobra.Command {
 			defer h.stop()
 			text := ""
 			if reg, ok := container.LookupService[*prompt.Registry](h.rt, prompt.Service); ok {
-				text = reg.Compose(&container.Session{Cwd: ws})
+				session, err := g.session(ws)
+				if err != nil {
+					return err
+				}
+				text = reg.Compose(session)
 			}
 			fmt.Fprintln(g.stdout, text)
 			return nil
 		},
 	}
 	addWorkspaceFlag(cmd, g)
+	addSandboxModeFlag(cmd, g)
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bash-local"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
@@ -26,6 +27,7 @@ import (
 var Plugins = fx.Options(
 	approval.Module,
 	bashlocal.Module,
+	bashsandbox.Module,
 	jobs.Module,
 	prompt.Module,
 	shellenv.Module,

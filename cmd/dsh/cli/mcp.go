@@ -26,10 +26,11 @@ var sessionProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26",
 // mcpBridge serves a runtime's live `tools` registry and `systemPrompt` over MCP. Every
 // MCP session is one harness session.
 type mcpBridge struct {
-	rt        *container.Runtime
-	workspace string
-	server    *mcp.Server
-	log       *slog.Logger
+	rt         *container.Runtime
+	newSession func(workspace string) (*container.Session, error)
+	workspace  string
+	server     *mcp.Server
+	log        *slog.Logger
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*container.Session
@@ -37,8 +38,8 @@ type mcpBridge struct {
 	stop     func()
 }
 
-func newMCPBridge(rt *container.Runtime, workspace, version string, log *slog.Logger) *mcpBridge {
-	b := &mcpBridge{rt: rt, workspace: workspace, log: log,
+func newMCPBridge(rt *container.Runtime, newSession func(string) (*container.Session, error), workspace, version string, log *slog.Logger) *mcpBridge {
+	b := &mcpBridge{rt: rt, newSession: newSession, workspace: workspace, log: log,
 		sessions: map[*mcp.ServerSession]*container.Session{}, served: map[string]tools.Tool{}}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: "dsh", Version: version}, &mcp.ServerOptions{
 		Logger:             log,
@@ -115,14 +116,16 @@ func (b *mcpBridge) initialized(_ context.Context, req *mcp.InitializedRequest) 
 // session returns the harness session of an MCP session, creating it on first use.
 func (b *mcpBridge) session(ss *mcp.ServerSession) *container.Session {
 	if ss == nil {
-		return &container.Session{ID: newSessionID(), Cwd: b.workspace}
+		s, _ := b.newSession(b.workspace) // the flags were checked before serving
+		return s
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s, ok := b.sessions[ss]; ok {
 		return s
 	}
-	s := &container.Session{ID: newSessionID(), Cwd: b.workspace, Notifier: logNotifier{ss}}
+	s, _ := b.newSession(b.workspace)
+	s.Notifier = logNotifier{ss}
 	if p := ss.InitializeParams(); p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
 		s.Prompter = elicitPrompter{ss}
 	}

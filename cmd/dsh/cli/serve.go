@@ -28,13 +28,16 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := g.session(ws); err != nil {
+				return err
+			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			h, log, err := g.start(ctx, slog.LevelInfo, true)
 			if err != nil {
 				return err
 			}
-			bridge := newMCPBridge(h.rt, ws, version(), log)
+			bridge := newMCPBridge(h.rt, g.session, ws, version(), log)
 			if httpAddr == "" {
 				err = bridge.server.Run(ctx, &mcp.StdioTransport{})
 			} else {
@@ -51,6 +54,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	addWorkspaceFlag(cmd, g)
+	addSandboxModeFlag(cmd, g)
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (host:port; port 0 picks a free one) instead of stdio")
 	return cmd
 }

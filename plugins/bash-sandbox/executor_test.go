@@ -1,0 +1,304 @@
+package bashsandbox_test
+
+// Items 2–6 of issue 5 through the real stack (see stack_test.go).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dsh-dev/dsh/container"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+	"github.com/dsh-dev/dsh/plugins/shell"
+	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
+	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
+)
+
+// Item 2: read-only denies `touch <workspace>/x` with the denial marker, the escalation
+// hint and the exit code, in SPEC §5.4's order; reading anywhere and writing /dev/null
+// work.
+func TestStackReadOnly(t *testing.T) {
+	st := newStack(t, stackSetup{})
+	ws := workspace(t)
+	s := session("ro", ws)
+	target := filepath.Join(ws, "x")
+
+	res := st.bash(t, s, "touch "+target)
+	expect(t, res, deniedText("touch: cannot touch '"+target+"': Permission denied", "read-only"), false)
+	if !strings.HasSuffix(res.Text, "\n[sandbox: file access denied under read-only mode]\n"+toolbash.EscalationHint+"\n[exit code: 1]") {
+		t.Fatalf("marker order: %q", res.Text)
+	}
+	roFull := enforcement(shell.ModeReadOnly, bashsandbox.NetworkDeny)
+	if got, want := sandboxOf(t, res), sandboxJSON("read-only", true, roFull, false); got != want {
+		t.Fatalf("sandbox value %s, want %s", got, want)
+	}
+	if v := res.Value.(toolbash.ForegroundValue); v.ExitCode == nil || *v.ExitCode != 1 {
+		t.Fatalf("exit code %v", v.ExitCode)
+	}
+	if exists(target) {
+		t.Fatal("read-only created a file in the workspace")
+	}
+
+	res = st.bash(t, s, `cat readme && head -c 1 /etc/passwd >/dev/null && ls / >/dev/null && echo read-ok && echo discarded > /dev/null && echo null-ok`)
+	expect(t, res, "workspace file\nread-ok\nnull-ok\n", false)
+	if got, want := sandboxOf(t, res), sandboxJSON("read-only", false, roFull, false); got != want {
+		t.Fatalf("sandbox value %s, want %s", got, want)
+	}
+	// An ordinary failure under confinement is not a denial.
+	expect(t, st.bash(t, s, "echo failing >&2; exit 3"), "[stderr]\nfailing\n[exit code: 3]", false)
+}
+
+// Item 3: workspace-write writes the workspace and the temp dirs; /etc, $HOME and /root
+// stay denied, and a symlink in the workspace pointing outside cannot be written
+// through.
+func TestStackWorkspaceWrite(t *testing.T) {
+	st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": "workspace-write"}})
+	ws := workspace(t)
+	s := session("ww", ws)
+
+	expect(t, st.bash(t, s, `echo one > a.txt && mkdir -p sub/deeper && mv a.txt sub/deeper/ && cat sub/deeper/a.txt`), "one\n", false)
+	if b, err := os.ReadFile(filepath.Join(ws, "sub/deeper/a.txt")); err != nil || string(b) != "one\n" {
+		t.Fatalf("workspace write: %q, %v", b, err)
+	}
+	res := st.bash(t, s, `f=$(mktemp) && echo data > "$f" && cat "$f" && rm "$f"`)
+	expect(t, res, "data\n", false)
+	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(shell.ModeWorkspaceWrite, bashsandbox.NetworkDeny), false); got != want {
+		t.Fatalf("sandbox value %s, want %s", got, want)
+	}
+
+	home, _ := os.UserHomeDir()
+	seen := map[string]bool{}
+	for _, dir := range []string{"/etc", home, "/root"} {
+		if dir == "" || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		target := filepath.Join(dir, fmt.Sprintf("dsh-sandbox-test-%d", os.Getpid()))
+		t.Cleanup(func() { os.Remove(target) })
+		expect(t, st.bash(t, s, "touch "+target), deniedText("touch: cannot touch '"+target+"': Permission denied", "workspace-write"), false)
+		if exists(target) {
+			t.Fatalf("workspace-write created %s", target)
+		}
+	}
+
+	outside := outsideTempDir(t, "dsh-sandbox-outside-")
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("original\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(ws, "escape-file")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "escape-dir")); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, st.bash(t, s, "echo pwned > escape-file"), deniedText(bashPath(t)+": line 1: escape-file: Permission denied", "workspace-write"), false)
+	expect(t, st.bash(t, s, "touch escape-dir/new"), deniedText("touch: cannot touch 'escape-dir/new': Permission denied", "workspace-write"), false)
+	if b, _ := os.ReadFile(victim); string(b) != "original\n" || exists(filepath.Join(outside, "new")) {
+		t.Fatalf("wrote outside the workspace through a symlink: victim %q", b)
+	}
+}
+
+// listener accepts and closes TCP connections on 127.0.0.1 until the test ends.
+func listener(t *testing.T) (port string, accepted func() int) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			n++
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return port, func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// Item 4: with network deny (the default) a TCP connect to a listener on 127.0.0.1
+// fails in both confined modes; it works with network allow and in danger-full-access.
+func TestStackNetwork(t *testing.T) {
+	port, accepted := listener(t)
+	connect := "exec 3<>/dev/tcp/127.0.0.1/" + port + " && echo connected"
+	ws := workspace(t)
+
+	deny := newStack(t, stackSetup{})
+	for _, mode := range []string{shell.ModeReadOnly, shell.ModeWorkspaceWrite} {
+		s := &container.Session{ID: "net-" + mode, Cwd: ws, SandboxMode: mode}
+		res := deny.bash(t, s, connect)
+		want := "[stderr]\n" + bashPath(t) + ": connect: Permission denied\n" + bashPath(t) + ": line 1: /dev/tcp/127.0.0.1/" + port + ": Permission denied\n" +
+			toolbash.DeniedMarker(mode) + "\n" + toolbash.EscalationHint + "\n[exit code: 1]"
+		expect(t, res, want, false)
+	}
+	if n := accepted(); n != 0 {
+		t.Fatalf("%d connections got through a denied network", n)
+	}
+	danger := &container.Session{ID: "net-danger", Cwd: ws, SandboxMode: shell.ModeDangerFullAccess}
+	expect(t, deny.bash(t, danger, connect), "connected\n", false)
+
+	allow := newStack(t, stackSetup{bashConfig: map[string]any{"network": "allow"}})
+	for _, mode := range []string{shell.ModeReadOnly, shell.ModeWorkspaceWrite} {
+		s := &container.Session{ID: "net-" + mode, Cwd: ws, SandboxMode: mode}
+		res := allow.bash(t, s, connect)
+		expect(t, res, "connected\n", false)
+		if got, want := sandboxOf(t, res), sandboxJSON(mode, false, enforcement(mode, bashsandbox.NetworkAllow), false); got != want {
+			t.Fatalf("sandbox value %s, want %s", got, want)
+		}
+	}
+	waitFor(t, "three accepted connections", func() bool { return accepted() == 3 })
+}
+
+// Item 5: danger-full-access runs unconfined and reports {mode: danger-full-access,
+// denied: false}, even for a failure that reads like a denial.
+func TestStackDangerFullAccess(t *testing.T) {
+	st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": "danger-full-access"}})
+	ws := workspace(t)
+	outside := outsideTempDir(t, "dsh-sandbox-outside-")
+	s := session("danger", ws)
+	target := filepath.Join(outside, "written")
+	res := st.bash(t, s, "touch "+target+" && grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t ' ' '")
+	expect(t, res, "NoNewPrivs: 0\nSeccomp: 0\n", false)
+	if !exists(target) {
+		t.Fatal("danger-full-access did not write outside the workspace")
+	}
+	b, _ := json.Marshal(res.Value)
+	if !strings.HasSuffix(string(b), `,"sandbox":{"mode":"danger-full-access","denied":false,"enforcement":"","runnerFailed":false}}`) {
+		t.Fatalf("value %s", b)
+	}
+	// EACCES outside any sandbox (a file without execute permission) is not a denial.
+	if err := os.WriteFile(filepath.Join(ws, "noexec.sh"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res = st.bash(t, s, "./noexec.sh")
+	expect(t, res, "[stderr]\n"+bashPath(t)+": line 1: ./noexec.sh: Permission denied\n[exit code: 126]", false)
+	if got := sandboxOf(t, res); got != `{"mode":"danger-full-access","denied":false,"enforcement":"","runnerFailed":false}` {
+		t.Fatalf("sandbox value %s", got)
+	}
+}
+
+// Item 6: with the backend forced unavailable, a confined call fails closed with the
+// SPEC message and nothing runs — foreground or background; danger-full-access needs
+// no backend and still runs.
+func TestStackFailClosed(t *testing.T) {
+	restore := bashsandbox.ForceUnavailable("forced by the test")
+	defer restore()
+	st := newStack(t, stackSetup{})
+	for _, row := range st.rt.Status().Rows {
+		if row.ID == "bash" && row.Detail != "sandbox backend unavailable: calls in read-only or workspace-write mode fail closed (forced by the test)" {
+			t.Fatalf("status detail %q", row.Detail)
+		}
+	}
+	ws := workspace(t)
+	s := session("closed", ws)
+	marker := filepath.Join(ws, "marker")
+	want := func(mode string) string {
+		return `Error: sandbox mode "` + mode + `" is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. ` +
+			bashsandbox.Remedy + " (landlock probe: forced by the test)"
+	}
+	expect(t, st.bash(t, s, "touch "+marker), want("read-only"), true)
+	expect(t, st.bash(t, s, "touch "+marker, "run_in_background", true), want("read-only"), true)
+	ww := &container.Session{ID: "closed-ww", Cwd: ws, SandboxMode: shell.ModeWorkspaceWrite}
+	expect(t, st.bash(t, ww, "touch "+marker), want("workspace-write"), true)
+	if exists(marker) {
+		t.Fatal("the command ran although no sandbox backend is usable")
+	}
+	expect(t, st.call(t, s, "job_list", `{}`), "(no background jobs)", false)
+
+	danger := &container.Session{ID: "closed-danger", Cwd: ws, SandboxMode: shell.ModeDangerFullAccess}
+	expect(t, st.bash(t, danger, "touch "+marker+" && echo unconfined"), "unconfined\n", false)
+}
+
+// vanishingWorkspace is an env contributor that removes the session's workspace while
+// the call is prepared (after the bash tool resolved its policy, before the launch): the
+// launcher then finds no workspace root and fails.
+var vanishingWorkspace = container.Plugin{
+	Name:   "vanishing-workspace",
+	Inject: []string{shellenv.Service},
+	Apply: func(ctx *container.Context, _ any) error {
+		reg, err := container.Injected[*shellenv.Registry](ctx, shellenv.Service)
+		if err != nil {
+			return err
+		}
+		return reg.Register(ctx, shellenv.Contributor{
+			Name:      "vanish",
+			Variables: map[string]string{"DSH_VANISHED": "the workspace that was removed"},
+			Resolve: func(_ context.Context, call shellenv.Call) (map[string]string, error) {
+				if call.Session == nil || !strings.HasSuffix(call.Session.ID, "-vanish") {
+					return nil, nil
+				}
+				return map[string]string{"DSH_VANISHED": call.Session.Cwd}, os.RemoveAll(call.Session.Cwd)
+			},
+		})
+	},
+}
+
+// Item 6: a launcher failure (exit 125 and one dsh-sandbox line) renders the
+// runner-failure marker, never a denial, and the command did not run.
+func TestStackRunnerFailure(t *testing.T) {
+	st := newStack(t, stackSetup{
+		bashConfig: map[string]any{"defaultMode": "workspace-write"},
+		extra:      []container.Plugin{vanishingWorkspace},
+		extraRows:  []container.Row{{ID: "vanish", Plugin: "vanishing-workspace"}},
+	})
+	ws := workspace(t)
+	elsewhere := canonTempDir(t)
+	marker := filepath.Join(elsewhere, "marker")
+	s := session("runner-vanish", ws)
+	res := st.bash(t, s, "touch "+marker, "workdir", elsewhere)
+	want := "[stderr]\ndsh-sandbox: workspace root " + ws + ": no such file or directory\n" +
+		"[sandbox: the sandbox runner itself failed under workspace-write mode — the command did not run; this is a sandbox problem, not a command failure]\n" +
+		"[exit code: 125]"
+	expect(t, res, want, false)
+	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(shell.ModeWorkspaceWrite, bashsandbox.NetworkDeny), true); got != want {
+		t.Fatalf("sandbox value %s, want %s", got, want)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although the launcher failed")
+	}
+
+	// The same through the executor directly, as an in-process caller with its own
+	// policy: a root that does not exist is a runner failure; the tool's renderer shows
+	// the marker, never a denial.
+	v, _ := st.rt.Lookup(shell.Service)
+	ex := v.(shell.Executor)
+	gone := filepath.Join(elsewhere, "gone")
+	spec, err := ex.Resolve(shell.ExecRequest{Command: "touch " + marker, Workdir: elsewhere,
+		Sandbox: &shell.SandboxPolicy{Mode: shell.ModeWorkspaceWrite, WorkspaceRoot: gone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execution, err := ex.Execute(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := execution.Result(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sandbox == nil || !r.Sandbox.RunnerFailed || r.Sandbox.Denied {
+		t.Fatalf("facts %+v", r.Sandbox)
+	}
+	if got := toolbash.Render(r, true); got != "[stderr]\ndsh-sandbox: workspace root "+gone+": no such file or directory\n"+toolbash.RunnerFailedMarker("workspace-write")+"\n[exit code: 125]" {
+		t.Fatalf("rendered %q", got)
+	}
+	if exists(marker) {
+		t.Fatal("the command ran although the launcher failed")
+	}
+}

@@ -1,0 +1,268 @@
+package bashsandbox_test
+
+// The real stack: tools, prompt, subprocess, shell-env, jobs, the executor row (id
+// `bash`: bash-sandbox, or bash-local), tool-bash and approval, mounted in a
+// container.Runtime; the bash tool is called through tools.Registry.CallMap with a
+// container.Session whose Cwd is a workspace directory.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
+	bashlocal "github.com/dsh-dev/dsh/plugins/bash-local"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+	"github.com/dsh-dev/dsh/plugins/jobs"
+	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/shell"
+	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
+	"github.com/dsh-dev/dsh/plugins/tools"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// catalog holds every plugin the stack tests mount, plus extra ones.
+func catalog(t testing.TB, extra ...container.Plugin) *container.Catalog {
+	t.Helper()
+	cat, err := container.NewCatalog(append([]container.Plugin{
+		tools.Plugin, prompt.Plugin, subprocess.Plugin, shellenv.Plugin, jobs.Plugin,
+		bashsandbox.Plugin, bashlocal.Plugin, toolbash.Plugin, approval.Plugin,
+	}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
+}
+
+// stackSetup chooses the rows' configuration.
+type stackSetup struct {
+	executor   string         // the `bash` row's plugin; default "@deepseek-ai/dsh-bash-sandbox"
+	bashConfig map[string]any // merged over {cwd: <configured root>, graceMs: 500}
+	approval   string         // approval policy; "" = no approval row
+	extraRows  []container.Row
+	extra      []container.Plugin
+}
+
+type stack struct {
+	rt      *container.Runtime
+	tools   *tools.Registry
+	prompts *prompt.Registry
+	root    string // the executor's configured cwd (canonical)
+	home    string // shell-env's dshHome
+}
+
+func stackRows(s stackSetup, root, home string) []container.Row {
+	executor := s.executor
+	if executor == "" {
+		executor = "@deepseek-ai/dsh-bash-sandbox"
+	}
+	bashCfg := map[string]any{"cwd": root, "graceMs": 500}
+	maps.Copy(bashCfg, s.bashConfig)
+	rows := []container.Row{
+		{ID: "tools", Plugin: "tools"},
+		{ID: "prompt", Plugin: "prompt"},
+		{ID: "subprocess", Plugin: "subprocess"},
+		{ID: "shell-env", Plugin: "shell-env", Config: map[string]any{"dshHome": home}},
+		{ID: "jobs", Plugin: "jobs"},
+		{ID: "bash", Plugin: executor, Config: bashCfg},
+		{ID: "tool-bash", Plugin: "tool-bash"},
+	}
+	if s.approval != "" {
+		rows = append(rows, container.Row{ID: "approval", Plugin: "approval", Config: map[string]any{"policy": s.approval}})
+	}
+	return append(rows, s.extraRows...)
+}
+
+// newStack composes the stack; closing the runtime at the end must leave no process.
+func newStack(t *testing.T, s stackSetup) *stack {
+	t.Helper()
+	rt := container.NewRuntime(catalog(t, s.extra...), container.Options{Logger: quietLogger()})
+	st := &stack{rt: rt, root: canonTempDir(t), home: t.TempDir()}
+	t.Cleanup(func() {
+		rt.Close()
+		waitFor(t, "no child process left behind", func() bool { return len(children()) == 0 })
+	})
+	if err := rt.Compose("sandbox-test", stackRows(s, st.root, st.home)); err != nil {
+		t.Fatal(err)
+	}
+	st.lookup(t)
+	return st
+}
+
+func (st *stack) lookup(t testing.TB) {
+	t.Helper()
+	for _, row := range st.rt.Status().Rows {
+		if row.State != container.StateActive {
+			t.Fatalf("row %s (%s) is %s: %s (missing %v)", row.ID, row.Plugin, row.State, row.Error, row.Missing)
+		}
+	}
+	tv, _ := st.rt.Lookup(tools.Service)
+	st.tools = tv.(*tools.Registry)
+	pv, _ := st.rt.Lookup(prompt.Service)
+	st.prompts = pv.(*prompt.Registry)
+}
+
+// bash calls the bash tool with command and further arguments (name, value pairs).
+func (st *stack) bash(t testing.TB, s *container.Session, command string, kv ...any) tools.Result {
+	t.Helper()
+	args := map[string]any{"command": command, "description": "Run a sandbox test command"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		args[kv[i].(string)] = kv[i+1]
+	}
+	return st.tools.CallMap(context.Background(), "bash", args, s)
+}
+
+func (st *stack) call(t testing.TB, s *container.Session, tool, args string) tools.Result {
+	t.Helper()
+	raw, err := tools.DecodeArgs(json.RawMessage(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.tools.CallMap(context.Background(), tool, raw, s)
+}
+
+// expect asserts a result's exact text and error flag.
+func expect(t testing.TB, res tools.Result, text string, isError bool) {
+	t.Helper()
+	if res.Text != text || res.IsError != isError {
+		t.Fatalf("result:\n got %q (isError %v)\nwant %q (isError %v)", res.Text, res.IsError, text, isError)
+	}
+}
+
+// sandboxOf returns the typed result's sandbox facts as JSON.
+func sandboxOf(t testing.TB, res tools.Result) string {
+	t.Helper()
+	v, ok := res.Value.(toolbash.ForegroundValue)
+	if !ok {
+		t.Fatalf("value %T (%q)", res.Value, res.Text)
+	}
+	b, err := json.Marshal(v.Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// sandboxJSON is the expected typed sandbox value.
+func sandboxJSON(mode string, denied bool, enforcement string, runnerFailed bool) string {
+	b, _ := json.Marshal(toolbash.SandboxValue{Mode: mode, Denied: denied, Enforcement: enforcement, RunnerFailed: runnerFailed})
+	return string(b)
+}
+
+// enforcement is what this host enforces for mode under network.
+func enforcement(mode, network string) string {
+	p := bashsandbox.LaunchPolicy{Mode: mode, Network: network}
+	if mode == shell.ModeWorkspaceWrite {
+		p.WorkspaceRoot = "/"
+	}
+	return bashsandbox.Enforcement(p)
+}
+
+// deniedText is the exact text of a denied command whose only output is stderr line
+// errLine, under mode, with the escalation hint (the bash tool advertises escalation
+// under bash-sandbox) and exit code 1: SPEC §5.4's marker order.
+func deniedText(errLine, mode string) string {
+	return "[stderr]\n" + errLine + "\n" + toolbash.DeniedMarker(mode) + "\n" + toolbash.EscalationHint + "\n[exit code: 1]"
+}
+
+// bashPath is the bash the executors run (its messages start with it).
+func bashPath(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("bash")
+	if err == nil {
+		p, err = filepath.Abs(p)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func canonTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// outsideTempDir makes a directory that is neither a temp dir nor under one, so that
+// workspace-write grants it nothing by way of the temp dirs: under the user's cache
+// directory (or home), removed at the end.
+func outsideTempDir(t testing.TB, pattern string) string {
+	t.Helper()
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base, err = os.UserHomeDir()
+	}
+	if err != nil {
+		t.Skipf("no directory outside the temp dirs: %v", err)
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Skipf("no directory outside the temp dirs: %v", err)
+	}
+	dir, err := os.MkdirTemp(base, pattern)
+	if err != nil {
+		t.Skipf("no directory outside the temp dirs: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tmp := range bashsandbox.TempDirs() {
+		if canon == tmp || strings.HasPrefix(canon, tmp+"/") {
+			t.Skipf("%s lies under the temp dir %s", canon, tmp)
+		}
+	}
+	return canon
+}
+
+// workspace is a session workspace outside the temp dirs, with a readme.
+func workspace(t testing.TB) string {
+	t.Helper()
+	ws := outsideTempDir(t, "dsh-sandbox-ws-")
+	if err := os.WriteFile(filepath.Join(ws, "readme"), []byte("workspace file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func session(id, cwd string) *container.Session {
+	return &container.Session{ID: id, Cwd: cwd}
+}
+
+// prompter answers every question with answer and records the questions.
+type prompter struct {
+	answer container.Answer
+	err    error
+
+	mu        sync.Mutex
+	questions []string
+}
+
+func (p *prompter) Confirm(_ context.Context, message string) (container.Answer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.questions = append(p.questions, message)
+	return p.answer, p.err
+}
+
+func (p *prompter) asked() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.questions...)
+}
