@@ -1,6 +1,7 @@
 package container
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -25,6 +26,12 @@ func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
 		return nil, fmt.Errorf("config: %s declares a config of type %T, want a pointer to a struct", p.Name, cfg)
 	}
 	if err := decodeStruct(v.Elem(), raw, ""); err != nil {
+		var ve *valueError
+		if iv, ok := cfg.(InvalidValuer); ok && errors.As(err, &ve) {
+			if own := iv.InvalidValue(ve.key); own != nil {
+				return nil, own
+			}
+		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	if val, ok := cfg.(Validator); ok {
@@ -34,6 +41,21 @@ func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
 	}
 	return cfg, nil
 }
+
+// InvalidValuer is implemented by config values that word the error for a value of the
+// wrong type themselves (so a string where a number belongs reads like any other bad
+// number). InvalidValue returns nil to keep the decoder's message.
+type InvalidValuer interface {
+	InvalidValue(key string) error
+}
+
+// valueError is a value of the wrong type for key.
+type valueError struct {
+	key string
+	msg string
+}
+
+func (e *valueError) Error() string { return e.msg }
 
 func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
@@ -101,7 +123,7 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 		return nil
 	}
 	mismatch := func(want string) error {
-		return fmt.Errorf("key %q: expected %s, got %s", key, want, describe(v))
+		return &valueError{key: key, msg: fmt.Sprintf("key %q: expected %s, got %s", key, want, describe(v))}
 	}
 	switch dst.Kind() {
 	case reflect.Interface:

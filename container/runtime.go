@@ -485,9 +485,10 @@ func (r *Runtime) Unmount(id string) error {
 
 // EndSession runs every active plugin's session-end hooks for id (for example, jobs
 // cancels, awaits and deletes the session's jobs) and returns when they have.
+//
+// The hooks run outside the operation lock (they may wait for processes to end), so a
+// reload or another session's end is not held up by them.
 func (r *Runtime) EndSession(id string) {
-	r.op.Lock()
-	defer r.op.Unlock()
 	r.mu.RLock()
 	var hooks []func(string)
 	for _, f := range r.order {
@@ -505,6 +506,23 @@ func (r *Runtime) EndSession(id string) {
 			}()
 			h(id)
 		}()
+	}
+}
+
+// WaitIdle waits until no operation (Compose, Mount, Unmount, Close) is in progress, or
+// timeout passes; it reports whether the runtime was idle. Callers that found a service
+// or tool missing use it to tell a reload in progress from a real absence.
+func (r *Runtime) WaitIdle(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if r.op.TryLock() {
+			r.op.Unlock()
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"syscall"
 	"testing"
@@ -126,4 +128,36 @@ func TestShutdownLeavesNoProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShutdownDuringAForegroundCall: a signal ends `dsh serve` promptly even while a
+// foreground call runs, and its process is gone.
+func TestShutdownDuringAForegroundCall(t *testing.T) {
+	ws := t.TempDir()
+	r := startRaw(t, ws)
+	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	r.await(t, regexp.MustCompile(`"id":1`))
+	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo $$ > pid; exec sleep 300","description":"Sleep in the foreground"}}}`)
+	var pid int
+	waitFor(t, 20*time.Second, "the pid file", func() bool {
+		data, err := os.ReadFile(filepath.Join(ws, "pid"))
+		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
+			return false
+		}
+		pid = atoiOrFail(t, string(data))
+		return true
+	})
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- r.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("dsh exited with %v, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dsh did not exit while a foreground call ran")
+	}
+	waitFor(t, 10*time.Second, "the foreground process to be gone", func() bool { return !alive(pid) })
 }

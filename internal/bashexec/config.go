@@ -69,6 +69,16 @@ func (c Config) Check(name string) error {
 	return nil
 }
 
+// InvalidValue words the error for a key given a value of the wrong type (a string
+// where a number belongs) like any other bad value of that key; nil for other keys.
+func (c Config) InvalidValue(name, key string) error {
+	switch key {
+	case "timeoutMs", "maxTimeoutMs", "maxOutputBytes", "maxSpillBytes", "graceMs":
+		return fmt.Errorf("%s: %s must be a positive finite number", name, key)
+	}
+	return nil
+}
+
 // maxMs is the largest millisecond count a time.Duration can hold.
 const maxMs = math.MaxInt64 / 1e6
 

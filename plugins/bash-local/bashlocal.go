@@ -27,6 +27,9 @@ type Config struct {
 // "bash-local: timeoutMs must be a positive finite number".
 func (c *Config) Validate() error { return c.Config.Check(Name) }
 
+// InvalidValue words a wrongly typed number like any other bad number.
+func (c *Config) InvalidValue(key string) error { return c.Config.InvalidValue(Name, key) }
+
 // Plugin declares bash-local.
 var Plugin = container.Plugin{
 	Name:    Name,

@@ -388,3 +388,19 @@ func TestStdinEnvAndDshEnvReachTheCommand(t *testing.T) {
 		t.Errorf("absent fields carried: %+v", spec)
 	}
 }
+
+func TestWronglyTypedNumberReadsLikeABadNumber(t *testing.T) {
+	cat, err := container.NewCatalog(bashlocal.Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := container.NewRuntime(cat, container.Options{})
+	defer rt.Close()
+	for _, key := range []string{"timeoutMs", "maxTimeoutMs", "maxOutputBytes", "maxSpillBytes", "graceMs"} {
+		err := rt.Validate([]container.Row{{ID: "bash", Plugin: "bash-local", Config: map[string]any{key: "abc"}}})
+		want := `row "bash": bash-local: ` + key + ` must be a positive finite number`
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %q: got %v, want %q", key, "abc", err, want)
+		}
+	}
+}

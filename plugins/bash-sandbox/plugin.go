@@ -33,6 +33,9 @@ func DefaultConfig() *Config {
 	return &Config{Config: bashexec.DefaultConfig(), SandboxConfig: DefaultSandboxConfig()}
 }
 
+// InvalidValue words a wrongly typed number like any other bad number.
+func (c *Config) InvalidValue(key string) error { return c.Config.InvalidValue(Name, key) }
+
 // Validate checks every key; each message starts "bash-sandbox: <key>".
 func (c *Config) Validate() error {
 	if err := c.Config.Check(Name); err != nil {

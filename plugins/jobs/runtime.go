@@ -139,6 +139,7 @@ var (
 	ErrLimit      = errors.New("background job limit reached")
 	ErrInvalid    = errors.New("invalid job")
 	ErrClosed     = errors.New("jobs runtime is closed")
+	ErrEnded      = errors.New("the owning session has ended")
 )
 
 type jobError struct {
@@ -174,7 +175,8 @@ type Runtime struct {
 	jobs     map[string]*job
 	counters map[string]int // per kind
 	seq      uint64
-	starting map[string]int // per owner: Run in flight
+	starting map[string]int  // per owner: Run in flight
+	ended    map[string]bool // owners whose session ended: no new jobs
 	watchers sync.WaitGroup
 }
 
@@ -212,7 +214,7 @@ func NewRuntime(opts Options) *Runtime {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}}
+	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}, ended: map[string]bool{}}
 }
 
 func ownerID(s *container.Session) string {
@@ -240,6 +242,10 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 	if r.closed {
 		r.mu.Unlock()
 		return Snapshot{}, ErrClosed
+	}
+	if r.ended[owner] {
+		r.mu.Unlock()
+		return Snapshot{}, ErrEnded
 	}
 	live := r.starting[owner]
 	for _, j := range r.jobs {
@@ -276,10 +282,22 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 		r.mu.Unlock()
 		return Snapshot{}, err
 	}
-	if r.closed {
+	if r.closed || r.ended[owner] {
+		// The runtime or the owner's session ended while the job was starting: nobody
+		// could see or stop it, so it does not outlive the start.
+		closed := r.closed
 		r.mu.Unlock()
 		callSafely(hooks.Cancel)
-		return Snapshot{}, ErrClosed
+		wait := time.NewTimer(r.opts.DisposeTimeout)
+		select {
+		case <-hooks.Done:
+		case <-wait.C:
+		}
+		wait.Stop()
+		if closed {
+			return Snapshot{}, ErrClosed
+		}
+		return Snapshot{}, ErrEnded
 	}
 	r.counters[spec.Kind]++
 	r.seq++
@@ -562,6 +580,9 @@ func (r *Runtime) EndOwner(sessionID string) {
 	if sessionID == "" {
 		return
 	}
+	r.mu.Lock()
+	r.ended[sessionID] = true
+	r.mu.Unlock()
 	r.dispose(func(j *job) bool { return j.ownerID == sessionID })
 }
 

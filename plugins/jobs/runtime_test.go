@@ -338,8 +338,34 @@ func TestEndOwnerCancelsWaitsDeletes(t *testing.T) {
 			t.Fatalf("unexpected notice %q", note)
 		}
 	}
-	// The owner's budget is free again.
-	start(t, rt, "bash", "again", a)
+	// The session is over: nothing can start for it any more (a start racing the end
+	// must not leave a job nobody can see or stop).
+	w := newWork()
+	if _, err := rt.Start(jobs.Spec{Kind: "bash", Label: "late", Owner: a, Run: func() (jobs.Hooks, error) { return w.hooks(), nil }}); !errors.Is(err, jobs.ErrEnded) {
+		t.Fatalf("start after EndOwner: %v, want ErrEnded", err)
+	}
+	if w.cancels.Load() != 0 {
+		t.Fatal("a refused start ran its producer")
+	}
+}
+
+func TestStartRacingEndOwnerIsCancelled(t *testing.T) {
+	rt := newRuntime(t, jobs.Options{})
+	a, _ := session("a")
+	w := newWork()
+	_, err := rt.Start(jobs.Spec{Kind: "bash", Label: "racing", Owner: a, Run: func() (jobs.Hooks, error) {
+		rt.EndOwner("a") // the session ends while the producer is spawning
+		return w.hooks(), nil
+	}})
+	if !errors.Is(err, jobs.ErrEnded) {
+		t.Fatalf("start racing EndOwner: %v, want ErrEnded", err)
+	}
+	if w.cancels.Load() != 1 {
+		t.Fatalf("the started work was cancelled %d times, want 1", w.cancels.Load())
+	}
+	if list := rt.List(a); len(list) != 0 {
+		t.Fatalf("jobs registered for an ended session: %+v", list)
+	}
 }
 
 func TestDisposeTimeoutForgetsStuckJobs(t *testing.T) {

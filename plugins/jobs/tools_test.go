@@ -186,8 +186,9 @@ func TestJobsPluginLifecycle(t *testing.T) {
 	expect(t, h.call(t, s, "job_list", `{}`), "(no background jobs)", false)
 
 	// Unloading the jobs row removes its tools and section and disposes its jobs.
+	s2, _ := session("s2")
 	w2 := newWork()
-	if _, err := h.jobs.Start(jobs.Spec{Kind: "bash", Label: "y", Owner: s, Run: w2.run}); err != nil {
+	if _, err := h.jobs.Start(jobs.Spec{Kind: "bash", Label: "y", Owner: s2, Run: w2.run}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.rt.Unmount("jobs"); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/approval"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
@@ -210,6 +211,9 @@ func callCmd(g *globalFlags) *cobra.Command {
 			session.Prompter = prompter
 			res := reg.Call(ctx, args[0], raw, session)
 			h.rt.EndSession(session.ID)
+			if env, ok := container.LookupService[*shellenv.Registry](h.rt, shellenv.Service); ok {
+				preserveSpills(&res, filepath.Join(env.Home(), "spill"))
+			}
 			if asJSON {
 				out, err := json.Marshal(struct {
 					Text    string `json:"text"`
@@ -275,7 +279,7 @@ func statusCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				out, err := json.MarshalIndent(st, "", "  ")
+				out, err := json.MarshalIndent(publicStatus(st), "", "  ")
 				if err != nil {
 					return err
 				}
@@ -288,6 +292,33 @@ func statusCmd(g *globalFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
+}
+
+// statusJSON is the status document of `dsh status --json` and dsh://status.
+type statusJSON struct {
+	Profile         string          `json:"profile"`
+	Rows            []rowStatusJSON `json:"rows"`
+	LastReloadError string          `json:"lastReloadError"`
+}
+
+type rowStatusJSON struct {
+	ID      string   `json:"id"`
+	Plugin  string   `json:"plugin"`
+	State   string   `json:"state"`
+	Missing []string `json:"missing"`
+	Error   string   `json:"error"`
+}
+
+func publicStatus(st container.Status) statusJSON {
+	out := statusJSON{Profile: st.Profile, LastReloadError: st.LastReloadError, Rows: []rowStatusJSON{}}
+	for _, r := range st.Rows {
+		missing := r.Missing
+		if missing == nil {
+			missing = []string{}
+		}
+		out.Rows = append(out.Rows, rowStatusJSON{ID: r.ID, Plugin: r.Plugin, State: string(r.State), Missing: missing, Error: r.Error})
+	}
+	return out
 }
 
 func printStatus(w io.Writer, st container.Status) {

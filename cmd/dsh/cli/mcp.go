@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -26,6 +27,7 @@ var sessionProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26",
 // mcpBridge serves a runtime's live `tools` registry and `systemPrompt` over MCP. Every
 // MCP session is one harness session.
 type mcpBridge struct {
+	base       context.Context // cancelled at shutdown: ends every call in flight
 	rt         *container.Runtime
 	newSession func(workspace string) (*container.Session, error)
 	workspace  string
@@ -38,8 +40,8 @@ type mcpBridge struct {
 	stop     func()
 }
 
-func newMCPBridge(rt *container.Runtime, newSession func(string) (*container.Session, error), workspace, version string, log *slog.Logger) *mcpBridge {
-	b := &mcpBridge{rt: rt, newSession: newSession, workspace: workspace, log: log,
+func newMCPBridge(base context.Context, rt *container.Runtime, newSession func(string) (*container.Session, error), workspace, version string, log *slog.Logger) *mcpBridge {
+	b := &mcpBridge{base: base, rt: rt, newSession: newSession, workspace: workspace, log: log,
 		sessions: map[*mcp.ServerSession]*container.Session{}, served: map[string]tools.Tool{}}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: "dsh", Version: version}, &mcp.ServerOptions{
 		Logger:             log,
@@ -175,12 +177,17 @@ func (b *mcpBridge) sync() {
 }
 
 // callTool runs a call through the live registry: text content = the rendered text,
-// isError = the result's, structured content = the typed value.
+// isError = the result's, structured content = the typed value. A call in flight ends
+// (aborted) when the server shuts down.
 func (b *mcpBridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	v, ok := b.rt.Lookup(tools.Service)
-	reg, _ := v.(*tools.Registry)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(b.base, cancel)
+	defer stop()
+
+	reg := b.registryWith(req.Params.Name)
 	var res tools.Result
-	if !ok || reg == nil {
+	if reg == nil {
 		res = tools.Errorf("no tools registry is composed")
 	} else {
 		res = reg.Call(ctx, req.Params.Name, req.Params.Arguments, b.session(req.Session))
@@ -192,8 +199,27 @@ func (b *mcpBridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return out, nil
 }
 
+// registryWith returns the live tools registry. When it (or the named tool) is missing
+// while a reload is in progress — an executor restart briefly unloads the bash tool —
+// it waits for the reload to finish rather than failing the call.
+func (b *mcpBridge) registryWith(tool string) *tools.Registry {
+	for attempt := 0; ; attempt++ {
+		reg, ok := container.LookupService[*tools.Registry](b.rt, tools.Service)
+		if ok {
+			if _, found := reg.Tool(tool); found || attempt > 0 {
+				return reg
+			}
+		} else if attempt > 0 {
+			return nil
+		}
+		if !b.rt.WaitIdle(30 * time.Second) {
+			return reg
+		}
+	}
+}
+
 func (b *mcpBridge) readStatus(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	data, err := json.MarshalIndent(b.rt.Status(), "", "  ")
+	data, err := json.MarshalIndent(publicStatus(b.rt.Status()), "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -203,9 +229,18 @@ func (b *mcpBridge) readStatus(_ context.Context, req *mcp.ReadResourceRequest) 
 // logNotifier delivers notices as MCP log notifications (logger dsh.jobs, level info).
 type logNotifier struct{ ss *mcp.ServerSession }
 
+// Notify sends in the background with a deadline: a client that stops reading must not
+// hold up the job runtime that reports the completion.
 func (n logNotifier) Notify(text string) {
-	_ = n.ss.Log(context.Background(), &mcp.LoggingMessageParams{Level: "info", Logger: "dsh.jobs", Data: text})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		defer cancel()
+		_ = n.ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "dsh.jobs", Data: text})
+	}()
 }
+
+// notifyTimeout bounds the delivery of one notice.
+const notifyTimeout = 10 * time.Second
 
 // elicitPrompter asks through MCP form elicitation with an empty schema.
 type elicitPrompter struct{ ss *mcp.ServerSession }

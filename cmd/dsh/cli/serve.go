@@ -15,6 +15,7 @@ import (
 
 func serveCmd(g *globalFlags) *cobra.Command {
 	var httpAddr string
+	var sessionTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve [--profile P] [--workspace DIR] [--http ADDR]",
 		Short: "Serve the composition as an MCP server (stdio, or streamable HTTP with --http)",
@@ -37,11 +38,11 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			bridge := newMCPBridge(h.rt, g.session, ws, version(), log)
+			bridge := newMCPBridge(ctx, h.rt, g.session, ws, version(), log)
 			if httpAddr == "" {
 				err = bridge.server.Run(ctx, &mcp.StdioTransport{})
 			} else {
-				err = serveHTTP(ctx, bridge, httpAddr, g, log)
+				err = serveHTTP(ctx, bridge, httpAddr, sessionTimeout, g, log)
 			}
 			bridge.close()
 			if stopErr := h.stop(); stopErr != nil {
@@ -56,17 +57,18 @@ func serveCmd(g *globalFlags) *cobra.Command {
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (host:port; port 0 picks a free one) instead of stdio")
+	cmd.Flags().DurationVar(&sessionTimeout, "session-timeout", time.Hour, "with --http: end a session (and its background jobs) after this long without a request from its client; 0 never")
 	return cmd
 }
 
 // serveHTTP serves the bridge over streamable HTTP until ctx ends. Every MCP session is
 // its own harness session.
-func serveHTTP(ctx context.Context, b *mcpBridge, addr string, g *globalFlags, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, b *mcpBridge, addr string, sessionTimeout time.Duration, g *globalFlags, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--http %q: %w", addr, err)
 	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{Logger: log})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: sessionTimeout})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(g.stderr, "dsh: serving MCP (streamable HTTP) on http://%s/\n", ln.Addr())
 	errc := make(chan error, 1)
