@@ -142,7 +142,26 @@ func TestServeHotReloadKeepsJobAndAnnouncesTools(t *testing.T) {
 		return false
 	})
 
-	// 3. Invalid YAML: the error is reported, everything keeps working.
+	// 3. Swap the executor: the bash tool now offers sandbox escalation and confines.
+	write("extends: default\nplugins:\n  - id: bash\n    name: bash-sandbox\n")
+	waitFor(t, 20*time.Second, "sandbox_permissions in the schema", func() bool {
+		res, err := c.ListTools(context.Background(), nil)
+		if err != nil {
+			return false
+		}
+		for _, tl := range res.Tools {
+			if tl.Name == "bash" {
+				b, _ := json.Marshal(tl.InputSchema)
+				return strings.Contains(string(b), "sandbox_permissions")
+			}
+		}
+		return false
+	})
+	if text, _, _ := c.call(t, "bash", map[string]any{"command": "touch x", "description": "Write in read-only mode"}); !strings.Contains(text, "[sandbox: file access denied under read-only mode]") {
+		t.Errorf("after the swap, a write is not confined: %q", text)
+	}
+
+	// 4. Invalid YAML: the error is reported, everything keeps working.
 	write("plugins: [\n")
 	waitFor(t, 20*time.Second, "the reload error in dsh://status", func() bool {
 		res, err := c.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "dsh://status"})

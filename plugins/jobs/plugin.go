@@ -167,33 +167,6 @@ func Tools(rt *Runtime, cfg *Config) []tools.Tool {
 	}
 }
 
-// number reads a validated numeric argument: JSON numbers arrive as float64, but a
-// programmatic CallMap caller may pass Go integers or a json.Number.
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case float32:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case uint:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
-}
-
 func jsonText(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -218,7 +191,7 @@ func parseJobID(call tools.Call) (string, *tools.Result) {
 func waitTimeout(cfg *Config, call tools.Call) (time.Duration, *tools.Result) {
 	ms := float64(cfg.WaitTimeoutMs)
 	if v, given := call.Args["timeout_ms"]; given {
-		f, _ := number(v)
+		f, _ := tools.Number(v)
 		if !(f > 0) || math.IsInf(f, 0) {
 			res := tools.Errorf("invalid timeout_ms: expected a positive number, got %s", jsonText(v))
 			return 0, &res

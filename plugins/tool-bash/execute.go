@@ -58,33 +58,6 @@ func nonEmpty(v any) (string, bool) {
 	return s, ok && strings.TrimSpace(s) != ""
 }
 
-// number reads a validated numeric argument: JSON numbers arrive as float64, but a
-// programmatic CallMap caller may pass Go integers or a json.Number.
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case float32:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case uint:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
-}
-
 func jsonText(v any) string {
 	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
 		return strconv.FormatFloat(f, 'g', -1, 64)
@@ -108,7 +81,7 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 		return fail("invalid description: expected a non-empty string")
 	}
 	if v, given := call.Args[argTimeoutMs]; given {
-		f, _ := number(v)
+		f, _ := tools.Number(v)
 		if !(f > 0) || math.IsInf(f, 0) {
 			return fail("invalid timeoutMs: expected a positive number, got " + jsonText(v))
 		}

@@ -118,10 +118,10 @@ func (s *Schema) check(name string, v any) error {
 		_, ok = v.(string)
 		want = "a string"
 	case "number":
-		_, ok = number(v)
+		_, ok = Number(v)
 		want = "a number"
 	case "integer":
-		f, isNum := number(v)
+		f, isNum := Number(v)
 		ok = isNum && f == math.Trunc(f) && !math.IsInf(f, 0)
 		want = "an integer"
 	case "boolean":
@@ -153,9 +153,10 @@ func (s *Schema) check(name string, v any) error {
 	return nil
 }
 
-// number accepts JSON numbers (float64) and the Go integer and float types a
-// programmatic CallMap caller may pass.
-func number(v any) (float64, bool) {
+// Number reads a numeric argument: JSON numbers (float64), and the Go integer and float
+// types or json.Number a programmatic CallMap caller may pass. Tools use it on
+// arguments the registry validated as numbers.
+func Number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case float64:
 		return n, true
