@@ -42,6 +42,7 @@ type Chunk struct {
 // concurrent use while the process runs.
 type Stream struct {
 	limits Capture
+	budget *spillBudget                     // the Supervisor's; nil = unlimited
 	open   func() (*os.File, string, error) // creates the spill file
 
 	// spill is owned by the goroutine that writes the stream, then by finish.
@@ -52,21 +53,26 @@ type Stream struct {
 	head       int    // index of the oldest byte once the ring is full
 	total      int64
 	spillTried bool
-	spillPath  string // set while the spill file holds everything captured so far
+	// file is set while the spill file holds everything captured so far. Once a
+	// stream's file is dropped it never spills again, so a path, once withdrawn, is
+	// never reported again; the budget may also delete the file of a finished
+	// process (file.gone), which withdraws its path too.
+	file *spillFile
 }
 
-func newStream(limits Capture, open func() (*os.File, string, error)) *Stream {
-	return &Stream{limits: limits, open: open}
+func newStream(limits Capture, budget *spillBudget, open func() (*os.File, string, error)) *Stream {
+	return &Stream{limits: limits, budget: budget, open: open}
 }
 
 // write appends p to the stream: the ring keeps the tail; the spill file, once started,
-// gets everything (until the spill cap, when it is deleted).
+// gets everything (until the spill cap, or until the spill budget has no room left, when
+// it is deleted).
 func (s *Stream) write(p []byte) {
 	n := int64(len(p))
 	s.mu.Lock()
 	total := s.total + n
 	var drop *os.File
-	var dropPath string
+	var dropFile *spillFile
 	switch {
 	case total > s.limits.MaxBytes && !s.spillTried:
 		// First overflow: nothing was dropped yet, so the ring holds the whole stream.
@@ -75,61 +81,77 @@ func (s *Stream) write(p []byte) {
 			s.startSpillLocked()
 		}
 	case s.spill != nil && total > s.limits.SpillMaxBytes:
-		drop, dropPath = s.spill, s.spillPath
-		s.spill, s.spillPath = nil, ""
+		drop, dropFile = s.spill, s.file
+		s.spill, s.file = nil, nil
 	}
 	s.ringWrite(p)
 	s.total = total
-	f := s.spill
+	f, sf := s.spill, s.file
 	s.mu.Unlock()
 
 	if drop != nil {
 		drop.Close()
-		os.Remove(dropPath)
+		s.budget.delete(dropFile)
 		return
 	}
 	if f != nil {
+		// Only this goroutine writes the file, so sf.size needs no lock.
+		if !s.budget.reserve(n) {
+			s.abandonSpill()
+			return
+		}
+		sf.size += n
 		if _, err := f.Write(p); err != nil {
 			s.abandonSpill()
 		}
 	}
 }
 
-// startSpillLocked creates the spill file and writes the stream so far into it.
+// startSpillLocked creates the spill file and writes the stream so far into it, if the
+// budget has room for it.
 func (s *Stream) startSpillLocked() {
+	n := int64(len(s.buf))
+	if !s.budget.reserve(n) {
+		return
+	}
 	f, path, err := s.open()
 	if err != nil {
+		s.budget.release(n)
 		return
 	}
+	sf := &spillFile{path: path, size: n}
 	if _, err := f.Write(s.buf); err != nil {
 		f.Close()
-		os.Remove(path)
+		s.budget.delete(sf)
 		return
 	}
-	s.spill, s.spillPath = f, path
+	s.spill, s.file = f, sf
 }
 
-// abandonSpill deletes an incomplete spill file (a failed write: disk full…).
+// abandonSpill deletes an incomplete spill file (a failed write, no room in the budget).
 func (s *Stream) abandonSpill() {
 	s.mu.Lock()
-	f, path := s.spill, s.spillPath
-	s.spill, s.spillPath = nil, ""
+	f, sf := s.spill, s.file
+	s.spill, s.file = nil, nil
 	s.mu.Unlock()
 	if f != nil {
 		f.Close()
-		os.Remove(path)
+		s.budget.delete(sf)
 	}
 }
 
-// finish closes the spill file once the stream has ended.
-func (s *Stream) finish() {
+// finish closes the spill file once the stream has ended. It returns the file when it
+// holds the complete stream, for the budget to retire.
+func (s *Stream) finish() *spillFile {
 	s.mu.Lock()
-	f := s.spill
+	f, sf := s.spill, s.file
 	s.spill = nil
 	s.mu.Unlock()
-	if f != nil {
-		f.Close()
+	if f == nil {
+		return nil
 	}
+	f.Close()
+	return sf
 }
 
 func (s *Stream) ringWrite(p []byte) {
@@ -220,7 +242,7 @@ func (s *Stream) Output() Output {
 	return Output{
 		Text:      b.String(),
 		Truncated: s.total > int64(len(s.buf)),
-		SpillPath: s.spillPath,
+		SpillPath: s.file.reportedPath(),
 		Bytes:     s.total,
 	}
 }
@@ -232,9 +254,10 @@ func (s *Stream) Len() int64 {
 	return s.total
 }
 
-// SpillPath is the spill file holding everything captured so far, or "".
+// SpillPath is the spill file holding everything captured so far, or "" (no spill,
+// or the file was deleted: past the spill cap, or to keep within the spill budget).
 func (s *Stream) SpillPath() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.spillPath
+	return s.file.reportedPath()
 }

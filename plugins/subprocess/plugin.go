@@ -22,12 +22,18 @@ type Config struct {
 	// SpillRoot is where the private spill directory is created (default: the
 	// system temp directory).
 	SpillRoot string `yaml:"spillRoot"`
+	// SpillBudgetBytes bounds the total size of the spill files (default
+	// DefaultSpillBudgetBytes, 1 GiB); see Options.SpillBudgetBytes.
+	SpillBudgetBytes int64 `yaml:"spillBudgetBytes"`
 }
 
-// Validate checks the isolation mode.
+// Validate checks the isolation mode and the spill budget.
 func (c *Config) Validate() error {
 	if c.Isolation != IsolationAuto && c.Isolation != IsolationProcessGroup {
 		return fmt.Errorf("subprocess: isolation must be %q or %q, got %q", IsolationAuto, IsolationProcessGroup, c.Isolation)
+	}
+	if c.SpillBudgetBytes <= 0 {
+		return fmt.Errorf("subprocess: spillBudgetBytes must be a positive integer, got %d", c.SpillBudgetBytes)
 	}
 	return nil
 }
@@ -39,12 +45,13 @@ var Plugin = container.Plugin{
 	Name:    "subprocess",
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
 	Provide: []string{Service},
-	Config:  func() any { return &Config{Isolation: IsolationAuto} },
+	Config:  func() any { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: DefaultSpillBudgetBytes} },
 	Apply: func(ctx *container.Context, config any) error {
 		cfg := config.(*Config)
 		sup := New(Options{
 			DisableCgroups:    cfg.Isolation == IsolationProcessGroup,
 			SpillRoot:         cfg.SpillRoot,
+			SpillBudgetBytes:  cfg.SpillBudgetBytes,
 			Logger:            ctx.Logger(),
 			OnIsolationChange: func(iso string) { ctx.SetDetail("process isolation: " + iso) },
 		})

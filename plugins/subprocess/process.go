@@ -341,8 +341,8 @@ func (p *Process) wait() {
 	}
 	_ = p.rOut.Close()
 	_ = p.rErr.Close()
-	p.stdout.finish()
-	p.stderr.finish()
+	// From now on the budget may delete the spill files to make room for newer output.
+	p.sup.budget.retire(p.stdout.finish(), p.stderr.finish())
 	if p.stdinDone != nil {
 		<-p.stdinDone
 	}

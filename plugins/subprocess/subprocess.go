@@ -42,6 +42,12 @@ type Options struct {
 	// SpillRoot is the directory in which the Supervisor creates its private spill
 	// directory (default os.TempDir()).
 	SpillRoot string
+	// SpillBudgetBytes bounds the total size of the spill files in the spill directory
+	// (≤ 0 means DefaultSpillBudgetBytes). When a spill write would pass it, the spill
+	// files of finished processes are deleted, oldest first, to make room; if that
+	// cannot make room, the writing stream stops spilling (its file is deleted and it
+	// keeps its in-memory tail only). A deleted file's path is never reported again.
+	SpillBudgetBytes int64
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
 	// OnIsolationChange, when set, is called with the new Isolation text if cgroup
@@ -109,6 +115,7 @@ type Supervisor struct {
 	lastSweep time.Time
 	spillDir  string
 	spillErr  error
+	budget    *spillBudget
 
 	sweeping  sync.Mutex
 	closeOnce sync.Once
@@ -130,6 +137,7 @@ func New(opts Options) *Supervisor {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.budget = newSpillBudget(opts.SpillBudgetBytes, s.log)
 	if opts.DisableCgroups {
 		s.isolation = "process group only (cgroups disabled by configuration)"
 		return s
@@ -165,6 +173,14 @@ func (s *Supervisor) SpillDir() string {
 	defer s.mu.Unlock()
 	return s.spillDir
 }
+
+// SpillBytes is the total size of the Supervisor's spill files: bytes are counted
+// before they are written and uncounted once their file is deleted, so the files on
+// disk never hold more, and SpillBytes never exceeds SpillBudget.
+func (s *Supervisor) SpillBytes() int64 { return s.budget.used.Load() }
+
+// SpillBudget is the limit on SpillBytes (Options.SpillBudgetBytes, defaulted).
+func (s *Supervisor) SpillBudget() int64 { return s.budget.limit }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
 // fail before anything runs; an operating-system failure to start is a *SpawnError.
@@ -227,8 +243,8 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		escalated: make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	p.stdout = newStream(spec.Stdout, func() (*os.File, string, error) { return s.openSpill(p.id, "stdout") })
-	p.stderr = newStream(spec.Stderr, func() (*os.File, string, error) { return s.openSpill(p.id, "stderr") })
+	p.stdout = newStream(spec.Stdout, s.budget, func() (*os.File, string, error) { return s.openSpill(p.id, "stdout") })
+	p.stderr = newStream(spec.Stderr, s.budget, func() (*os.File, string, error) { return s.openSpill(p.id, "stderr") })
 
 	var closeAfterStart []*os.File
 	cleanup := func() {
@@ -560,9 +576,13 @@ func (s *Supervisor) Close() {
 				s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)
 			}
 		}
+		// Every process has settled: its files are retired, and now withdrawn.
+		s.budget.close()
 		if spillDir != "" {
 			if err := os.RemoveAll(spillDir); err != nil {
 				s.log.Warn("subprocess: cannot remove the spill directory", "err", err)
+			} else {
+				s.budget.used.Store(0)
 			}
 		}
 	})
