@@ -5,8 +5,8 @@ import (
 	"math"
 )
 
-// MaxGraceMs is the largest accepted graceMs.
-const MaxGraceMs = 2147483647
+// maxGraceMs is the largest accepted graceMs (SPEC §4; subprocess.MaxGraceMs).
+const maxGraceMs = 2147483647
 
 // Config is the configuration every bash executor shares (SPEC §4). Executor plugins
 // embed it inline in their own config struct, so the YAML keys are the same:
@@ -63,8 +63,8 @@ func (c Config) Check(name string) error {
 			return fmt.Errorf("%s: %s must be a positive finite number", name, f.key)
 		}
 	}
-	if c.GraceMs > MaxGraceMs {
-		return fmt.Errorf("%s: graceMs must be no greater than %d", name, MaxGraceMs)
+	if c.GraceMs > maxGraceMs {
+		return fmt.Errorf("%s: graceMs must be no greater than %d", name, maxGraceMs)
 	}
 	return nil
 }

@@ -110,12 +110,6 @@ func New(sup *subprocess.Supervisor, cfg Config, opts Options) (*Executor, error
 	return e, nil
 }
 
-// Config returns the executor's configuration.
-func (e *Executor) Config() Config { return e.cfg }
-
-// Bash is the absolute path of the bash the executor runs ("" when none was found).
-func (e *Executor) Bash() string { return e.bash }
-
 // SandboxMode is Options.SandboxMode.
 func (e *Executor) SandboxMode() string { return e.opts.SandboxMode }
 
@@ -244,7 +238,7 @@ func (e *Executor) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Exec
 		Stdin:    stdin,
 		Stdout:   capture,
 		Stderr:   capture,
-		GraceMs:  toInt(e.cfg.GraceMs, MaxGraceMs),
+		GraceMs:  toInt(e.cfg.GraceMs, maxGraceMs),
 		Deadline: deadline,
 	})
 	if err != nil {

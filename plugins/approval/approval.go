@@ -135,7 +135,7 @@ func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outc
 		channelErr = errNoChannel
 		return shell.ApprovalUnavailable
 	}
-	answer, err := req.Session.Prompter.Confirm(ctx, Message(req))
+	answer, err := req.Session.Prompter.Confirm(ctx, question(req))
 	if err != nil {
 		if ctx.Err() != nil {
 			return shell.ApprovalCancelled
@@ -164,12 +164,12 @@ func sessionID(s *container.Session) string {
 	return s.ID
 }
 
-// Message is the question put to the user for req: it names the tool, the command, the
+// question is the question put to the user for req: it names the tool, the command, the
 // requested sandbox mode (with what it permits), the workspace and the justification,
 // so that a channel showing nothing but this text (an MCP elicitation with an empty
 // schema, a terminal) gives the user everything needed to decide. A request that is not
 // a sandbox escalation shows its reason instead.
-func Message(req shell.ApprovalRequest) string {
+func question(req shell.ApprovalRequest) string {
 	mode, justification := req.Mode, req.Justification
 	if mode == "" {
 		mode, justification = parseEscalation(req.Reason)

@@ -22,7 +22,9 @@ import (
 // and answers the next question, unless its line arrived before that question was
 // shown (then it is discarded as stale). Questions are asked one at a time.
 type TerminalPrompter struct {
-	In  io.Reader
+	// In is where answers are read from (the terminal).
+	In io.Reader
+	// Out is where questions are written to (the terminal).
 	Out io.Writer
 
 	mu      sync.Mutex

@@ -53,10 +53,11 @@ func isRunnerFailureLine(stderr string) bool {
 	return ok && strings.HasPrefix(line, RunnerFailurePrefix) && !strings.Contains(line, "\n")
 }
 
-// Facts are the sandbox facts of a finished run under mode with the given enforcement
-// (Enforcement of its launch policy): danger-full-access reports {mode, denied: false}
-// only; the confined modes add the Classify verdict and the enforcement.
-func Facts(mode, enforcement string, r shell.RunResult) *shell.SandboxFacts {
+// sandboxFacts are the sandbox facts of a finished run under mode with the given
+// enforcement (Enforcement of its launch policy): danger-full-access reports
+// {mode, denied: false} only; the confined modes add the Classify verdict and the
+// enforcement.
+func sandboxFacts(mode, enforcement string, r shell.RunResult) *shell.SandboxFacts {
 	if mode == shell.ModeDangerFullAccess {
 		return &shell.SandboxFacts{Mode: mode}
 	}

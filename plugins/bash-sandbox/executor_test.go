@@ -31,7 +31,7 @@ func TestStackReadOnly(t *testing.T) {
 
 	res := st.bash(t, s, "touch "+target)
 	expect(t, res, deniedText("touch: cannot touch '"+target+"': Permission denied", "read-only"), false)
-	if !strings.HasSuffix(res.Text, "\n[sandbox: file access denied under read-only mode]\n"+toolbash.EscalationHint+"\n[exit code: 1]") {
+	if !strings.HasSuffix(res.Text, "\n[sandbox: file access denied under read-only mode]\n"+escalationHint+"\n[exit code: 1]") {
 		t.Fatalf("marker order: %q", res.Text)
 	}
 	roFull := enforcement(shell.ModeReadOnly, bashsandbox.NetworkDeny)
@@ -144,7 +144,7 @@ func TestStackNetwork(t *testing.T) {
 		s := &container.Session{ID: "net-" + mode, Cwd: ws, SandboxMode: mode}
 		res := deny.bash(t, s, connect)
 		want := "[stderr]\n" + bashPath(t) + ": connect: Permission denied\n" + bashPath(t) + ": line 1: /dev/tcp/127.0.0.1/" + port + ": Permission denied\n" +
-			toolbash.DeniedMarker(mode) + "\n" + toolbash.EscalationHint + "\n[exit code: 1]"
+			deniedMarker(mode) + "\n" + escalationHint + "\n[exit code: 1]"
 		expect(t, res, want, false)
 	}
 	if n := accepted(); n != 0 {
@@ -274,8 +274,8 @@ func TestStackRunnerFailure(t *testing.T) {
 	}
 
 	// The same through the executor directly, as an in-process caller with its own
-	// policy: a root that does not exist is a runner failure; the tool's renderer shows
-	// the marker, never a denial.
+	// policy: a root that does not exist is a runner failure (the launcher's one line
+	// and exit 125), never a denial.
 	v, _ := st.rt.Lookup(shell.Service)
 	ex := v.(shell.Executor)
 	gone := filepath.Join(elsewhere, "gone")
@@ -295,8 +295,9 @@ func TestStackRunnerFailure(t *testing.T) {
 	if r.Sandbox == nil || !r.Sandbox.RunnerFailed || r.Sandbox.Denied {
 		t.Fatalf("facts %+v", r.Sandbox)
 	}
-	if got := toolbash.Render(r, true); got != "[stderr]\ndsh-sandbox: workspace root "+gone+": no such file or directory\n"+toolbash.RunnerFailedMarker("workspace-write")+"\n[exit code: 125]" {
-		t.Fatalf("rendered %q", got)
+	if r.ExitCode == nil || *r.ExitCode != 125 || r.Signal != "" ||
+		r.Stderr.Text != "dsh-sandbox: workspace root "+gone+": no such file or directory\n" || r.Stdout.Text != "" {
+		t.Fatalf("result %+v", r)
 	}
 	if exists(marker) {
 		t.Fatal("the command ran although the launcher failed")

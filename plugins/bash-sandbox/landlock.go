@@ -5,15 +5,17 @@ import (
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 
-// Enforcement values (shell.SandboxFacts.Enforcement).
+// Enforcement values (the result of Enforcement, and shell.SandboxFacts.Enforcement).
 const (
-	EnforcementFull    = launch.EnforcementFull
+	// EnforcementFull: the host enforces everything the policy promises.
+	EnforcementFull = launch.EnforcementFull
+	// EnforcementPartial: an older kernel enforces only part of the policy.
 	EnforcementPartial = launch.EnforcementPartial
 )
 
-// KernelABI is the Landlock ABI version of the running kernel (0 when Landlock is
+// kernelABI is the Landlock ABI version of the running kernel (0 when Landlock is
 // unavailable). It only queries the kernel; nothing is restricted.
-func KernelABI() int { return launch.KernelABI() }
+func kernelABI() int { return launch.KernelABI() }
 
 // RequiredABI is the lowest Landlock ABI that enforces everything p promises: the file
 // rules need ABI 3 (truncate(2) is restricted from ABI 3 on), a denied network ABI 4

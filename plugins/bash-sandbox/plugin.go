@@ -13,8 +13,8 @@ import (
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
-// Name is the plugin's catalog name, also the prefix of its error messages.
-const Name = "bash-sandbox"
+// pluginName is the plugin's catalog name, also the prefix of its error messages.
+const pluginName = "bash-sandbox"
 
 // Config is bash-sandbox's configuration: bash-local's keys (cwd, timeoutMs,
 // maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs, with the same defaults),
@@ -30,22 +30,22 @@ type Config struct {
 
 // DefaultConfig returns the configuration with every default applied.
 func DefaultConfig() *Config {
-	return &Config{Config: bashexec.DefaultConfig(), SandboxConfig: DefaultSandboxConfig()}
+	return &Config{Config: bashexec.DefaultConfig(), SandboxConfig: defaultSandboxConfig()}
 }
 
 // InvalidValue words a wrongly typed number like any other bad number.
-func (c *Config) InvalidValue(key string) error { return c.Config.InvalidValue(Name, key) }
+func (c *Config) InvalidValue(key string) error { return c.Config.InvalidValue(pluginName, key) }
 
 // Validate checks every key; each message starts "bash-sandbox: <key>".
 func (c *Config) Validate() error {
-	if err := c.Config.Check(Name); err != nil {
+	if err := c.Config.Check(pluginName); err != nil {
 		return err
 	}
 	if err := c.SandboxConfig.Validate(); err != nil {
 		return err
 	}
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
-		return fmt.Errorf("%s: workspaceRoot must be an absolute path, got %q", Name, c.WorkspaceRoot)
+		return fmt.Errorf("%s: workspaceRoot must be an absolute path, got %q", pluginName, c.WorkspaceRoot)
 	}
 	return nil
 }
@@ -61,7 +61,7 @@ func (c *Config) root() (string, error) {
 	}
 	abs, err := filepath.Abs(c.Cwd)
 	if err != nil {
-		return "", fmt.Errorf("%s: cwd: %w", Name, err)
+		return "", fmt.Errorf("%s: cwd: %w", pluginName, err)
 	}
 	return abs, nil
 }
@@ -69,7 +69,7 @@ func (c *Config) root() (string, error) {
 // Plugin declares bash-sandbox: the confining `shell` provider and the `sandboxPolicy`
 // service. It also contributes the `sandbox:policy` prompt section.
 var Plugin = container.Plugin{
-	Name:    Name,
+	Name:    pluginName,
 	Aliases: []string{"@deepseek-ai/dsh-bash-sandbox"},
 	Inject:  []string{subprocess.Service, prompt.Service},
 	Provide: []string{shell.Service, shell.PolicyService},
@@ -109,7 +109,7 @@ func apply(ctx *container.Context, config any) error {
 	if err := ctx.Provide(shell.Service, ex); err != nil {
 		return err
 	}
-	return prompts.Add(ctx, PromptSection(resolver))
+	return prompts.Add(ctx, promptSection(resolver))
 }
 
 // backendDetail is the status line of the row: the backend and what it enforces, or why
@@ -150,17 +150,17 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger) (she
 			if cfg.WorkspaceRoot == "" {
 				key = "cwd"
 			}
-			return nil, nil, fmt.Errorf("%s: %s: %w", Name, key, err)
+			return nil, nil, fmt.Errorf("%s: %s: %w", pluginName, key, err)
 		}
 		root = canon
 	}
-	resolver, err := NewResolver(cfg.DefaultMode, root)
+	resolver, err := newResolver(cfg.DefaultMode, root)
 	if err != nil {
 		return nil, nil, err
 	}
 	s := &sandbox{resolver: resolver, network: cfg.Network, log: log}
 	ex, err := bashexec.New(sup, cfg.Config, bashexec.Options{
-		Name:        Name,
+		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,
 		Prepare:     s.prepare,
 	})
@@ -197,12 +197,12 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	mode := policy.Mode
 	switch mode {
 	case shell.ModeDangerFullAccess:
-		return func(res *shell.RunResult) { res.Sandbox = Facts(mode, "", *res) }, nil
+		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res) }, nil
 	case shell.ModeReadOnly, shell.ModeWorkspaceWrite:
 	default:
-		return nil, fmt.Errorf("%s: unknown sandbox mode %q", Name, mode)
+		return nil, fmt.Errorf("%s: unknown sandbox mode %q", pluginName, mode)
 	}
-	if err := CheckBackend(mode); err != nil {
+	if err := checkBackend(mode); err != nil {
 		s.log.Warn("bash-sandbox: refusing to run a command unconfined", "mode", mode, "err", err)
 		return nil, err
 	}
@@ -216,5 +216,5 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	}
 	cmd.Argv = argv
 	enforcement := Enforcement(lp)
-	return func(res *shell.RunResult) { res.Sandbox = Facts(mode, enforcement, *res) }, nil
+	return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, enforcement, *res) }, nil
 }

@@ -12,9 +12,7 @@ import (
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/internal/bashexec"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
-	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/shell"
-	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
 )
 
 func TestPluginDeclaration(t *testing.T) {
@@ -103,7 +101,7 @@ func TestSessionlessRootAndStatus(t *testing.T) {
 	st := newStack(t, stackSetup{bashConfig: map[string]any{"cwd": cwd, "workspaceRoot": root, "defaultMode": "workspace-write"}})
 	expect(t, st.bash(t, nil, "pwd && touch "+root+"/x"), cwd+"\n", false)
 	expect(t, st.bash(t, nil, "touch "+cwd+"/y"), deniedText("touch: cannot touch '"+cwd+"/y': Permission denied", "workspace-write"), false)
-	if got, want := st.prompts.Compose(nil), toolbash.PromptText+"\n\n"+jobs.PromptText+"\n\n"+bashsandbox.PolicyPrompt("workspace-write", root); got != want {
+	if got, want := st.prompts.Compose(nil), bashPrompt+"\n\n"+jobsPrompt(st)+"\n\n"+bashsandbox.PolicyPrompt("workspace-write", root); got != want {
 		t.Fatalf("prompt without a session:\n got %q\nwant %q", got, want)
 	}
 	v, _ := st.rt.Lookup(shell.Service)
@@ -150,7 +148,7 @@ func TestPromptSectionThroughTheStack(t *testing.T) {
 		if mode == "" {
 			text = want["read-only"] // the default
 		}
-		if got := st.prompts.Compose(s); got != toolbash.PromptText+"\n\n"+jobs.PromptText+"\n\n"+text {
+		if got := st.prompts.Compose(s); got != bashPrompt+"\n\n"+jobsPrompt(st)+"\n\n"+text {
 			t.Errorf("mode %q: prompt\n%s", mode, got)
 		}
 	}
@@ -164,7 +162,7 @@ func TestPromptSectionThroughTheStack(t *testing.T) {
 	if err := st.rt.Compose("sandbox-test", stackRows(stackSetup{executor: "bash-local"}, st.root, st.home)); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.prompts.Compose(session("p", ws)); got != toolbash.PromptText+"\n\n"+jobs.PromptText {
+	if got := st.prompts.Compose(session("p", ws)); got != bashPrompt+"\n\n"+jobsPrompt(st) {
 		t.Fatalf("prompt under bash-local: %q", got)
 	}
 }

@@ -21,8 +21,8 @@ type SandboxConfig struct {
 	Network string `yaml:"network"`
 }
 
-// DefaultSandboxConfig is the configuration with every default applied.
-func DefaultSandboxConfig() SandboxConfig {
+// defaultSandboxConfig is the configuration with every default applied.
+func defaultSandboxConfig() SandboxConfig {
 	return SandboxConfig{DefaultMode: shell.ModeReadOnly, Network: NetworkDeny}
 }
 
@@ -46,10 +46,10 @@ type Resolver struct {
 
 var _ shell.PolicyResolver = (*Resolver)(nil)
 
-// NewResolver returns the resolver for an executor whose default mode is defaultMode and
+// newResolver returns the resolver for an executor whose default mode is defaultMode and
 // whose configured root (its `cwd`, used for calls without a session workspace) is root;
 // an empty root means the harness's working directory.
-func NewResolver(defaultMode, root string) (*Resolver, error) {
+func newResolver(defaultMode, root string) (*Resolver, error) {
 	if shell.ModeRank(defaultMode) < 0 {
 		return nil, fmt.Errorf("bash-sandbox: unknown sandbox mode %q", defaultMode)
 	}

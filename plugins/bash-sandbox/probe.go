@@ -60,22 +60,8 @@ func Probe() ProbeResult {
 	return *probe.result
 }
 
-// ForceUnavailable makes Probe report the backend as not usable, with reason, until the
-// returned restore function is called. It exists for tests of the fail-closed path.
-func ForceUnavailable(reason string) (restore func()) {
-	probe.mu.Lock()
-	defer probe.mu.Unlock()
-	prev := probe.override
-	probe.override = &ProbeResult{Backend: BackendLandlock, ABI: KernelABI(), Reason: reason}
-	return func() {
-		probe.mu.Lock()
-		defer probe.mu.Unlock()
-		probe.override = prev
-	}
-}
-
 func runProbe() ProbeResult {
-	res := ProbeResult{Backend: BackendLandlock, ABI: KernelABI()}
+	res := ProbeResult{Backend: BackendLandlock, ABI: kernelABI()}
 	fail := func(format string, args ...any) ProbeResult {
 		res.Reason = fmt.Sprintf(format, args...)
 		return res
@@ -132,8 +118,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// Remedy is the sentence appended to the fail-closed error: what to do about it.
-const Remedy = `To fix this, run dsh on Linux 5.13 or newer with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and "landlock" in the kernel's lsm= list), or, if running commands unconfined is acceptable, switch the profile's executor to bash-local.`
+// remedy is the sentence appended to the fail-closed error: what to do about it.
+const remedy = `To fix this, run dsh on Linux 5.13 or newer with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and "landlock" in the kernel's lsm= list), or, if running commands unconfined is acceptable, switch the profile's executor to bash-local.`
 
 // UnavailableError is the fail-closed error of a confining executor on a host without a
 // usable backend: nothing runs.
@@ -145,19 +131,20 @@ type UnavailableError struct {
 }
 
 // Error is `sandbox mode "<m>" is requested but no sandbox backend is usable on this
-// host; refusing to run the command unconfined.` followed by Remedy and, when known,
-// the probe's reason.
+// host; refusing to run the command unconfined.` followed by what to do about it (a
+// kernel with Landlock, or the unconfined bash-local executor) and, when known, the
+// probe's reason.
 func (e *UnavailableError) Error() string {
-	msg := fmt.Sprintf("sandbox mode %q is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. %s", e.Mode, Remedy)
+	msg := fmt.Sprintf("sandbox mode %q is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. %s", e.Mode, remedy)
 	if e.Reason != "" {
 		msg += " (landlock probe: " + e.Reason + ")"
 	}
 	return msg
 }
 
-// CheckBackend returns nil when mode can run on this host: danger-full-access always
+// checkBackend returns nil when mode can run on this host: danger-full-access always
 // can; the confined modes need a usable backend (Probe), else an *UnavailableError.
-func CheckBackend(mode string) error {
+func checkBackend(mode string) error {
 	if mode == shell.ModeDangerFullAccess {
 		return nil
 	}

@@ -10,18 +10,18 @@ import (
 
 // Prompt section identity (SPEC §8).
 const (
-	PromptSectionName  = "sandbox:policy"
-	PromptSectionOrder = 110
+	promptSectionName  = "sandbox:policy"
+	promptSectionOrder = 110
 )
 
-// PolicyPrompt is the `sandbox:policy` text for a session whose standing mode is mode and
+// policyPrompt is the `sandbox:policy` text for a session whose standing mode is mode and
 // whose workspace root is root. It states the standing (capability-neutral) policy only;
 // denials and escalation guidance belong to results and the bash tool.
 //
 //	read-only:          Current DSH file policy: read-only. Any available operation enforced by the DSH file sandbox may read files but may not modify them, including under the session workspace: "<root>". Only pseudo-devices such as /dev/null are writable.
 //	workspace-write:    Current DSH file policy: workspace-write. Any available operation enforced by the DSH file sandbox may modify files under the session workspace: "<root>". Some platform temporary areas may also be writable.
 //	danger-full-access: Current DSH file policy: danger-full-access. The DSH file sandbox enforces nothing: any available operation may modify files anywhere the harness user can, including under the session workspace: "<root>".
-func PolicyPrompt(mode, root string) string {
+func policyPrompt(mode, root string) string {
 	switch mode {
 	case shell.ModeReadOnly:
 		return fmt.Sprintf("Current DSH file policy: read-only. Any available operation enforced by the DSH file sandbox may read files but may not modify them, including under the session workspace: %q. Only pseudo-devices such as /dev/null are writable.", root)
@@ -33,12 +33,12 @@ func PolicyPrompt(mode, root string) string {
 	return ""
 }
 
-// PromptSection is the `sandbox:policy` section (order 110): each session sees its own
+// promptSection is the `sandbox:policy` section (order 110): each session sees its own
 // standing mode (override, else default) and workspace root, from resolver.
-func PromptSection(resolver shell.PolicyResolver) prompt.Section {
+func promptSection(resolver shell.PolicyResolver) prompt.Section {
 	return prompt.Section{
-		Name:  PromptSectionName,
-		Order: PromptSectionOrder,
+		Name:  promptSectionName,
+		Order: promptSectionOrder,
 		Render: func(session *container.Session) string {
 			p, err := resolver.Resolve(session, "")
 			if err != nil {
@@ -52,9 +52,9 @@ func PromptSection(resolver shell.PolicyResolver) prompt.Section {
 				if session != nil {
 					root = session.Cwd
 				}
-				return PolicyPrompt(mode, root)
+				return policyPrompt(mode, root)
 			}
-			return PolicyPrompt(p.Mode, p.WorkspaceRoot)
+			return policyPrompt(p.Mode, p.WorkspaceRoot)
 		},
 	}
 }

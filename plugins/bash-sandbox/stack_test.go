@@ -174,8 +174,18 @@ func enforcement(mode, network string) string {
 // errLine, under mode, with the escalation hint (the bash tool advertises escalation
 // under bash-sandbox) and exit code 1: SPEC §5.4's marker order.
 func deniedText(errLine, mode string) string {
-	return "[stderr]\n" + errLine + "\n" + toolbash.DeniedMarker(mode) + "\n" + toolbash.EscalationHint + "\n[exit code: 1]"
+	return "[stderr]\n" + errLine + "\n" + deniedMarker(mode) + "\n" + escalationHint + "\n[exit code: 1]"
 }
+
+// SPEC strings the bash tool renders and contributes (SPEC §5.6, §8), byte for byte.
+const (
+	escalationHint = "[sandbox: escalation available — retry this exact command once with sandbox_permissions " +
+		"(the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
+	bashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
+)
+
+// deniedMarker is the SPEC §8 denial line under mode.
+func deniedMarker(mode string) string { return "[sandbox: file access denied under " + mode + " mode]" }
 
 // bashPath is the bash the executors run (its messages start with it).
 func bashPath(t testing.TB) string {
@@ -265,4 +275,15 @@ func (p *prompter) asked() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.questions...)
+}
+
+// jobsPrompt is the text of the stack's tool:jobs section ("" when absent); the jobs
+// package owns and pins it.
+func jobsPrompt(st *stack) string {
+	for _, s := range st.prompts.Sections() {
+		if s.Name == "tool:jobs" {
+			return s.Text
+		}
+	}
+	return ""
 }

@@ -17,8 +17,8 @@ import (
 // Service is the name the runtime is provided under.
 const Service = "jobs"
 
-// PromptText is the tool:jobs prompt section (order 106).
-const PromptText = "Background jobs: keep track of the job ids you start. You are notified when a job finishes, " +
+// promptText is the tool:jobs prompt section (order 106).
+const promptText = "Background jobs: keep track of the job ids you start. You are notified when a job finishes, " +
 	"so do not busy-poll job_output or sleep while you wait; do other work or end your turn. " +
 	"Collect a finished job's output with job_output, and stop jobs that no longer matter with job_kill."
 
@@ -83,38 +83,46 @@ func apply(ctx *container.Context, config any) error {
 		return err
 	}
 	ctx.OnSessionEnd(rt.EndOwner)
-	for _, t := range Tools(rt, cfg) {
+	for _, t := range jobTools(rt, cfg) {
 		if err := reg.Register(ctx, t); err != nil {
 			return err
 		}
 	}
-	return prompts.Add(ctx, prompt.Section{Name: "tool:jobs", Order: 106, Text: PromptText})
+	return prompts.Add(ctx, prompt.Section{Name: "tool:jobs", Order: 106, Text: promptText})
 }
 
-// OutputValue is job_output's typed result.
+// OutputValue is job_output's typed result (MCP structured content).
 type OutputValue struct {
-	JobID  string `json:"jobId"`
-	Kind   string `json:"kind"`
-	Label  string `json:"label"`
+	// JobID, Kind and Label identify the job (see Snapshot).
+	JobID string `json:"jobId"`
+	Kind  string `json:"kind"`
+	Label string `json:"label"`
+	// Status and Detail are the job's state when the output was read.
 	Status Status `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// Output is the new output since the previous read ("" when none).
 	Output string `json:"output"`
 }
 
-// ListValue is job_list's typed result.
+// ListValue is job_list's typed result (MCP structured content).
 type ListValue struct {
+	// Jobs are the caller's visible jobs, oldest first (never null).
 	Jobs []Snapshot `json:"jobs"`
 }
 
-// KillValue is job_kill's typed result.
+// KillValue is job_kill's typed result (MCP structured content).
 type KillValue struct {
-	JobID  string     `json:"jobId"`
+	// JobID is the job the request was for.
+	JobID string `json:"jobId"`
+	// Result says what the request did.
 	Result KillResult `json:"result"`
-	Status Status     `json:"status"`
-	Detail string     `json:"detail,omitempty"`
+	// Status and Detail are the job's state right after the request (stopping, or
+	// the terminal status of a job that had already finished).
+	Status Status `json:"status"`
+	Detail string `json:"detail,omitempty"`
 }
 
-// Tools returns the job_output, job_list and job_kill tools over rt.
+// jobTools returns the job_output, job_list and job_kill tools over rt.
 //
 // job_output {job_id, wait, timeout_ms}: a consuming read. Without wait it returns at
 // once. With wait: true it first blocks until the job reaches a terminal status or
@@ -122,7 +130,7 @@ type KillValue struct {
 // returns the new output and the status at that moment — "[status: running]" after a
 // timeout, which is not an error. A wait cut short by the call's cancellation consumes
 // nothing. timeout_ms without wait is validated and otherwise ignored.
-func Tools(rt *Runtime, cfg *Config) []tools.Tool {
+func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
@@ -225,19 +233,19 @@ func jobOutput(ctx context.Context, rt *Runtime, cfg *Config, call tools.Call) t
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	text += out.Job.StatusLine()
+	text += out.Job.statusLine()
 	return tools.Result{Text: text, Value: OutputValue{JobID: out.Job.ID, Kind: out.Job.Kind, Label: out.Job.Label,
 		Status: out.Job.Status, Detail: out.Job.Detail, Output: out.Text}}
 }
 
-// ListText renders job_list's text.
-func ListText(jobs []Snapshot) string {
+// listText renders job_list's text.
+func listText(jobs []Snapshot) string {
 	if len(jobs) == 0 {
 		return "(no background jobs)"
 	}
 	lines := make([]string, len(jobs))
 	for i, j := range jobs {
-		lines[i] = fmt.Sprintf("%s [%s] %s — %s", j.ID, j.Kind, j.Status, OneLine(j.Label))
+		lines[i] = fmt.Sprintf("%s [%s] %s — %s", j.ID, j.Kind, j.Status, oneLine(j.Label))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -247,7 +255,7 @@ func jobList(rt *Runtime, call tools.Call) tools.Result {
 	if jobs == nil {
 		jobs = []Snapshot{}
 	}
-	return tools.Result{Text: ListText(jobs), Value: ListValue{Jobs: jobs}}
+	return tools.Result{Text: listText(jobs), Value: ListValue{Jobs: jobs}}
 }
 
 func jobKill(rt *Runtime, call tools.Call) tools.Result {
@@ -262,7 +270,7 @@ func jobKill(rt *Runtime, call tools.Call) tools.Result {
 	}
 	value := KillValue{JobID: snap.ID, Result: res, Status: snap.Status, Detail: snap.Detail}
 	if res == KillAlreadyFinished {
-		return tools.Result{Text: fmt.Sprintf("job %s had already finished %s", snap.ID, snap.StatusLine()), Value: value}
+		return tools.Result{Text: fmt.Sprintf("job %s had already finished %s", snap.ID, snap.statusLine()), Value: value}
 	}
 	return tools.Result{Text: "requested cancellation of job " + snap.ID, Value: value}
 }

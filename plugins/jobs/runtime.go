@@ -42,7 +42,9 @@ func (s Status) Terminal() bool {
 // Outcome is how a job ended: a terminal status and an optional detail such as
 // "exit code: 0" or "signal: SIGTERM".
 type Outcome struct {
+	// Status is the terminal status: completed, killed or failed.
 	Status Status
+	// Detail qualifies it for the status line ("" for none).
 	Detail string
 }
 
@@ -76,36 +78,43 @@ type Spec struct {
 
 // Snapshot is a job's state at one moment.
 type Snapshot struct {
-	ID    string `json:"id"`
-	Kind  string `json:"kind"`
+	// ID is the job's id, <kind>-<n> ("bash-1").
+	ID string `json:"id"`
+	// Kind is the producer (Spec.Kind).
+	Kind string `json:"kind"`
+	// Label is what the job is (Spec.Label, e.g. the command).
 	Label string `json:"label"`
 	// Owner is the owning session's id, "" for an unowned job.
-	Owner      string    `json:"owner,omitempty"`
-	Status     Status    `json:"status"`
-	Detail     string    `json:"detail,omitempty"`
-	StartedAt  time.Time `json:"startedAt"`
+	Owner string `json:"owner,omitempty"`
+	// Status is the job's status at this moment.
+	Status Status `json:"status"`
+	// Detail qualifies a terminal status ("exit code: 0"); "" while none is known.
+	Detail string `json:"detail,omitempty"`
+	// StartedAt is when the job was registered.
+	StartedAt time.Time `json:"startedAt"`
+	// FinishedAt is when its outcome was recorded; zero (omitted) while it is live.
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 	// KillReason is the reason given with the first kill request, if any.
 	KillReason string `json:"killReason,omitempty"`
 }
 
-// StatusLine renders the status marker: "[status: <s>, <detail>]" or "[status: <s>]".
-func (s Snapshot) StatusLine() string {
+// statusLine renders the status marker: "[status: <s>, <detail>]" or "[status: <s>]".
+func (s Snapshot) statusLine() string {
 	if s.Detail != "" {
 		return "[status: " + string(s.Status) + ", " + s.Detail + "]"
 	}
 	return "[status: " + string(s.Status) + "]"
 }
 
-// NoticeText is the completion notice sent to the owner of a finished job.
-func NoticeText(s Snapshot) string {
+// noticeText is the completion notice sent to the owner of a finished job.
+func noticeText(s Snapshot) string {
 	return fmt.Sprintf("background job %s (%s: %s) finished %s. Read its output with job_output.",
-		s.ID, s.Kind, OneLine(s.Label), s.StatusLine())
+		s.ID, s.Kind, oneLine(s.Label), s.statusLine())
 }
 
-// OneLine folds a label's line breaks into spaces so a listing or notice stays one
+// oneLine folds a label's line breaks into spaces so a listing or notice stays one
 // line per job.
-func OneLine(label string) string {
+func oneLine(label string) string {
 	if !strings.ContainsAny(label, "\r\n") {
 		return label
 	}
@@ -134,12 +143,18 @@ type Output struct {
 
 // Errors the runtime returns, for errors.Is; the messages carry the job id or limit.
 var (
+	// ErrUnknownJob: no job has that id (or it was disposed).
 	ErrUnknownJob = errors.New("unknown job")
-	ErrNotOwner   = errors.New("job belongs to another session")
-	ErrLimit      = errors.New("background job limit reached")
-	ErrInvalid    = errors.New("invalid job")
-	ErrClosed     = errors.New("jobs runtime is closed")
-	ErrEnded      = errors.New("the owning session has ended")
+	// ErrNotOwner: the job is owned by another session.
+	ErrNotOwner = errors.New("job belongs to another session")
+	// ErrLimit: the owner already has Options.MaxConcurrentPerOwner live jobs.
+	ErrLimit = errors.New("background job limit reached")
+	// ErrInvalid: the Spec is incomplete (empty kind or label, no Run).
+	ErrInvalid = errors.New("invalid job")
+	// ErrClosed: the runtime was closed; it starts no more jobs.
+	ErrClosed = errors.New("jobs runtime is closed")
+	// ErrEnded: the owning session has ended; it starts no more jobs.
+	ErrEnded = errors.New("the owning session has ended")
 )
 
 type jobError struct {
@@ -406,7 +421,7 @@ func (r *Runtime) deliver(j *job, snap Snapshot) {
 			r.opts.Logger.Error("jobs: notifier panicked", "job", snap.ID, "panic", fmt.Sprint(p))
 		}
 	}()
-	n.Notify(NoticeText(snap))
+	n.Notify(noticeText(snap))
 }
 
 func (j *job) snapshotLocked() Snapshot {

@@ -25,10 +25,14 @@ import (
 // Service is the name the registry is provided under.
 const Service = "bashEnv"
 
-// The reserved built-in keys. No contributor may declare them.
+// The reserved built-in keys, set by the registry itself. No contributor may declare
+// them.
 const (
-	KeyHome      = "DSH_HOME"
-	KeyShell     = "DSH_SHELL"
+	// KeyHome is the harness home (Config.DshHome).
+	KeyHome = "DSH_HOME"
+	// KeyShell is "1" in every model-run command.
+	KeyShell = "DSH_SHELL"
+	// KeySessionID is the calling session's id; absent for session-less calls.
 	KeySessionID = "DSH_SESSION_ID"
 )
 
@@ -123,13 +127,13 @@ func NewRegistry(home string) *Registry {
 // Home is the value of DSH_HOME.
 func (r *Registry) Home() string { return r.home }
 
-// Reserved reports whether key is one of the built-ins no contributor may own.
-func Reserved(key string) bool {
+// reserved reports whether key is one of the built-ins no contributor may own.
+func reserved(key string) bool {
 	return key == KeyHome || key == KeyShell || key == KeySessionID
 }
 
-// ValidKey reports whether key has the managed form DSH_ + [A-Z][A-Z0-9_]*.
-func ValidKey(key string) bool {
+// validKey reports whether key has the managed form DSH_ + [A-Z][A-Z0-9_]*.
+func validKey(key string) bool {
 	rest, ok := strings.CutPrefix(key, "DSH_")
 	if !ok || rest == "" || rest[0] < 'A' || rest[0] > 'Z' {
 		return false
@@ -197,9 +201,9 @@ func (r *Registry) Register(scope container.Scope, c Contributor) error {
 
 func (r *Registry) checkKeyLocked(name, key, description string) error {
 	switch {
-	case !ValidKey(key):
+	case !validKey(key):
 		return fmt.Errorf("bash env contributor %q declared invalid key %q", name, key)
-	case Reserved(key):
+	case reserved(key):
 		return fmt.Errorf("bash env contributor %q cannot own reserved key %q", name, key)
 	case strings.TrimSpace(description) == "":
 		return fmt.Errorf("bash env contributor %q must describe %q", name, key)
@@ -269,7 +273,7 @@ func (r *Registry) Collect(ctx context.Context, call Call) (Snapshot, error) {
 			vars[k] = got[k]
 		}
 	}
-	return NewSnapshot(vars), nil
+	return newSnapshot(vars), nil
 }
 
 func resolve(ctx context.Context, c *Contributor, call Call) (vars map[string]string, err error) {
@@ -287,7 +291,9 @@ func resolve(ctx context.Context, c *Contributor, call Call) (vars map[string]st
 
 // Var is one managed variable.
 type Var struct {
-	Key   string `json:"key"`
+	// Key is the variable's name (DSH_…).
+	Key string `json:"key"`
+	// Value is its value for this call.
 	Value string `json:"value"`
 }
 
@@ -297,8 +303,8 @@ type Snapshot struct {
 	vars []Var
 }
 
-// NewSnapshot builds a snapshot from vars (copied).
-func NewSnapshot(vars map[string]string) Snapshot {
+// newSnapshot builds a snapshot from vars (copied).
+func newSnapshot(vars map[string]string) Snapshot {
 	out := make([]Var, 0, len(vars))
 	for _, k := range sortedKeys(vars) {
 		out = append(out, Var{Key: k, Value: vars[k]})

@@ -27,6 +27,7 @@ const (
 	ReasonDispose
 )
 
+// String is the reason's name: "none", "timeout", "abort", "kill" or "dispose".
 func (r Reason) String() string {
 	switch r {
 	case ReasonTimeout:
@@ -53,6 +54,7 @@ const (
 	Killed
 )
 
+// String is the state's name: "running", "completed" or "killed".
 func (s State) String() string {
 	switch s {
 	case Completed:
@@ -129,16 +131,6 @@ type Process struct {
 // Pid is the leader's process id; it is also the id of the process group and session
 // the tree runs in.
 func (p *Process) Pid() int { return p.pid }
-
-// Cgroup is the directory of the tree's cgroup, or "" when the tree runs under its
-// process group only. Once the process settled, an emptied cgroup may be reused for
-// another command.
-func (p *Process) Cgroup() string {
-	if p.cg == nil {
-		return ""
-	}
-	return p.cg.path
-}
 
 // Stdout is the captured standard output.
 func (p *Process) Stdout() *Stream { return p.stdout }

@@ -83,11 +83,16 @@ type Spec struct {
 // directory, program not found…). Its message reads "spawn failed: …" and names the
 // errno, e.g. "spawn failed: chdir /nope: ENOENT (no such file or directory)".
 type SpawnError struct {
-	Op   string // "chdir", "exec", "pipe"…
+	// Op is the step that failed: "chdir", "exec", "pipe"…
+	Op string
+	// Path is the file or directory involved ("" when none).
 	Path string
-	Err  error
+	// Err is the underlying error, usually a syscall.Errno.
+	Err error
 }
 
+// Error is "spawn failed: <op> <path>: <cause>"; a cause with an errno names it, as in
+// "ENOENT (no such file or directory)".
 func (e *SpawnError) Error() string {
 	if e.Path == "" {
 		return "spawn failed: " + e.Op + ": " + errnoText(e.Err)
@@ -95,6 +100,7 @@ func (e *SpawnError) Error() string {
 	return "spawn failed: " + e.Op + " " + e.Path + ": " + errnoText(e.Err)
 }
 
+// Unwrap returns Err, for errors.Is and errors.As.
 func (e *SpawnError) Unwrap() error { return e.Err }
 
 // Supervisor owns every process tree it spawns. It is the `subprocess` service value.
@@ -160,27 +166,12 @@ func (s *Supervisor) Isolation() string {
 	return s.isolation
 }
 
-// UsesCgroups reports whether new trees get a cgroup of their own.
-func (s *Supervisor) UsesCgroups() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cgRoot != nil
-}
-
 // SpillDir is the private spill directory ("" until the first spill).
 func (s *Supervisor) SpillDir() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.spillDir
 }
-
-// SpillBytes is the total size of the Supervisor's spill files: bytes are counted
-// before they are written and uncounted once their file is deleted, so the files on
-// disk never hold more, and SpillBytes never exceeds SpillBudget.
-func (s *Supervisor) SpillBytes() int64 { return s.budget.used.Load() }
-
-// SpillBudget is the limit on SpillBytes (Options.SpillBudgetBytes, defaulted).
-func (s *Supervisor) SpillBudget() int64 { return s.budget.limit }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
 // fail before anything runs; an operating-system failure to start is a *SpawnError.

@@ -247,7 +247,7 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 	}
 	outcome := approver.Request(ctx, shell.ApprovalRequest{
 		Session:       session,
-		Tool:          ToolName,
+		Tool:          toolName,
 		Reason:        "escalate sandbox to " + m + ": " + a.justification,
 		Command:       a.command,
 		Mode:          m,
@@ -292,7 +292,7 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (to
 	if res.Sandbox != nil {
 		mode = res.Sandbox.Mode
 	}
-	return tools.Result{Text: Render(res, t.escalation(mode)), Value: ValueOf(res)}, nil
+	return tools.Result{Text: render(res, t.escalation(mode)), Value: valueOf(res)}, nil
 }
 
 func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest) (tools.Result, error) {
@@ -328,7 +328,7 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 		}
 		return tools.Result{}, err
 	}
-	return tools.Result{Text: "started background job " + snap.ID, Value: BackgroundValue{Kind: "background", JobID: snap.ID}}, nil
+	return tools.Result{Text: "started background job " + snap.ID, Value: BackgroundValue{Kind: KindBackground, JobID: snap.ID}}, nil
 }
 
 // adapt turns an execution into job hooks. Reads are consuming; once the command has
@@ -343,7 +343,7 @@ func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
 			mu.Lock()
 			defer mu.Unlock()
 			finished := isClosed(e.Done()) // before the read: then the read holds the rest
-			text := RenderRead(e.ReadOutput())
+			text := renderRead(e.ReadOutput())
 			if finished && !noted {
 				noted = true
 				if res, err := e.Result(context.Background()); err == nil && res.Sandbox != nil {
@@ -357,7 +357,7 @@ func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
 			}
 			return text
 		},
-		Outcome: func() jobs.Outcome { return OutcomeOf(e.Status()) },
+		Outcome: func() jobs.Outcome { return outcomeOf(e.Status()) },
 	}
 }
 

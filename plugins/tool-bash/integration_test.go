@@ -458,14 +458,15 @@ func TestRealMountExecutorRegistersTool(t *testing.T) {
 	}
 	pv, _ := h.rt.Lookup(prompt.Service)
 	prompts := pv.(*prompt.Registry)
-	if got := prompts.Compose(nil); got != jobs.PromptText {
+	jobsPrompt := sectionText(prompts, "tool:jobs")
+	if got := prompts.Compose(nil); jobsPrompt == "" || got != jobsPrompt {
 		t.Fatalf("prompt without bash = %q", got)
 	}
 	if err := h.rt.Mount(container.Row{ID: "bash", Plugin: "bash-local", Config: map[string]any{"cwd": h.cwd}}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, h.call(t, nil, "bash", bashArgs("echo mounted")), "mounted\n", false)
-	if got := prompts.Compose(nil); got != toolbash.PromptText+"\n\n"+jobs.PromptText {
+	if got := prompts.Compose(nil); got != toolbash.PromptText+"\n\n"+jobsPrompt {
 		t.Fatalf("prompt = %q", got)
 	}
 	if err := h.rt.Unmount("tool-bash"); err != nil {
@@ -474,7 +475,7 @@ func TestRealMountExecutorRegistersTool(t *testing.T) {
 	if _, ok := h.tools.Tool("bash"); ok {
 		t.Fatal("bash tool survived unmount")
 	}
-	if got := prompts.Compose(nil); got != jobs.PromptText {
+	if got := prompts.Compose(nil); got != jobsPrompt {
 		t.Fatalf("prompt after unmount = %q", got)
 	}
 }
@@ -532,4 +533,15 @@ func TestRealContributorEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, h.call(t, s, "bash", bashArgs(`echo "${DSH_TEST_VALUE-unset}"`)), "unset\n", false)
+}
+
+// sectionText is the text of the named prompt section ("" when absent). The tool:jobs
+// text belongs to the jobs package, whose tests pin it.
+func sectionText(prompts *prompt.Registry, name string) string {
+	for _, s := range prompts.Sections() {
+		if s.Name == name {
+			return s.Text
+		}
+	}
+	return ""
 }

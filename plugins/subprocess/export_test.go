@@ -1,0 +1,27 @@
+package subprocess
+
+// Introspection for the black-box tests.
+
+// UsesCgroups reports whether new trees get a cgroup of their own.
+func (s *Supervisor) UsesCgroups() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cgRoot != nil
+}
+
+// SpillBytes is the total size of the Supervisor's spill files: bytes are counted
+// before they are written and uncounted once their file is deleted, so the files on
+// disk never hold more, and SpillBytes never exceeds SpillBudget.
+func (s *Supervisor) SpillBytes() int64 { return s.budget.used.Load() }
+
+// SpillBudget is the limit on SpillBytes (Options.SpillBudgetBytes, defaulted).
+func (s *Supervisor) SpillBudget() int64 { return s.budget.limit }
+
+// Cgroup is the directory of the tree's cgroup, or "" when the tree runs under its
+// process group only.
+func (p *Process) Cgroup() string {
+	if p.cg == nil {
+		return ""
+	}
+	return p.cg.path
+}

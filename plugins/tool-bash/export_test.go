@@ -1,0 +1,20 @@
+package toolbash
+
+// Internals the black-box tests check directly. The tests pin the SPEC strings these
+// produce byte for byte; the package itself exports only the plugin and the values.
+var (
+	Render        = render
+	RenderRead    = renderRead
+	OutcomeOf     = outcomeOf
+	ValueOf       = valueOf
+	PresentCall   = presentCall
+	PresentResult = presentResult
+	Description   = toolDescription
+	DeniedMarker  = deniedMarker
+)
+
+// SPEC strings (each also asserted literally by a test).
+const (
+	EscalationHint = escalationHint
+	PromptText     = promptText
+)
