@@ -21,12 +21,13 @@ type Scope interface {
 
 // Context is one activation of a fiber. Apply receives it and registers everything
 // through it; when the activation ends (unload, dispose, failure) the context is
-// cancelled, every disposer runs in reverse order and every goroutine started by Go is
-// waited for. Methods are safe for concurrent use and remain valid (as no-ops or
+// cancelled, every goroutine started by Go is waited for, then every disposer runs in
+// reverse order. Methods are safe for concurrent use and remain valid (as no-ops or
 // lookups) after the activation ended.
 type Context struct {
 	rt     *Runtime
 	fiber  *fiber
+	id     string // the row id, fixed for the activation (the fiber's row may be rewritten)
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -44,7 +45,7 @@ type Context struct {
 }
 
 // ID is the profile row id of this fiber.
-func (c *Context) ID() string { return c.fiber.row.ID }
+func (c *Context) ID() string { return c.id }
 
 // PluginName is the canonical catalog name of the plugin this fiber mounts.
 func (c *Context) PluginName() string { return c.fiber.plugin.Name }
@@ -54,7 +55,7 @@ func (c *Context) Context() context.Context { return c.ctx }
 
 // Logger is the harness logger annotated with this row.
 func (c *Context) Logger() *slog.Logger {
-	c.logOnce.Do(func() { c.log = c.rt.log.With("row", c.fiber.row.ID, "plugin", c.fiber.plugin.Name) })
+	c.logOnce.Do(func() { c.log = c.rt.log.With("row", c.id, "plugin", c.fiber.plugin.Name) })
 	return c.log
 }
 
@@ -200,7 +201,20 @@ func (c *Context) end() {
 	c.sessionEnds = nil
 	c.mu.Unlock()
 
+	// Stop the activation's goroutines before undoing its registrations: a goroutine
+	// must never see a registry it uses already torn down.
 	c.cancel()
+	if goroutines {
+		waited := make(chan struct{})
+		go func() { c.wg.Wait(); close(waited) }()
+		t := time.NewTimer(c.rt.opts.StopTimeout)
+		select {
+		case <-waited:
+		case <-t.C:
+			c.Logger().Error("goroutines did not stop after the activation ended; continuing without them", "waited", c.rt.opts.StopTimeout)
+		}
+		t.Stop()
+	}
 	for i := len(disposers) - 1; i >= 0; i-- {
 		func() {
 			defer func() {
@@ -210,18 +224,6 @@ func (c *Context) end() {
 			}()
 			disposers[i]()
 		}()
-	}
-	if !goroutines {
-		return
-	}
-	waited := make(chan struct{})
-	go func() { c.wg.Wait(); close(waited) }()
-	t := time.NewTimer(c.rt.opts.StopTimeout)
-	defer t.Stop()
-	select {
-	case <-waited:
-	case <-t.C:
-		c.Logger().Error("goroutines did not stop after the activation ended; continuing without them", "waited", c.rt.opts.StopTimeout)
 	}
 }
 

@@ -510,33 +510,36 @@ func (r *Runtime) EndSession(id string) {
 }
 
 // WaitIdle waits until no operation (Compose, Mount, Unmount, Close) is in progress, or
-// timeout passes; it reports whether the runtime was idle. Callers that found a service
-// or tool missing use it to tell a reload in progress from a real absence.
-func (r *Runtime) WaitIdle(timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
+// ctx ends; it reports whether the runtime was idle. Callers that found a service or tool
+// missing use it to tell a reload in progress from a real absence.
+func (r *Runtime) WaitIdle(ctx context.Context) bool {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		if r.op.TryLock() {
 			r.op.Unlock()
 			return true
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
 			return false
+		case <-tick.C:
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
 // Close disposes every fiber, active ones in reverse activation order. The runtime
 // cannot be used afterwards. Close is idempotent.
 func (r *Runtime) Close() {
-	defer r.notify()
 	r.op.Lock()
-	defer r.op.Unlock()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		r.op.Unlock()
 		return
 	}
+	defer r.notify() // once, after the lock below is released
+	defer r.op.Unlock()
 	r.closed = true
 	active := r.activeBySeqDesc()
 	r.mu.Unlock()
@@ -782,7 +785,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	act := &Context{rt: r, fiber: f, ctx: ctx, cancel: cancel}
+	act := &Context{rt: r, fiber: f, id: f.row.ID, ctx: ctx, cancel: cancel}
 	r.mu.Lock()
 	f.act = act
 	f.detail = ""

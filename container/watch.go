@@ -51,6 +51,7 @@ type Reloader struct {
 	dirs     map[string]bool
 
 	recheck chan struct{} // asks the loop for another (debounced) check
+	retry   *time.Timer   // re-checks while a needed directory cannot be watched
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -94,6 +95,11 @@ func (r *Reloader) Close() error {
 	r.once.Do(func() {
 		close(r.stop)
 		<-r.done
+		r.reloadMu.Lock()
+		if r.retry != nil {
+			r.retry.Stop()
+		}
+		r.reloadMu.Unlock()
 		err = r.watcher.Close()
 	})
 	return err
@@ -151,12 +157,15 @@ func (r *Reloader) reload() (err error) {
 		}
 	}()
 	p, attempted, err := r.loader.load(r.spec)
-	if r.rewatch(attempted) {
+	if added := r.rewatch(attempted); added || r.unwatchable() {
+		// A directory that cannot be watched (removed, not created yet) sends no events:
+		// poll until it can be. 
 		// A file in a newly watched directory may have changed after it was read and
 		// before the watch began: look again (unchanged content is skipped).
-		select {
-		case r.recheck <- struct{}{}:
-		default:
+		if added {
+			r.askRecheck()
+		} else {
+			r.retryLater()
 		}
 	}
 	if err == nil && p.Digest == r.good.Digest {
@@ -177,6 +186,40 @@ func (r *Reloader) reload() (err error) {
 	r.rt.clearReloadError()
 	r.log.Info("profile reloaded", "files", len(p.Files))
 	return nil
+}
+
+func (r *Reloader) askRecheck() {
+	select {
+	case r.recheck <- struct{}{}:
+	default:
+	}
+}
+
+// unwatchRetry is how often a directory that could not be watched is tried again.
+const unwatchRetry = time.Second
+
+// retryLater asks for a check after unwatchRetry. Called with reloadMu held.
+func (r *Reloader) retryLater() {
+	if r.retry == nil {
+		r.retry = time.AfterFunc(unwatchRetry, r.askRecheck)
+		return
+	}
+	r.retry.Reset(unwatchRetry)
+}
+
+// unwatchable reports whether a directory the profile needs is not being watched.
+// Called with reloadMu held.
+func (r *Reloader) unwatchable() bool {
+	watching := map[string]bool{}
+	for _, d := range r.watcher.WatchList() {
+		watching[d] = true
+	}
+	for f := range r.files {
+		if !watching[filepath.Dir(f)] {
+			return true
+		}
+	}
+	return false
 }
 
 // rewatch makes the watched directories those of the running profile's files and of the

@@ -186,6 +186,21 @@ func TestReloadAfterDeleteAndRewrite(t *testing.T) {
 	g.waitValue("prov", "again")
 }
 
+// Removing the profile's whole directory and creating it again: the watch on the old
+// directory is gone, so the reloader polls until it can watch the new one.
+func TestReloadAfterDirectoryRecreated(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	dir := filepath.Dir(g.path)
+	mustNil(t, os.RemoveAll(dir))
+	waitFor(t, 10*time.Second, "reload error", func() bool { return g.rt.Status().LastReloadError != "" })
+	mustNil(t, os.MkdirAll(dir, 0o755))
+	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: reborn", 1))
+	g.waitValue("prov", "reborn")
+	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
+	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: watched", 1))
+	g.waitValue("prov", "watched")
+}
+
 // Deleting the file and writing the same content again just clears the error.
 func TestReloadDeleteAndRestoreSameContent(t *testing.T) {
 	g := newReloadRig(t, rigProfile)

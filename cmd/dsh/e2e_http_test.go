@@ -1,40 +1,15 @@
 package main_test
 
 import (
-	"bufio"
 	"context"
-	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestServeHTTPSessionsAreSeparateHarnessSessions(t *testing.T) {
-	cmd := exec.Command(dshBin, "serve", "--http", "127.0.0.1:0", "--workspace", t.TempDir())
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`on (http://\S+)`)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-addr:
-	case <-time.After(30 * time.Second):
-		t.Fatal("dsh serve --http did not report its address")
-	}
+	url := startHTTP(t, t.TempDir())
 
 	connect := func() *mcp.ClientSession {
 		cl := mcp.NewClient(&mcp.Implementation{Name: "http-e2e", Version: "1"}, nil)

@@ -190,8 +190,8 @@ type Runtime struct {
 	jobs     map[string]*job
 	counters map[string]int // per kind
 	seq      uint64
-	starting map[string]int  // per owner: Run in flight
-	ended    map[string]bool // owners whose session ended: no new jobs
+	starting map[string]int       // per owner: Run in flight
+	ended    map[string]time.Time // owners whose session ended recently: no new jobs
 	watchers sync.WaitGroup
 }
 
@@ -229,7 +229,7 @@ func NewRuntime(opts Options) *Runtime {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}, ended: map[string]bool{}}
+	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}, ended: map[string]time.Time{}}
 }
 
 func ownerID(s *container.Session) string {
@@ -258,7 +258,7 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 		r.mu.Unlock()
 		return Snapshot{}, ErrClosed
 	}
-	if r.ended[owner] {
+	if _, ended := r.ended[owner]; ended {
 		r.mu.Unlock()
 		return Snapshot{}, ErrEnded
 	}
@@ -297,7 +297,8 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 		r.mu.Unlock()
 		return Snapshot{}, err
 	}
-	if r.closed || r.ended[owner] {
+	_, ended := r.ended[owner]
+	if r.closed || ended {
 		// The runtime or the owner's session ended while the job was starting: nobody
 		// could see or stop it, so it does not outlive the start.
 		closed := r.closed
@@ -589,6 +590,11 @@ func (r *Runtime) Kill(caller *container.Session, id, reason string) (KillResult
 	return KillCancellationRequested, snap, nil
 }
 
+// endedMemory is how long an ended session is remembered (refusing new jobs for it):
+// far longer than any start can take, short enough that a long-running server does not
+// accumulate every session it ever had.
+const endedMemory = 10 * time.Minute
+
 // EndOwner disposes the jobs of session id: cancels them, waits for them (up to
 // Options.DisposeTimeout) and deletes them. No notices are sent for them.
 func (r *Runtime) EndOwner(sessionID string) {
@@ -596,7 +602,13 @@ func (r *Runtime) EndOwner(sessionID string) {
 		return
 	}
 	r.mu.Lock()
-	r.ended[sessionID] = true
+	now := time.Now()
+	for id, at := range r.ended {
+		if now.Sub(at) > endedMemory {
+			delete(r.ended, id) // long past any start that could race the end
+		}
+	}
+	r.ended[sessionID] = now
 	r.mu.Unlock()
 	r.dispose(func(j *job) bool { return j.ownerID == sessionID })
 }

@@ -102,6 +102,9 @@ func (r *Registry) Register(scope container.Scope, t Tool) error {
 	if t.InputSchema == nil {
 		t.InputSchema = &Schema{Type: "object"}
 	}
+	if t.InputSchema.Type != "object" {
+		return fmt.Errorf("tools: tool %q: input schema must have type \"object\", got %q", t.Name, t.InputSchema.Type)
+	}
 	r.mu.Lock()
 	if _, dup := r.tools[t.Name]; dup {
 		r.mu.Unlock()

@@ -338,3 +338,16 @@ func TestDecodeArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestNonObjectInputSchemaRejected(t *testing.T) {
+	reg := tools.NewRegistry()
+	var sc scope
+	err := reg.Register(sc, tools.Tool{Name: "odd", InputSchema: &tools.Schema{Type: "string"},
+		Execute: func(context.Context, tools.Call) (tools.Result, error) { return tools.Result{}, nil }})
+	if err == nil || err.Error() != `tools: tool "odd": input schema must have type "object", got "string"` {
+		t.Fatalf("err = %v", err)
+	}
+	if _, ok := reg.Tool("odd"); ok {
+		t.Fatal("a refused tool was registered")
+	}
+}

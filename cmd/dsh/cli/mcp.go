@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -36,8 +37,10 @@ type mcpBridge struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*container.Session
-	served   map[string]tools.Tool // tool definitions currently on the server
-	stop     func()
+
+	syncMu sync.Mutex
+	served map[string]tools.Tool // tool definitions currently on the server
+	stop   func()
 }
 
 func newMCPBridge(base context.Context, rt *container.Runtime, newSession func(string) (*container.Session, error), workspace, version string, log *slog.Logger) *mcpBridge {
@@ -102,20 +105,15 @@ func (b *mcpBridge) instructions(s *container.Session) string {
 	return reg.Compose(s)
 }
 
-// initialized ends the harness session when the MCP session goes away.
+// initialized creates the harness session as soon as the MCP session is live.
 func (b *mcpBridge) initialized(_ context.Context, req *mcp.InitializedRequest) {
-	ss := req.Session
-	s := b.session(ss)
-	go func() {
-		_ = ss.Wait()
-		b.mu.Lock()
-		delete(b.sessions, ss)
-		b.mu.Unlock()
-		b.rt.EndSession(s.ID)
-	}()
+	b.session(req.Session)
 }
 
-// session returns the harness session of an MCP session, creating it on first use.
+// session returns the harness session of an MCP session, creating it on first use
+// (initialize, or the first call of a client that skips notifications/initialized).
+// The harness session ends — its jobs cancelled, awaited and deleted — when the MCP
+// session goes away.
 func (b *mcpBridge) session(ss *mcp.ServerSession) *container.Session {
 	if ss == nil {
 		s, _ := b.newSession(b.workspace) // the flags were checked before serving
@@ -132,7 +130,27 @@ func (b *mcpBridge) session(ss *mcp.ServerSession) *container.Session {
 		s.Prompter = elicitPrompter{ss}
 	}
 	b.sessions[ss] = s
+	go func() {
+		_ = ss.Wait()
+		b.mu.Lock()
+		delete(b.sessions, ss)
+		b.mu.Unlock()
+		b.rt.EndSession(s.ID)
+	}()
 	return s
+}
+
+// closeSessions ends every MCP session (and so every harness session).
+func (b *mcpBridge) closeSessions() {
+	b.mu.Lock()
+	sessions := make([]*mcp.ServerSession, 0, len(b.sessions))
+	for ss := range b.sessions {
+		sessions = append(sessions, ss)
+	}
+	b.mu.Unlock()
+	for _, ss := range sessions {
+		_ = ss.Close()
+	}
 }
 
 func newSessionID() string {
@@ -142,18 +160,16 @@ func newSessionID() string {
 }
 
 // sync makes the server's tool list match the live registry; the SDK sends
-// tools/list_changed when it changes.
+// tools/list_changed when it changes. Syncs are serialized; none holds the session lock.
 func (b *mcpBridge) sync() {
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
 	live := map[string]tools.Tool{}
-	if v, ok := b.rt.Lookup(tools.Service); ok {
-		if reg, ok := v.(*tools.Registry); ok {
-			for _, t := range reg.Tools() {
-				live[t.Name] = t
-			}
+	if reg, ok := container.LookupService[*tools.Registry](b.rt, tools.Service); ok {
+		for _, t := range reg.Tools() {
+			live[t.Name] = t
 		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var removed []string
 	for name := range b.served {
 		if _, ok := live[name]; !ok {
@@ -168,12 +184,29 @@ func (b *mcpBridge) sync() {
 		if old, ok := b.served[name]; ok && old.Description == t.Description && reflect.DeepEqual(old.InputSchema, t.InputSchema) {
 			continue
 		}
-		b.served[name] = t
-		b.server.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: t.InputSchema}, b.callTool)
+		if b.addTool(t) {
+			b.served[name] = t
+		}
 	}
-	if err := b.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: statusURI}); err != nil {
-		b.log.Debug("status resource update not sent", "err", err)
-	}
+	// Subscribed clients are told in the background: a slow client must not hold up the
+	// reload that triggered this sync.
+	go func() {
+		if err := b.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: statusURI}); err != nil {
+			b.log.Debug("status resource update not sent", "err", err)
+		}
+	}()
+}
+
+// addTool serves t; a definition the SDK refuses is logged and left out, never fatal.
+func (b *mcpBridge) addTool(t tools.Tool) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.log.Error("tool not served over MCP", "tool", t.Name, "err", fmt.Sprint(p))
+			ok = false
+		}
+	}()
+	b.server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, b.callTool)
+	return true
 }
 
 // callTool runs a call through the live registry: text content = the rendered text,
@@ -185,7 +218,7 @@ func (b *mcpBridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	stop := context.AfterFunc(b.base, cancel)
 	defer stop()
 
-	reg := b.registryWith(req.Params.Name)
+	reg := b.registryWith(ctx, req.Params.Name)
 	var res tools.Result
 	if reg == nil {
 		res = tools.Errorf("no tools registry is composed")
@@ -201,22 +234,24 @@ func (b *mcpBridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 
 // registryWith returns the live tools registry. When it (or the named tool) is missing
 // while a reload is in progress — an executor restart briefly unloads the bash tool —
-// it waits for the reload to finish rather than failing the call.
-func (b *mcpBridge) registryWith(tool string) *tools.Registry {
-	for attempt := 0; ; attempt++ {
-		reg, ok := container.LookupService[*tools.Registry](b.rt, tools.Service)
-		if ok {
-			if _, found := reg.Tool(tool); found || attempt > 0 {
-				return reg
-			}
-		} else if attempt > 0 {
-			return nil
-		}
-		if !b.rt.WaitIdle(30 * time.Second) {
+// it waits (as long as the call may) for the reload to finish rather than failing.
+func (b *mcpBridge) registryWith(ctx context.Context, tool string) *tools.Registry {
+	reg, ok := container.LookupService[*tools.Registry](b.rt, tools.Service)
+	if ok {
+		if _, found := reg.Tool(tool); found {
 			return reg
 		}
 	}
+	wait, cancel := context.WithTimeout(ctx, reloadWait)
+	defer cancel()
+	if b.rt.WaitIdle(wait) {
+		reg, _ = container.LookupService[*tools.Registry](b.rt, tools.Service)
+	}
+	return reg
 }
+
+// reloadWait bounds how long a call waits for a reload in progress.
+const reloadWait = 30 * time.Second
 
 func (b *mcpBridge) readStatus(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	data, err := json.MarshalIndent(publicStatus(b.rt.Status()), "", "  ")

@@ -78,6 +78,9 @@ func serveHTTP(ctx context.Context, b *mcpBridge, addr string, sessionTimeout ti
 		return err
 	case <-ctx.Done():
 	}
+	// End the sessions first: a client holding the event stream open would otherwise
+	// keep Shutdown waiting.
+	b.closeSessions()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
