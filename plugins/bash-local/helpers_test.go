@@ -123,3 +123,24 @@ func waitDone(t testing.TB, x shell.Execution, d time.Duration) {
 		t.Fatalf("execution %d not done after %v", x.Pid(), d)
 	}
 }
+
+// trapScript sets a TERM trap running action, says "ready", then loops until killed.
+func trapScript(action string) string {
+	return `trap '` + action + `' TERM; echo ready; while :; do sleep 0.05; done`
+}
+
+// trapTimeouts calls attempt with growing timeouts until one is conclusive. What a TERM
+// trap does on timeout shows only if the timeout fires after bash set its trap; on a
+// loaded machine bash may start too late for a short one. Such a run (its output lacks
+// the "ready" a trapScript prints once the trap is set: the SIGTERM killed bash before)
+// says nothing about the trap, and attempt reports false.
+func trapTimeouts(t *testing.T, attempt func(timeoutMs float64) bool) {
+	t.Helper()
+	for _, ms := range []float64{100, 1000, 5000} {
+		if attempt(ms) {
+			return
+		}
+		t.Logf("the %vms timeout fired before bash set its trap; retrying with a longer one", ms)
+	}
+	t.Fatal("bash never set its trap before the timeout")
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -211,12 +210,7 @@ func max64(a, b int64) int64 {
 func TestStaleSpillDirsAreRemoved(t *testing.T) {
 	proctest.NoLeftovers(t)
 	root := t.TempDir()
-	// A pid that surely does not exist: an exited, reaped child's.
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := filepath.Join(root, fmt.Sprintf("dsh-spill-%d-123", cmd.Process.Pid))
+	dead := filepath.Join(root, fmt.Sprintf("dsh-spill-%d-123", deadPid(t)))
 	live := filepath.Join(root, fmt.Sprintf("dsh-spill-%d-456", os.Getppid()))
 	other := filepath.Join(root, "unrelated")
 	for _, d := range []string{dead, live, other} {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -138,21 +140,16 @@ func (r *cgroupRoot) get(id uint64) (*cgroup, error) {
 	return r.create(id)
 }
 
-// put recycles the cgroup of a settled command if it is empty, else removes it; it
-// reports false when the cgroup still has processes (and so was neither).
-func (r *cgroupRoot) put(cg *cgroup) bool {
-	if cg.populated() {
-		cg.closeFD()
-		return false
-	}
+// put recycles the emptied cgroup of a settled command, or removes it.
+func (r *cgroupRoot) put(cg *cgroup) {
 	r.mu.Lock()
 	if len(r.free) < maxFreeCgroups && cg.fd >= 0 && !cg.killed.Load() {
 		r.free = append(r.free, cg)
 		r.mu.Unlock()
-		return true
+		return
 	}
 	r.mu.Unlock()
-	return cg.remove() == nil
+	_ = cg.remove()
 }
 
 // drain removes the recycled cgroups (Close).
@@ -169,12 +166,12 @@ func (r *cgroupRoot) drain() {
 func (r *cgroupRoot) create(id uint64) (*cgroup, error) {
 	path := r.dir + "/c" + strconv.FormatUint(id, 10)
 	if err := unix.Mkdir(path, 0o755); err != nil {
-		return nil, fmt.Errorf("mkdir %s: %s", path, errnoText(err))
+		return nil, &opError{op: "mkdir", path: path, err: err}
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		_ = unix.Rmdir(path)
-		return nil, fmt.Errorf("open %s: %s", path, errnoText(err))
+		return nil, &opError{op: "open", path: path, err: err}
 	}
 	return &cgroup{path: path, fd: fd}, nil
 }
@@ -246,6 +243,16 @@ func removeCgroupDir(dir string) error {
 	return nil
 }
 
+// opError is a failed operation on a path, worded "<op> <path>: ENOENT (…)"; it unwraps
+// to the errno.
+type opError struct {
+	op, path string
+	err      error
+}
+
+func (e *opError) Error() string { return e.op + " " + e.path + ": " + errnoText(e.err) }
+func (e *opError) Unwrap() error { return e.err }
+
 func writeSmallFile(path, content string) error {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -288,6 +295,94 @@ func removeStale(parent, prefix string, remove func(path string)) {
 		}
 		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 			remove(filepath.Join(parent, e.Name()))
+		}
+	}
+}
+
+// signalCgroup sends sig to every process of the cgroup dir and its descendants. The pids
+// come from cgroup.procs, so the cgroup is frozen meanwhile where the kernel allows it: a
+// frozen process cannot exit (short of a SIGKILL from elsewhere), so no listed pid can be
+// freed and reused by an unrelated process before its signal goes out. Where freezing is
+// unavailable or does not complete in time, the pids are signalled unfrozen.
+func signalCgroup(dir string, sig syscall.Signal) {
+	if freezeCgroup(dir) {
+		defer thawCgroup(dir)
+	}
+	signalCgroupProcs(dir, sig)
+}
+
+func signalCgroupProcs(dir string, sig syscall.Signal) {
+	data, err := os.ReadFile(dir + "/cgroup.procs")
+	if err == nil {
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				_ = unix.Kill(pid, sig)
+			}
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			signalCgroupProcs(filepath.Join(dir, e.Name()), sig)
+		}
+	}
+}
+
+// freezeTimeout bounds the wait for a cgroup to report itself frozen (a process in an
+// uninterruptible sleep delays it).
+const freezeTimeout = 500 * time.Millisecond
+
+// freezeCgroup freezes dir (and so its descendants) and waits until the kernel reports it
+// frozen. It reports whether the caller must thaw it: false when freezing is unavailable
+// (Linux < 5.2), when the cgroup was already frozen by someone else (it stays so), or
+// when it did not freeze in time (it is thawed again).
+func freezeCgroup(dir string) bool {
+	var buf [8]byte
+	fd, err := unix.Open(dir+"/cgroup.freeze", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if n, err := unix.Read(fd, buf[:]); err != nil || (n > 0 && buf[0] == '1') {
+		return false
+	}
+	if _, err := unix.Pwrite(fd, []byte("1"), 0); err != nil {
+		return false
+	}
+	if waitFrozen(dir, freezeTimeout) {
+		return true
+	}
+	_, _ = unix.Pwrite(fd, []byte("0"), 0)
+	return false
+}
+
+func thawCgroup(dir string) { _ = writeSmallFile(dir+"/cgroup.freeze", "0") }
+
+// waitFrozen waits until cgroup.events says "frozen 1", sleeping in poll(2): the kernel
+// signals every change of the file with POLLPRI.
+func waitFrozen(dir string, d time.Duration) bool {
+	fd, err := unix.Open(dir+"/cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(d)
+	var buf [128]byte
+	for {
+		n, err := unix.Pread(fd, buf[:], 0)
+		if err != nil {
+			return false
+		}
+		if bytes.Contains(buf[:n], []byte("frozen 1")) {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
+		if _, err := unix.Poll(fds, int(left/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return false
 		}
 	}
 }

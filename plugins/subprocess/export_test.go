@@ -25,3 +25,6 @@ func (p *Process) Cgroup() string {
 	}
 	return p.cg.path
 }
+
+// Sweep runs a sweep of the lingering trees now (it normally runs on a timer).
+func (s *Supervisor) Sweep() { s.sweep() }

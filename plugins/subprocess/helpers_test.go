@@ -2,6 +2,8 @@ package subprocess_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +85,18 @@ func code(ex subprocess.Exit) int {
 		return -1
 	}
 	return *ex.Code
+}
+
+// deadPid returns a pid no process can have: one above the kernel's pid_max.
+func deadPid(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return max + 1
 }

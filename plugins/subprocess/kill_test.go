@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -104,15 +103,18 @@ func TestDrainIsBoundedAfterLeaderExit(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
 		spec := bashSpec(`(sleep 300 & echo $! > ` + pidFile + `); echo done`)
 		spec.GraceMs = 500
-		start := time.Now()
 		p := spawn(t, sup, spec)
+		// The bound counts from the leader's exit (seen here a little later, if anything),
+		// so a slow start of the command does not count against it.
+		proctest.WaitFor(t, 10*time.Second, "the leader to exit", func() bool { return proctest.Gone(p.Pid()) })
+		exited := time.Now()
 		ex := waitDone(t, p, 10*time.Second)
-		took := time.Since(start)
+		took := time.Since(exited)
 		if code(ex) != 0 || p.Stdout().Output().Text != "done\n" {
 			t.Errorf("exit %+v stdout %q", ex, p.Stdout().Output().Text)
 		}
 		if took > 500*time.Millisecond+time.Second {
-			t.Errorf("settled after %v, want within grace (500ms) of the leader's exit", took)
+			t.Errorf("settled %v after the leader's exit, want within grace (500ms)", took)
 		}
 		orphan := proctest.ReadPids(pidFile)
 		if len(orphan) != 1 || proctest.Gone(orphan[0]) {
@@ -148,20 +150,37 @@ func TestDeadlineAbortAndSelfKill(t *testing.T) {
 			}
 		})
 		t.Run("abort after deadline keeps timeout", func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			spec := bashSpec(`trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done`)
-			spec.Deadline = time.Now().Add(100 * time.Millisecond)
-			p, err := sup.Spawn(ctx, spec)
-			if err != nil {
-				t.Fatal(err)
+			// Only a deadline that fires once bash has set its trap shows the sequence; if
+			// it fired first (a slow start: no "ready", bash died of the SIGTERM), the run
+			// says nothing and is retried with a later deadline.
+			for _, after := range []time.Duration{100 * time.Millisecond, time.Second, 5 * time.Second} {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				spec := bashSpec(`trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done`)
+				spec.Deadline = time.Now().Add(after)
+				p, err := sup.Spawn(ctx, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				proctest.WaitFor(t, 20*time.Second, "the trap to run, or the end", func() bool {
+					return strings.Contains(p.Stdout().Output().Text, "term") || p.State() != subprocess.Running
+				})
+				if !strings.Contains(p.Stdout().Output().Text, "term") {
+					ex := waitDone(t, p, 10*time.Second)
+					if strings.Contains(p.Stdout().Output().Text, "ready") {
+						t.Fatalf("the trap was set but never ran: exit %+v", ex)
+					}
+					t.Logf("the deadline (%v) fired before bash set its trap; retrying", after)
+					continue
+				}
+				cancel()
+				ex := waitDone(t, p, 10*time.Second)
+				if ex.Reason != subprocess.ReasonTimeout || ex.Signal != "SIGKILL" {
+					t.Errorf("exit = %+v; want the first cause (timeout), ended by SIGKILL", ex)
+				}
+				return
 			}
-			waitOutput(t, p, "term")
-			cancel()
-			ex := waitDone(t, p, 10*time.Second)
-			if ex.Reason != subprocess.ReasonTimeout || ex.Signal != "SIGKILL" {
-				t.Errorf("exit = %+v; want the first cause (timeout), ended by SIGKILL", ex)
-			}
+			t.Fatal("bash never set its trap before the deadline")
 		})
 		t.Run("self kill", func(t *testing.T) {
 			spec := bashSpec("kill -TERM $$")
@@ -398,11 +417,7 @@ func TestStaleCgroupsAreRemoved(t *testing.T) {
 	if !ok {
 		t.Skipf("cgroup isolation unavailable: %s", probe.Isolation())
 	}
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	stale := filepath.Join(filepath.Dir(root), fmt.Sprintf("dsh-%d-deadbeef", cmd.Process.Pid))
+	stale := filepath.Join(filepath.Dir(root), fmt.Sprintf("dsh-%d-deadbeef", deadPid(t)))
 	if err := os.Mkdir(stale, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -117,8 +117,15 @@ type Process struct {
 	escalated chan struct{}
 	done      chan struct{}
 
+	// sigMu orders every signal to the tree with the leader's release and the cgroup's
+	// recycling: the group is signalled by number only while the leader is an unreaped
+	// zombie (which keeps the id from being reused), the cgroup only while it is ours.
+	sigMu   sync.Mutex
+	reaped  bool // the leader was reaped (here or, wrongly, elsewhere): its id may be reused
+	cgFreed bool // the cgroup was recycled or removed
+
 	mu         sync.Mutex
-	exited     bool // leader reaped
+	exited     bool // leader exited (it stays a zombie until release)
 	settling   bool // no more kills accepted
 	settled    bool
 	killing    bool // SIGTERM sent, escalation armed
@@ -129,7 +136,8 @@ type Process struct {
 }
 
 // Pid is the leader's process id; it is also the id of the process group and session
-// the tree runs in.
+// the tree runs in. The Supervisor reaps the leader itself, late (see release): nothing
+// else may wait for it.
 func (p *Process) Pid() int { return p.pid }
 
 // Stdout is the captured standard output.
@@ -138,9 +146,14 @@ func (p *Process) Stdout() *Stream { return p.stdout }
 // Stderr is the captured standard error.
 func (p *Process) Stderr() *Stream { return p.stderr }
 
-// Done is closed when the process has settled: the leader was reaped, the output pipes
+// Done is closed when the process has settled: the leader exited, the output pipes
 // reached EOF or the drain bound (graceMs after the leader's exit) passed, and, if the
-// tree was being killed, the SIGKILL escalation ran (or the tree was already gone).
+// tree was being killed, the SIGKILL escalation ran (or the tree was already gone). A
+// killed tree's leader is reaped by then, and so, in cgroup mode, is the leader of a
+// tree that left nothing behind. Any other leader (a `cmd &` left running; in
+// process-group mode every tree that was not killed) stays a zombie until a sweep of
+// the Supervisor finds its tree empty (the first within a fraction of a second), so
+// that the group id cannot be reused while the Supervisor may still signal it.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit returns how the process ended, and false while it has not settled.
@@ -187,11 +200,7 @@ func (p *Process) kill(reason Reason, cause error, explicit bool) bool {
 	p.callbacks.Add(1)
 	p.escalation = time.AfterFunc(p.grace, p.escalate)
 	p.mu.Unlock()
-	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
-	if p.cg != nil {
-		// Members that left the group (setsid daemons) get their SIGTERM too.
-		signalCgroup(p.cg.path, syscall.SIGTERM)
-	}
+	p.signal(syscall.SIGTERM)
 	return true
 }
 
@@ -199,11 +208,36 @@ func (p *Process) kill(reason Reason, cause error, explicit bool) bool {
 // leader already exited: the group and the cgroup may still have members.
 func (p *Process) escalate() {
 	defer p.callbacks.Done()
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	if p.cg != nil {
-		p.cg.kill()
-	}
+	p.signal(syscall.SIGKILL)
 	close(p.escalated)
+}
+
+// signal sends sig to the tree: to the process group by number, and in cgroup mode to
+// every process of the cgroup, which reaches members that left the group (setsid
+// daemons); SIGKILL goes through cgroup.kill. Once the leader is reaped the group is no
+// longer signalled (its id may belong to an unrelated process by then), and once the
+// cgroup is recycled neither is the cgroup (it may serve another command).
+func (p *Process) signal(sig syscall.Signal) {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if !p.reaped {
+		_ = syscall.Kill(-p.pid, sig)
+	}
+	switch {
+	case p.cg == nil || p.cgFreed:
+	case sig == syscall.SIGKILL:
+		p.cg.kill()
+	default:
+		signalCgroup(p.cg.path, sig)
+	}
+}
+
+// freeCgroup recycles (or removes) the emptied cgroup; no signal reaches it afterwards.
+func (p *Process) freeCgroup() {
+	p.sigMu.Lock()
+	p.cgFreed = true
+	p.sigMu.Unlock()
+	p.cgRoot.put(p.cg)
 }
 
 // treeAlive reports whether any process of the tree (other than zombies) is left.
@@ -287,9 +321,9 @@ func (p *Process) writeStdin() {
 	_ = p.wIn.Close()
 }
 
-// wait reaps the leader and settles the process. It runs in its own goroutine.
+// wait settles the process once its leader exited. It runs in its own goroutine.
 func (p *Process) wait() {
-	status := p.reap()
+	status := p.awaitExit()
 
 	p.mu.Lock()
 	p.exited = true
@@ -352,11 +386,29 @@ func (p *Process) wait() {
 	}
 	p.callbacks.Wait()
 
+	// Reap the leader now unless the Supervisor may still signal its group: a tree that
+	// may live on is remembered, and ended at Close. A killed tree got its SIGKILL: its
+	// group is not signalled again (a cgroup, which still holds what is dying, may be).
+	// A cgroup tells at once whether anything is left; a process group does not (with
+	// the zombie leader in it, kill(-pgid, 0) always succeeds and only a scan of /proc
+	// tells), so such a tree is handed to the Supervisor, whose sweep scans once for
+	// all of them and reaps the leaders of the empty ones.
 	lingering := false
+	switch {
+	case p.cg != nil:
+		lingering = p.cg.populated()
+	case !killing:
+		lingering = true
+	}
+	if killing || !lingering {
+		p.release()
+	}
 	if p.cg != nil {
-		lingering = !p.cgRoot.put(p.cg)
-	} else if !killing {
-		lingering = groupAlive(p.pid)
+		if lingering {
+			p.cg.closeFD()
+		} else {
+			p.freeCgroup()
+		}
 	}
 	p.sup.forget(p, lingering)
 

@@ -9,6 +9,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The leader is reaped late. Its process id is also the id of the tree's process group
+// and session, and the kernel keeps an id allocated while any process, a zombie
+// included, still uses it. So while the leader is an unreaped zombie, signalling the
+// group by number (kill(-pgid)) can only reach members of this tree, never a process
+// that reused the id. The Supervisor therefore learns of the leader's exit without
+// reaping it (waitid with WNOWAIT) and reaps it (release) only once nothing will signal
+// the group any more: when the tree is found empty, or after the SIGKILL escalation.
+//
+// This relies on nothing else in the harness waiting for the leader: it is started with
+// syscall.ForkExec, so no os.Process (and no os/exec) knows it; a wait(-1) elsewhere, or
+// SIGCHLD set to SIG_IGN, would break the guarantee (the loss is detected, and the group
+// is then no longer signalled by number).
+
 // exitStatus is how the leader ended: a signal, or else an exit code.
 type exitStatus struct {
 	code   int
@@ -36,33 +49,55 @@ type siginfo struct {
 	_      [100]byte
 }
 
-const pPIDFD = 3 // waitid idtype P_PIDFD
+// waitid idtypes.
+const (
+	pPID   = 1
+	pPIDFD = 3
+)
 
-// reap waits for the leader to exit and reaps it. With a pidfd the wait parks in the
-// runtime's poller (the pidfd turns readable when the process exits), so a waiting
-// process costs no OS thread and its exit wakes the same poll round as its pipes.
-func (p *Process) reap() exitStatus {
+func waitid(idtype int, id uintptr, info *siginfo, options int) syscall.Errno {
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), id, uintptr(unsafe.Pointer(info)), uintptr(options), 0, 0)
+	return e
+}
+
+// status decodes the siginfo of an exited child.
+func (info *siginfo) exit() exitStatus {
+	const cldKilled, cldDumped = 2, 3 // si_code values of a signal death
+	switch info.code {
+	case cldKilled, cldDumped:
+		return exitStatus{signal: syscall.Signal(info.status)}
+	}
+	return exitStatus{code: int(info.status)}
+}
+
+// awaitExit waits for the leader to exit and returns how it ended, leaving it a zombie
+// (see release). With a pidfd the wait parks in the runtime's poller (the pidfd turns
+// readable when the process exits), so a waiting process costs no OS thread and its exit
+// wakes the same poll round as its pipes. The pidfd is closed once the exit is known:
+// the zombie itself keeps the pid from being reused.
+func (p *Process) awaitExit() exitStatus {
 	if p.pidfd >= 0 {
-		if st, ok := p.reapPidfd(); ok {
+		if st, ok := p.awaitPidfd(); ok {
 			return st
 		}
 	}
-	var ws syscall.WaitStatus
+	var info siginfo
 	for {
-		_, err := syscall.Wait4(p.pid, &ws, 0, nil)
-		if err != syscall.EINTR {
-			break
+		info = siginfo{}
+		e := waitid(pPID, uintptr(p.pid), &info, syscall.WEXITED|unix.WNOWAIT)
+		if e == syscall.EINTR {
+			continue
 		}
+		if e != 0 {
+			return p.lost()
+		}
+		return info.exit()
 	}
-	if ws.Signaled() {
-		return exitStatus{signal: ws.Signal()}
-	}
-	return exitStatus{code: ws.ExitStatus()}
 }
 
-// reapPidfd reaps through the pidfd (which it closes). It reports false, with the
-// child not reaped, only if the pidfd cannot be polled.
-func (p *Process) reapPidfd() (exitStatus, bool) {
+// awaitPidfd waits through the pidfd (which it closes). It reports false only if the
+// pidfd cannot be polled.
+func (p *Process) awaitPidfd() (exitStatus, bool) {
 	fd := p.pidfd
 	p.pidfd = -1
 	if err := unix.SetNonblock(fd, true); err != nil {
@@ -77,37 +112,55 @@ func (p *Process) reapPidfd() (exitStatus, bool) {
 	}
 	var info siginfo
 	var werr syscall.Errno
-	reaped := false
+	exited := false
 	err = rc.Read(func(fd uintptr) bool {
 		for {
 			info = siginfo{}
-			_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPIDFD, fd, uintptr(unsafe.Pointer(&info)),
-				syscall.WEXITED|syscall.WNOHANG, 0, 0)
-			switch e {
+			switch e := waitid(pPIDFD, fd, &info, syscall.WEXITED|syscall.WNOHANG|unix.WNOWAIT); e {
 			case syscall.EINTR:
 				continue
 			case syscall.EAGAIN:
 				return false
 			case 0:
-				reaped = info.pid != 0
-				return reaped
+				exited = info.pid != 0
+				return exited
+			default:
+				werr = e
+				return true
 			}
-			werr = e
-			return true
 		}
 	})
 	switch {
 	case werr != 0:
-		// ECHILD: reaped elsewhere (cannot happen for our own child); nothing is
-		// knowable about how it ended.
-		return exitStatus{signal: syscall.SIGKILL}, true
-	case err != nil || !reaped:
-		return exitStatus{}, false // not pollable: the caller waits with wait4
+		return p.lost(), true
+	case err != nil || !exited:
+		return exitStatus{}, false // not pollable: the caller waits by pid
 	}
-	const cldKilled, cldDumped = 2, 3 // si_code values of a signal death
-	switch info.code {
-	case cldKilled, cldDumped:
-		return exitStatus{signal: syscall.Signal(info.status)}, true
+	return info.exit(), true
+}
+
+// lost handles a leader that something else reaped (ECHILD): nothing is knowable about
+// how it ended, and its id may already be reused, so the group is never signalled by
+// number again (a cgroup still is).
+func (p *Process) lost() exitStatus {
+	p.sigMu.Lock()
+	p.reaped = true
+	p.sigMu.Unlock()
+	p.sup.log.Warn("subprocess: a command's leader was reaped outside the supervisor; its process group can no longer be signalled", "pid", p.pid)
+	return exitStatus{signal: syscall.SIGKILL}
+}
+
+// release reaps the zombie leader, which frees its id for reuse. From then on the group
+// is never signalled by number: sigMu orders release after any signal in flight. It must
+// only be called after awaitExit returned.
+func (p *Process) release() {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.reaped {
+		return
 	}
-	return exitStatus{code: int(info.status)}, true
+	p.reaped = true
+	var info siginfo
+	for waitid(pPID, uintptr(p.pid), &info, syscall.WEXITED|syscall.WNOHANG) == syscall.EINTR {
+	}
 }

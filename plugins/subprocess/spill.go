@@ -66,8 +66,11 @@ func (b *spillBudget) tryReserve(n int64) bool {
 }
 
 // reserve takes n bytes of the budget for a spill write. When they do not fit, the
-// files of finished processes are deleted, oldest first, until they do; if even
-// deleting all of them could not make room, none is deleted and reserve fails. A nil
+// files of finished processes are deleted, oldest first, until they do. Before each
+// deletion it checks that deleting every finished file would make room; when it would
+// not, reserve fails without deleting more. Writers reserve without the lock, so bytes
+// freed by one deletion may be taken by another stream meanwhile: reserve can then
+// delete some files and still fail (the bytes went to output that needed them). A nil
 // budget is unlimited.
 func (b *spillBudget) reserve(n int64) bool {
 	if b == nil || b.tryReserve(n) {

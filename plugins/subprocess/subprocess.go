@@ -18,14 +18,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Service is the name the Supervisor is provided under.
@@ -112,29 +111,42 @@ type Supervisor struct {
 	life   sync.RWMutex // Spawn holds it shared; Close exclusively, to fence spawns
 	closed bool
 
-	mu        sync.Mutex
-	cgRoot    *cgroupRoot // new trees' cgroups; nil in process-group mode
-	cgHome    *cgroupRoot // the harness's cgroup directory, kept until Close
-	isolation string
-	live      map[*Process]struct{}
-	lingering []lingerTree
-	lastSweep time.Time
-	spillDir  string
-	spillErr  error
-	budget    *spillBudget
+	mu         sync.Mutex
+	cgRoot     *cgroupRoot // new trees' cgroups; nil in process-group mode
+	cgHome     *cgroupRoot // the harness's cgroup directory, kept until Close
+	cgFailures int         // consecutive spawns the cgroup refused (see cgroupFailed)
+	isolation  string
+	live       map[*Process]struct{}
+	lingering  []lingerTree
+	closing    bool        // Close started: no more sweeps are scheduled
+	sweepTimer *time.Timer // the next sweep, if one is scheduled
+	sweepAt    time.Time   // when it runs
+	spillDir   string
+	spillErr   error
+	budget     *spillBudget
 
-	sweeping  sync.Mutex
+	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
+	sweepers  sync.WaitGroup // scheduled sweep callbacks
 	closeOnce sync.Once
 }
 
-// lingerTree is what is left of a settled process whose leader exited by itself while
-// other members of its tree kept running (a `cmd &` left behind). It is ended when the
-// Supervisor closes, and forgotten once empty.
+// lingerTree is a settled process whose tree may live on: its leader exited by itself
+// while other members kept running (a `cmd &` left behind), or, in process-group mode,
+// nobody has looked yet. Its leader stays an unreaped zombie, which keeps the group id
+// from being reused, until a sweep finds the tree empty; what is left of it is ended
+// when the Supervisor closes.
 type lingerTree struct {
-	pgid  int
-	cg    *cgroup
-	grace time.Duration
+	p      *Process
+	checks int // sweeps that found it still alive
 }
+
+// Sweep cadence: a new lingering tree is looked at after sweepMin (in process-group mode
+// that is when the leader of an ordinary command is reaped); a tree found alive is looked
+// at again after twice the previous delay, up to sweepMax.
+const (
+	sweepMin = 200 * time.Millisecond
+	sweepMax = 5 * time.Second
+)
 
 // New returns a Supervisor. It sets up cgroup isolation when possible; Isolation says
 // which mode is active and why.
@@ -212,7 +224,6 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if s.closed {
 		return nil, ErrDisposed
 	}
-	s.sweep()
 
 	prog := spec.Argv[0]
 	if !strings.Contains(prog, "/") {
@@ -298,19 +309,22 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		}
 		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
 	}
-	pid, err := syscall.ForkExec(prog, spec.Argv, attr)
-	if err != nil && cg != nil && cgroupSuspect(err) {
+	pid, err := forkExec(prog, spec.Argv, attr)
+	switch {
+	case err != nil && cg != nil && cgroupFault(err):
 		// Spawning into the cgroup may be what failed (no clone3, a restricted
-		// hierarchy): retry once without it, and stop using cgroups if that works.
+		// hierarchy): retry once without it. If that works, the cgroup was the problem.
 		_ = cg.remove()
 		cg, cgRoot = nil, nil
 		sys.UseCgroupFD, sys.CgroupFD = false, 0
 		var retryErr error
-		pid, retryErr = syscall.ForkExec(prog, spec.Argv, attr)
+		pid, retryErr = forkExec(prog, spec.Argv, attr)
 		if retryErr == nil {
-			s.disableCgroups(fmt.Sprintf("spawning into a cgroup failed: %s", errnoText(err)))
+			s.cgroupFailed("spawning into a cgroup failed", err)
 		}
 		err = retryErr
+	case err == nil && cg != nil:
+		s.cgroupWorked()
 	}
 	cleanup() // the child's ends; ForkExec is done with their descriptors
 	if err != nil {
@@ -381,19 +395,64 @@ func spawnError(err error, dir, prog string) error {
 	return &SpawnError{Op: "exec", Path: prog, Err: errno}
 }
 
-// cgroupSuspect reports whether a failed start may be due to spawning into a cgroup
-// rather than to the program or the directory.
-func cgroupSuspect(err error) bool {
+// cgroupSpawnFault, when set (by tests), returns the error with which a spawn into a
+// cgroup fails instead of starting the process.
+var cgroupSpawnFault func() error
+
+// forkExec starts a process. (It calls syscall.ForkExec directly, not through a function
+// value, so that the attributes can stay on the caller's stack.)
+func forkExec(prog string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	if attr.Sys.UseCgroupFD && cgroupSpawnFault != nil {
+		if err := cgroupSpawnFault(); err != nil {
+			return 0, err
+		}
+	}
+	return syscall.ForkExec(prog, argv, attr)
+}
+
+// cgroupFault reports whether an error of a spawn into a cgroup, or of making the
+// cgroup, may mean that the cgroup cannot be used at all (no clone3, a cgroup that
+// refuses new members, no permission, a read-only or vanished hierarchy). A shortage
+// (EAGAIN, ENOMEM, EMFILE…) is transient and says nothing about the cgroup; errors
+// that can equally be the program's or the directory's (ENOENT, EACCES…) are told
+// apart by a retry without the cgroup.
+func cgroupFault(err error) bool {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
 		return false
 	}
 	switch errno {
-	case syscall.ENOENT, syscall.ENOTDIR, syscall.ENOEXEC, syscall.ETXTBSY, syscall.ELOOP,
-		syscall.ENAMETOOLONG, syscall.E2BIG, syscall.EISDIR, syscall.ENOMEM, syscall.EMFILE:
-		return false
+	case syscall.EACCES, syscall.EPERM, syscall.ENOENT, syscall.EROFS, syscall.EBADF, syscall.EINVAL,
+		syscall.ENOSYS, syscall.EOPNOTSUPP, syscall.EBUSY, syscall.ENODEV:
+		return true
 	}
-	return true
+	return false
+}
+
+// maxCgroupFailures is how many spawns in a row the cgroup must fail, with a cgroup
+// fault, before the Supervisor stops using cgroups: one failure may be a passing state
+// of the hierarchy, and each failed command still runs (under its process group).
+const maxCgroupFailures = 3
+
+// cgroupFailed counts a spawn the cgroup failed with a cgroup fault; after
+// maxCgroupFailures in a row the Supervisor falls back to process groups.
+func (s *Supervisor) cgroupFailed(what string, err error) {
+	s.mu.Lock()
+	s.cgFailures++
+	n := s.cgFailures
+	s.mu.Unlock()
+	if n < maxCgroupFailures {
+		s.log.Warn("subprocess: no cgroup for this command; it runs under its process group only", "err", fmt.Sprintf("%s: %s", what, errnoText(err)))
+		return
+	}
+	s.disableCgroups(fmt.Sprintf("%s: %s", what, errnoText(err)))
+}
+
+// cgroupWorked ends a run of cgroup failures.
+func (s *Supervisor) cgroupWorked() {
+	s.mu.Lock()
+	s.cgFailures = 0
+	s.mu.Unlock()
 }
 
 func (s *Supervisor) newCgroup(id uint64) (*cgroup, *cgroupRoot) {
@@ -405,7 +464,11 @@ func (s *Supervisor) newCgroup(id uint64) (*cgroup, *cgroupRoot) {
 	}
 	cg, err := root.get(id)
 	if err != nil {
-		s.log.Warn("subprocess: no cgroup for this command; it runs under its process group only", "err", err)
+		if cgroupFault(err) {
+			s.cgroupFailed("cannot make a cgroup", err)
+		} else {
+			s.log.Warn("subprocess: no cgroup for this command; it runs under its process group only", "err", err)
+		}
 		return nil, nil
 	}
 	return cg, root
@@ -421,6 +484,7 @@ func (s *Supervisor) disableCgroups(reason string) {
 	iso := s.isolation
 	// The root directory stays until Close: trees spawned before keep their cgroups.
 	s.cgRoot = nil
+	s.cgFailures = 0
 	s.mu.Unlock()
 	s.log.Warn("subprocess: falling back to process-group isolation", "reason", reason)
 	if s.opts.OnIsolationChange != nil {
@@ -474,51 +538,97 @@ func (s *Supervisor) openSpill(id uint64, stream string) (*os.File, string, erro
 	return f, path, nil
 }
 
-// forget drops a settled process; a tree left behind by its leader is remembered so
-// that Close can end it.
+// forget drops a settled process; a tree that may live on is remembered (with its
+// leader unreaped) until a sweep finds it empty, or Close ends it.
 func (s *Supervisor) forget(p *Process, lingering bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.live, p)
 	if lingering {
-		s.lingering = append(s.lingering, lingerTree{pgid: p.pid, cg: p.cg, grace: p.grace})
+		s.lingering = append(s.lingering, lingerTree{p: p})
+		s.scheduleSweepLocked(sweepMin)
 	}
 }
 
-// sweep forgets lingering trees that have ended (and removes their cgroups). It runs at
-// most once a second, from Spawn.
-func (s *Supervisor) sweep() {
-	s.mu.Lock()
-	due := len(s.lingering) > 0 && time.Since(s.lastSweep) >= time.Second
-	s.mu.Unlock()
-	if !due || !s.sweeping.TryLock() {
+// scheduleSweepLocked makes sure a sweep runs within d.
+func (s *Supervisor) scheduleSweepLocked(d time.Duration) {
+	if s.closing {
 		return
 	}
+	at := time.Now().Add(d)
+	if s.sweepTimer != nil {
+		if !at.Before(s.sweepAt) || !s.sweepTimer.Stop() {
+			return // an earlier sweep is due (or running, and reschedules for what is left)
+		}
+		s.sweepers.Done()
+	}
+	s.sweepAt = at
+	s.sweepers.Add(1)
+	s.sweepTimer = time.AfterFunc(d, func() {
+		defer s.sweepers.Done()
+		s.mu.Lock()
+		s.sweepTimer = nil
+		s.mu.Unlock()
+		s.sweep()
+	})
+}
+
+// sweep releases the lingering trees that have ended (reaps their leaders, removes their
+// cgroups) and schedules itself again while some are left. One scan of /proc serves every
+// process-group tree.
+func (s *Supervisor) sweep() {
+	s.sweeping.Lock()
 	defer s.sweeping.Unlock()
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
 	trees := s.lingering
 	s.lingering = nil
-	s.lastSweep = time.Now()
 	s.mu.Unlock()
+	alive := treesAlive(trees)
+	keep := make([]lingerTree, 0, len(trees))
+	for i, t := range trees {
+		if t.p.cg != nil && !alive[i] && t.p.cg.remove() != nil {
+			alive[i] = true // not removable yet: look again later
+		}
+		if !alive[i] {
+			t.p.release()
+			continue
+		}
+		t.checks++
+		keep = append(keep, t)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lingering = append(s.lingering, keep...)
+	if len(s.lingering) == 0 {
+		return
+	}
+	d := sweepMax
+	for _, t := range s.lingering {
+		d = min(d, sweepMin<<min(t.checks, 8))
+	}
+	s.scheduleSweepLocked(d)
+}
+
+// treesAlive reports, for each tree, whether any of its processes (other than zombies)
+// is left: its cgroup is populated, or, without one, its process group has a live member.
+func treesAlive(trees []lingerTree) []bool {
+	alive := make([]bool, len(trees))
 	var groups map[int]bool
-	var keep []lingerTree
-	for _, t := range trees {
-		if t.cg != nil {
-			if t.cg.remove() != nil {
-				keep = append(keep, t)
-			}
+	for i, t := range trees {
+		if t.p.cg != nil {
+			alive[i] = t.p.cg.populated()
 			continue
 		}
 		if groups == nil {
 			groups = liveGroups()
 		}
-		if groups[t.pgid] {
-			keep = append(keep, t)
-		}
+		alive[i] = groups[t.p.pid]
 	}
-	s.mu.Lock()
-	s.lingering = append(s.lingering, keep...)
-	s.mu.Unlock()
+	return alive
 }
 
 // Close disposes the Supervisor: no new spawns; every live tree is killed (SIGTERM, then
@@ -533,6 +643,11 @@ func (s *Supervisor) Close() {
 		s.life.Unlock()
 
 		s.mu.Lock()
+		s.closing = true
+		if s.sweepTimer != nil && s.sweepTimer.Stop() {
+			s.sweepers.Done()
+		}
+		s.sweepTimer = nil
 		live := make([]*Process, 0, len(s.live))
 		for p := range s.live {
 			live = append(live, p)
@@ -554,13 +669,15 @@ func (s *Supervisor) Close() {
 		s.mu.Unlock()
 		endTrees(trees)
 		for _, t := range trees {
-			if t.cg != nil {
-				if err := t.cg.remove(); err != nil {
+			t.p.release()
+			if t.p.cg != nil {
+				if err := t.p.cg.remove(); err != nil {
 					s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
 				}
 			}
 		}
 		s.sweeping.Unlock()
+		s.sweepers.Wait()
 		if home != nil {
 			home.drain()
 			if err := removeCgroupDir(home.dir); err != nil {
@@ -580,73 +697,42 @@ func (s *Supervisor) Close() {
 }
 
 // endTrees ends lingering trees: SIGTERM to each group (and each cgroup member), then,
-// once the longest grace period has passed, SIGKILL to whatever is left.
+// once the longest grace period has passed, SIGKILL to whatever is left. A group is
+// signalled only while its leader is unreaped (see Process.signal), so no group id can
+// have been reused.
 func endTrees(trees []lingerTree) {
 	if len(trees) == 0 {
 		return
 	}
-	alive := func(t lingerTree) bool {
-		if t.cg != nil {
-			return t.cg.populated()
-		}
-		return groupAlive(t.pgid)
-	}
+	alive := treesAlive(trees)
 	var grace time.Duration
-	for _, t := range trees {
-		if !alive(t) {
+	for i, t := range trees {
+		if !alive[i] {
 			continue
 		}
-		grace = max(grace, t.grace)
-		_ = syscall.Kill(-t.pgid, syscall.SIGTERM)
-		if t.cg != nil {
-			signalCgroup(t.cg.path, syscall.SIGTERM)
-		}
+		grace = max(grace, t.p.grace)
+		t.p.signal(syscall.SIGTERM)
 	}
 	waitUntil := func(d time.Duration) bool {
 		deadline := time.Now().Add(d)
 		for {
-			any := false
-			for _, t := range trees {
-				if alive(t) {
-					any = true
-					break
-				}
-			}
-			if !any {
+			if !slices.Contains(alive, true) {
 				return true
 			}
 			if time.Now().After(deadline) {
 				return false
 			}
 			time.Sleep(10 * time.Millisecond)
+			alive = treesAlive(trees)
 		}
 	}
 	if waitUntil(grace) {
 		return
 	}
-	for _, t := range trees {
-		_ = syscall.Kill(-t.pgid, syscall.SIGKILL)
-		if t.cg != nil {
-			t.cg.kill()
+	for i, t := range trees {
+		if alive[i] {
+			t.p.signal(syscall.SIGKILL)
 		}
 	}
 	waitUntil(2 * time.Second)
-}
-
-// signalCgroup sends sig to every process listed in the cgroup and its descendants.
-func signalCgroup(dir string, sig syscall.Signal) {
-	data, err := os.ReadFile(dir + "/cgroup.procs")
-	if err == nil {
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-				_ = unix.Kill(pid, sig)
-			}
-		}
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.IsDir() {
-			signalCgroup(filepath.Join(dir, e.Name()), sig)
-		}
-	}
 }
