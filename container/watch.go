@@ -159,7 +159,7 @@ func (r *Reloader) reload() (err error) {
 	p, attempted, err := r.loader.load(r.spec)
 	if added := r.rewatch(attempted); added || r.unwatchable() {
 		// A directory that cannot be watched (removed, not created yet) sends no events:
-		// poll until it can be. 
+		// poll until it can be.
 		// A file in a newly watched directory may have changed after it was read and
 		// before the watch began: look again (unchanged content is skipped).
 		if added {
