@@ -164,3 +164,18 @@ func atoiOrFail(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// readPidFile waits for a command to write its pid (a full line) to path.
+func readPidFile(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, 20*time.Second, "the pid file "+path, func() bool {
+		data, err := os.ReadFile(path)
+		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
+			return false
+		}
+		pid = atoiOrFail(t, string(data))
+		return true
+	})
+	return pid
+}

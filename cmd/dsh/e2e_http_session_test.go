@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -72,15 +71,7 @@ func TestHTTPSessionEndKillsJobsWithoutInitialized(t *testing.T) {
 	if !strings.Contains(body, "started background job bash-1") {
 		t.Fatalf("start: %s", body)
 	}
-	var pid int
-	waitFor(t, 20*time.Second, "the pid file", func() bool {
-		data, err := os.ReadFile(filepath.Join(ws, "pid"))
-		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
-			return false
-		}
-		pid = atoiOrFail(t, string(data))
-		return true
-	})
+	pid := readPidFile(t, filepath.Join(ws, "pid"))
 	req, _ := http.NewRequest("DELETE", url, nil)
 	req.Header.Set("Mcp-Session-Id", sid)
 	resp, err := http.DefaultClient.Do(req)

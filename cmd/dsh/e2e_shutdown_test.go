@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -68,13 +67,34 @@ func (r *rawServe) await(t *testing.T, re *regexp.Regexp) string {
 	}
 }
 
-// startJob initializes and starts `echo $$; exec sleep 300`-style background work and
-// returns the pids the job reports.
-func (r *rawServe) startJob(t *testing.T) []int {
+// initialize performs the MCP handshake.
+func (r *rawServe) initialize(t *testing.T) {
 	t.Helper()
 	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	r.await(t, regexp.MustCompile(`"id":1`))
 	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+// waitExit waits for dsh to exit and wants exit status 0.
+func (r *rawServe) waitExit(t *testing.T) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("dsh exited with %v, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dsh did not exit")
+	}
+}
+
+// startJob initializes and starts `echo $$; exec sleep 300`-style background work and
+// returns the pids the job reports.
+func (r *rawServe) startJob(t *testing.T) []int {
+	t.Helper()
+	r.initialize(t)
 	args := map[string]any{"name": "bash", "arguments": map[string]any{
 		"command":           `sleep 300 & echo $!; trap "" TERM; echo $$; sleep 300`,
 		"description":       "Start processes that must not outlive dsh",
@@ -113,16 +133,7 @@ func TestShutdownLeavesNoProcess(t *testing.T) {
 			case "SIGINT":
 				r.cmd.Process.Signal(syscall.SIGINT)
 			}
-			done := make(chan error, 1)
-			go func() { done <- r.cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("dsh exited with %v, want 0", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("dsh did not exit")
-			}
+			r.waitExit(t)
 			for _, p := range pids {
 				waitFor(t, 10*time.Second, "pid to be gone", func() bool { return !alive(p) })
 			}
@@ -135,29 +146,10 @@ func TestShutdownLeavesNoProcess(t *testing.T) {
 func TestShutdownDuringAForegroundCall(t *testing.T) {
 	ws := t.TempDir()
 	r := startRaw(t, ws)
-	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	r.await(t, regexp.MustCompile(`"id":1`))
-	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.initialize(t)
 	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo $$ > pid; exec sleep 300","description":"Sleep in the foreground"}}}`)
-	var pid int
-	waitFor(t, 20*time.Second, "the pid file", func() bool {
-		data, err := os.ReadFile(filepath.Join(ws, "pid"))
-		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
-			return false
-		}
-		pid = atoiOrFail(t, string(data))
-		return true
-	})
+	pid := readPidFile(t, filepath.Join(ws, "pid"))
 	r.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("dsh exited with %v, want 0", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("dsh did not exit while a foreground call ran")
-	}
+	r.waitExit(t)
 	waitFor(t, 10*time.Second, "the foreground process to be gone", func() bool { return !alive(pid) })
 }
