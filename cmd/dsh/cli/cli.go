@@ -54,7 +54,18 @@ type globalFlags struct {
 	stderr      io.Writer
 }
 
+// usageError is a mistake in the command line: exit status 2 and a pointer to --help.
 type usageError struct{ error }
+
+// usageArgs makes a positional-argument check's failure a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Option) int {
 	g := &globalFlags{extra: extra, stdin: stdin, stdout: stdout, stderr: stderr}
@@ -82,7 +93,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Op
 		return exitOK
 	case errors.As(err, &exit):
 		return int(exit)
-	case errors.As(err, new(usageError)) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)"):
+	case errors.As(err, new(usageError)) || strings.HasPrefix(err.Error(), "unknown command"):
 		fmt.Fprintf(stderr, "dsh: %v\nRun 'dsh --help' for usage.\n", err)
 		return exitUsage
 	default:
@@ -176,7 +187,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 		Long: "Run one tool call. ARGS_JSON is a JSON object (or - to read it from stdin). The result's\n" +
 			"text is printed exactly as the model would read it, nothing added; with --json the output is\n" +
 			`{"text", "isError", "value"}. Exit status: 0, or 1 when the result is an error.`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := g.workspaceDir()
 			if err != nil {
@@ -268,7 +279,7 @@ func statusCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [--profile P] [--json]",
 		Short: "Compose the profile, report each row's state, and dispose it",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, _, err := g.start(cmd.Context(), slog.LevelWarn, false)
 			if err != nil {
@@ -354,7 +365,7 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "tools [--profile P]",
 		Short: "Print the composed tool definitions as JSON",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, _, err := g.start(cmd.Context(), slog.LevelWarn, false)
 			if err != nil {
@@ -386,7 +397,7 @@ func promptCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "prompt [--profile P] [--workspace DIR]",
 		Short: "Print the composed system prompt",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ws, err := g.workspaceDir()
 			if err != nil {
@@ -418,7 +429,7 @@ func checkCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "check [--profile P]",
 		Short: "Validate the profile without running anything",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(slog.LevelWarn)
 			if err != nil {

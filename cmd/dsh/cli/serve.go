@@ -23,7 +23,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			"ADDR with --http. The profile file (and its bases) is watched: edits are applied without\n" +
 			"restarting, and running processes and jobs survive. Stops on SIGINT, SIGTERM or (stdio)\n" +
 			"end of input, after disposing every plugin and killing every process.",
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ws, err := g.workspaceDir()
 			if err != nil {
