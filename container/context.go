@@ -87,11 +87,7 @@ func (c *Context) Provide(name string, service any) error {
 // Service returns an injected service (one listed in the plugin's Inject). It is stable
 // for the whole activation: when the provider goes away this activation ends first.
 func (c *Context) Service(name string) (any, error) {
-	injected := false
-	for _, s := range c.fiber.plugin.Inject {
-		injected = injected || s == name
-	}
-	if !injected {
+	if !slices.Contains(c.fiber.plugin.Inject, name) {
 		return nil, fmt.Errorf("%s: service %q is not in the plugin's inject list", c.fiber.plugin.Name, name)
 	}
 	v, ok := c.rt.Lookup(name)
@@ -177,17 +173,11 @@ func Injected[T any](c *Context, name string) (T, error) {
 
 // LookupAs returns the service currently provided under name if it exists and is a T.
 func LookupAs[T any](c *Context, name string) (T, bool) {
-	var zero T
-	v, ok := c.rt.Lookup(name)
-	if !ok {
-		return zero, false
-	}
-	t, ok := v.(T)
-	return t, ok
+	return LookupService[T](c.rt, name)
 }
 
-// end cancels the activation and runs its disposers in reverse order, then waits for its
-// goroutines. Called by the runtime only, never under Runtime.mu.
+// end cancels the activation, waits for its goroutines, then runs its disposers in
+// reverse order. Called by the runtime only, never under Runtime.mu.
 func (c *Context) end() {
 	c.mu.Lock()
 	if c.ended {

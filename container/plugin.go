@@ -10,6 +10,7 @@ package container
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -119,10 +120,5 @@ func (c *Catalog) Providers(service string) []string {
 }
 
 func (p *Plugin) provides(service string) bool {
-	for _, s := range p.Provide {
-		if s == service {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(p.Provide, service)
 }

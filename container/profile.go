@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -215,7 +216,7 @@ func (l *ProfileLoader) loadRef(st *loadState, ref profileRef) ([]Row, error) {
 				errs = append(errs, &RowError{Source: label, Row: fr.label, Err: errors.New(`missing key "name"`)})
 				continue
 			}
-			rows = append(rows, Row{ID: fr.id, Plugin: fr.name, Config: fr.config, Disabled: fr.disabled != nil && *fr.disabled, Source: label})
+			rows = append(rows, fr.row(label))
 		}
 		return rows, errors.Join(errs...)
 	}
@@ -282,7 +283,7 @@ func (l *ProfileLoader) patch(label string, base []Row, rows []fileRow) ([]Row, 
 				continue
 			}
 			index[fr.id] = len(out)
-			out = append(out, Row{ID: fr.id, Plugin: fr.name, Config: fr.config, Disabled: fr.disabled != nil && *fr.disabled, Source: label})
+			out = append(out, fr.row(label))
 			continue
 		}
 		row := &out[i]
@@ -367,10 +368,8 @@ func cloneValue(v any) any {
 }
 
 func appendUnique(ss []string, s string) []string {
-	for _, x := range ss {
-		if x == s {
-			return ss
-		}
+	if slices.Contains(ss, s) {
+		return ss
 	}
 	return append(ss, s)
 }
@@ -415,7 +414,10 @@ type fileRow struct {
 	disabled  *bool
 }
 
-var rowKeys = map[string]bool{"id": true, "name": true, "config": true, "disabled": true}
+// row is fr as a new row of the file source (one that patches no base row).
+func (fr fileRow) row(source string) Row {
+	return Row{ID: fr.id, Plugin: fr.name, Config: fr.config, Disabled: fr.disabled != nil && *fr.disabled, Source: source}
+}
 
 // parseProfile parses one profile file into a fresh koanf instance and checks its shape.
 func parseProfile(label string, provider koanf.Provider) (*profileFile, error) {
@@ -484,21 +486,18 @@ func parseRows(label string, items []any) ([]fileRow, error) {
 		} else if s, ok := m["name"].(string); ok && s != "" {
 			fr.label = s
 		}
-		bad := func(err error) { errs = append(errs, &RowError{Source: label, Row: fr.label, Err: err}) }
 		valid := true
+		bad := func(err error) {
+			errs = append(errs, &RowError{Source: label, Row: fr.label, Err: err})
+			valid = false
+		}
 		for _, key := range sortedKeys(m) {
 			v := m[key]
-			if !rowKeys[key] {
-				bad(fmt.Errorf("unknown key %q (a row has id, name, config, disabled)", key))
-				valid = false
-				continue
-			}
 			switch key {
 			case "id":
 				s, ok := v.(string)
 				if !ok || s == "" {
 					bad(fmt.Errorf("key \"id\": expected a non-empty string, got %s", describe(v)))
-					valid = false
 					continue
 				}
 				fr.id = s
@@ -506,7 +505,6 @@ func parseRows(label string, items []any) ([]fileRow, error) {
 				s, ok := v.(string)
 				if !ok || s == "" {
 					bad(fmt.Errorf("key \"name\": expected a plugin name, got %s", describe(v)))
-					valid = false
 					continue
 				}
 				fr.name, fr.hasName = s, true
@@ -517,7 +515,6 @@ func parseRows(label string, items []any) ([]fileRow, error) {
 				c, ok := v.(map[string]any)
 				if !ok {
 					bad(fmt.Errorf("key \"config\": expected a mapping, got %s", describe(v)))
-					valid = false
 					continue
 				}
 				fr.config, fr.hasConfig = c, true
@@ -525,10 +522,11 @@ func parseRows(label string, items []any) ([]fileRow, error) {
 				b, ok := v.(bool)
 				if !ok {
 					bad(fmt.Errorf("key \"disabled\": expected true or false, got %s", describe(v)))
-					valid = false
 					continue
 				}
 				fr.disabled = &b
+			default:
+				bad(fmt.Errorf("unknown key %q (a row has id, name, config, disabled)", key))
 			}
 		}
 		if !valid {

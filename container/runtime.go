@@ -1,6 +1,7 @@
 package container
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"context"
 )
 
 // State is a fiber's lifecycle state.
@@ -574,19 +573,18 @@ func (r *Runtime) remove(f *fiber) {
 	defer r.mu.Unlock()
 	r.setStateLocked(f, StateDisposed)
 	delete(r.byID, f.row.ID)
-	for _, s := range f.plugin.Inject {
-		r.consumers[s] = without(r.consumers[s], f)
-		if len(r.consumers[s]) == 0 {
-			delete(r.consumers, s)
-		}
-	}
-	for _, s := range f.plugin.Provide {
-		r.providers[s] = without(r.providers[s], f)
-		if len(r.providers[s]) == 0 {
-			delete(r.providers, s)
-		}
-	}
+	unindex(r.consumers, f.plugin.Inject, f)
+	unindex(r.providers, f.plugin.Provide, f)
 	r.order = without(r.order, f)
+}
+
+// unindex removes f from index's lists for services, dropping lists left empty.
+func unindex(index map[string][]*fiber, services []string, f *fiber) {
+	for _, s := range services {
+		if index[s] = without(index[s], f); len(index[s]) == 0 {
+			delete(index, s)
+		}
+	}
 }
 
 func without(fs []*fiber, f *fiber) []*fiber {

@@ -72,6 +72,3 @@ func (r *Runtime) setReloadError(msg string) {
 		r.notify()
 	}
 }
-
-// clearReloadError records a good reload.
-func (r *Runtime) clearReloadError() { r.setReloadError("") }

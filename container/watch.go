@@ -105,12 +105,6 @@ func (r *Reloader) Close() error {
 	return err
 }
 
-// Reload loads and composes the profile now, as if a change had been seen. It returns
-// the reload's error (also recorded in the runtime's status).
-func (r *Reloader) Reload() error {
-	return r.reload()
-}
-
 func (r *Reloader) loop() {
 	defer close(r.done)
 	timer := time.NewTimer(0) // one check at start: the file may have changed before the watch began
@@ -137,7 +131,7 @@ func (r *Reloader) loop() {
 		case <-r.recheck:
 			timer.Reset(r.debounce)
 		case <-timer.C:
-			r.reload()
+			r.Reload()
 		}
 	}
 }
@@ -148,7 +142,9 @@ func (r *Reloader) watched(name string) bool {
 	return r.files[name]
 }
 
-func (r *Reloader) reload() (err error) {
+// Reload loads and composes the profile now, as if a change had been seen. It returns
+// the reload's error (also recorded in the runtime's status).
+func (r *Reloader) Reload() (err error) {
 	r.reloadMu.Lock()
 	defer func() {
 		r.reloadMu.Unlock()
@@ -157,20 +153,18 @@ func (r *Reloader) reload() (err error) {
 		}
 	}()
 	p, attempted, err := r.loader.load(r.spec)
-	if added := r.rewatch(attempted); added || r.unwatchable() {
-		// A directory that cannot be watched (removed, not created yet) sends no events:
-		// poll until it can be.
+	if r.rewatch(attempted) {
 		// A file in a newly watched directory may have changed after it was read and
 		// before the watch began: look again (unchanged content is skipped).
-		if added {
-			r.askRecheck()
-		} else {
-			r.retryLater()
-		}
+		r.askRecheck()
+	} else if r.unwatchable() {
+		// A directory that cannot be watched (removed, not created yet) sends no events:
+		// poll until it can be.
+		r.retryLater()
 	}
 	if err == nil && p.Digest == r.good.Digest {
 		// What is on disk is what runs (perhaps again, after a failed edit was undone).
-		r.rt.clearReloadError()
+		r.rt.setReloadError("")
 		return nil
 	}
 	if err == nil {
@@ -183,7 +177,7 @@ func (r *Reloader) reload() (err error) {
 	}
 	r.good = p
 	r.rewatch(nil) // stop watching directories only the old profile needed
-	r.rt.clearReloadError()
+	r.rt.setReloadError("")
 	r.log.Info("profile reloaded", "files", len(p.Files))
 	return nil
 }
@@ -210,10 +204,7 @@ func (r *Reloader) retryLater() {
 // unwatchable reports whether a directory the profile needs is not being watched.
 // Called with reloadMu held.
 func (r *Reloader) unwatchable() bool {
-	watching := map[string]bool{}
-	for _, d := range r.watcher.WatchList() {
-		watching[d] = true
-	}
+	watching := r.watching()
 	for f := range r.files {
 		if !watching[filepath.Dir(f)] {
 			return true
@@ -244,11 +235,7 @@ func (r *Reloader) rewatch(attempted []string) (added bool) {
 	for f := range files {
 		dirs[filepath.Dir(f)] = true
 	}
-	// Ask the watcher, not r.dirs: a watch ends by itself when its directory is removed.
-	watching := map[string]bool{}
-	for _, d := range r.watcher.WatchList() {
-		watching[d] = true
-	}
+	watching := r.watching()
 	var add []string
 	for d := range dirs {
 		if !watching[d] {
@@ -272,4 +259,14 @@ func (r *Reloader) rewatch(attempted []string) (added bool) {
 	}
 	r.files, r.dirs = files, dirs
 	return added
+}
+
+// watching returns the directories being watched. It asks the watcher, not r.dirs: a
+// watch ends by itself when its directory is removed.
+func (r *Reloader) watching() map[string]bool {
+	watching := map[string]bool{}
+	for _, d := range r.watcher.WatchList() {
+		watching[d] = true
+	}
+	return watching
 }

@@ -6,11 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dsh-dev/dsh/container"
@@ -105,37 +103,10 @@ func TestStackWorkspaceWrite(t *testing.T) {
 	}
 }
 
-// listener accepts and closes TCP connections on 127.0.0.1 until the test ends.
-func listener(t *testing.T) (port string, accepted func() int) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	n := 0
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			n++
-			mu.Unlock()
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	_, port, _ = net.SplitHostPort(ln.Addr().String())
-	return port, func() int { mu.Lock(); defer mu.Unlock(); return n }
-}
-
 // Item 4: with network deny (the default) a TCP connect to a listener on 127.0.0.1
 // fails in both confined modes; it works with network allow and in danger-full-access.
 func TestStackNetwork(t *testing.T) {
-	port, accepted := listener(t)
+	port, accepted := tcpListener(t)
 	connect := "exec 3<>/dev/tcp/127.0.0.1/" + port + " && echo connected"
 	ws := workspace(t)
 

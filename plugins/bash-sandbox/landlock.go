@@ -1,9 +1,6 @@
 package bashsandbox
 
-import (
-	"github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
-	"github.com/dsh-dev/dsh/plugins/shell"
-)
+import "github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
 
 // Enforcement values (the result of Enforcement, and shell.SandboxFacts.Enforcement).
 const (
@@ -26,9 +23,4 @@ func RequiredABI(p LaunchPolicy) int { return launch.RequiredABI(p) }
 // Landlock ABI reaches RequiredABI(p) (and, with the network denied, the launcher can
 // also block Multipath TCP, which Landlock does not cover), "partial" when only part of
 // the policy is enforced, "" for a policy that is not a confined mode.
-func Enforcement(p LaunchPolicy) string {
-	if p.Mode != shell.ModeReadOnly && p.Mode != shell.ModeWorkspaceWrite {
-		return ""
-	}
-	return launch.Enforcement(p)
-}
+func Enforcement(p LaunchPolicy) string { return launch.Enforcement(p) }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,7 +276,7 @@ func TestWorkspaceWriteDefaultTempDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp, _ := filepath.EvalSymlinks(os.TempDir())
-	if !contains(lp.WritableRoots, tmp) || !contains(lp.WritableRoots, "/tmp") {
+	if !slices.Contains(lp.WritableRoots, tmp) || !slices.Contains(lp.WritableRoots, "/tmp") {
 		t.Fatalf("writable roots %q lack the temp dir %q", lp.WritableRoots, tmp)
 	}
 	f, err := os.CreateTemp("", "dsh-sandbox-ww-")
@@ -294,15 +295,6 @@ func TestWorkspaceWriteDefaultTempDirs(t *testing.T) {
 	if _, err := bashsandbox.NewLaunchPolicy(shell.SandboxPolicy{Mode: shell.ModeDangerFullAccess, WorkspaceRoot: l.ws}, bashsandbox.NetworkDeny); err == nil {
 		t.Fatal("danger-full-access produced a launch policy")
 	}
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // tcpListener accepts and closes connections on 127.0.0.1 until the test ends.

@@ -77,21 +77,6 @@ func TestWorkspaceRootMustExist(t *testing.T) {
 	t.Fatal("no bash row")
 }
 
-// newStackRows composes without requiring every row to be active.
-func newStackRows(t *testing.T, s stackSetup) *stack {
-	t.Helper()
-	rt := container.NewRuntime(catalog(t, s.extra...), container.Options{Logger: quietLogger()})
-	st := &stack{rt: rt, root: canonTempDir(t), home: t.TempDir()}
-	t.Cleanup(func() {
-		rt.Close()
-		waitFor(t, "no child process left behind", func() bool { return len(children()) == 0 })
-	})
-	if err := rt.Compose("sandbox-test", stackRows(s, st.root, st.home)); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // Calls without a session run in the configured cwd and may modify the configured
 // workspaceRoot (else the cwd); the executor reports its default mode; status shows
 // the backend.

@@ -95,7 +95,6 @@ func runProbe() ProbeResult {
 	switch {
 	case runErr == nil && out == probeOK:
 		res.Usable = true
-		res.Reason = ""
 		return res
 	case ctx.Err() != nil:
 		return fail("the launcher did not finish within %s", probeTimeout)

@@ -85,8 +85,17 @@ func stackRows(s stackSetup, root, home string) []container.Row {
 	return append(rows, s.extraRows...)
 }
 
-// newStack composes the stack; closing the runtime at the end must leave no process.
+// newStack composes the stack, every row of which must be active.
 func newStack(t *testing.T, s stackSetup) *stack {
+	t.Helper()
+	st := newStackRows(t, s)
+	st.lookup(t)
+	return st
+}
+
+// newStackRows composes without requiring every row to be active; closing the runtime
+// at the end must leave no process.
+func newStackRows(t *testing.T, s stackSetup) *stack {
 	t.Helper()
 	rt := container.NewRuntime(catalog(t, s.extra...), container.Options{Logger: quietLogger()})
 	st := &stack{rt: rt, root: canonTempDir(t), home: t.TempDir()}
@@ -97,7 +106,6 @@ func newStack(t *testing.T, s stackSetup) *stack {
 	if err := rt.Compose("sandbox-test", stackRows(s, st.root, st.home)); err != nil {
 		t.Fatal(err)
 	}
-	st.lookup(t)
 	return st
 }
 

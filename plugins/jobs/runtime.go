@@ -214,8 +214,7 @@ type job struct {
 	reported   bool // the owner has seen the terminal status (notice or read)
 	readers    int  // reads waiting for the job to finish
 	held       bool // a notice was held back for a waiting read
-	disposing  bool // owner or runtime disposal: no notice
-	deleted    bool
+	disposing  bool // owner or runtime disposal (then deletion): no notice
 }
 
 // NewRuntime returns an empty runtime.
@@ -264,7 +263,7 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 	}
 	live := r.starting[owner]
 	for _, j := range r.jobs {
-		if j.ownerID == owner && !j.status.Terminal() && !j.deleted {
+		if j.ownerID == owner && !j.status.Terminal() {
 			live++
 		}
 	}
@@ -401,7 +400,7 @@ func (r *Runtime) settle(j *job, o Outcome) {
 // noticeDueLocked decides whether the owner must be told that j finished, and marks it
 // reported if so. A read waiting on the job will report it instead.
 func (r *Runtime) noticeDueLocked(j *job) bool {
-	if j.ownerID == "" || j.reported || j.disposing || j.deleted || !j.status.Terminal() {
+	if j.ownerID == "" || j.reported || j.disposing || !j.status.Terminal() {
 		return false
 	}
 	if j.readers > 0 {
@@ -433,7 +432,7 @@ func (j *job) snapshotLocked() Snapshot {
 // lookupLocked finds id as seen by caller: owned jobs are visible to their owner only.
 func (r *Runtime) lookupLocked(caller *container.Session, id string) (*job, error) {
 	j, ok := r.jobs[id]
-	if !ok || j.deleted {
+	if !ok {
 		return nil, errorf(ErrUnknownJob, "unknown job %s", id)
 	}
 	if j.ownerID != "" && ownerID(caller) != j.ownerID {
@@ -459,7 +458,7 @@ func (r *Runtime) List(caller *container.Session) []Snapshot {
 	defer r.mu.Unlock()
 	var js []*job
 	for _, j := range r.jobs {
-		if !j.deleted && (j.ownerID == "" || j.ownerID == ownerID(caller)) {
+		if j.ownerID == "" || j.ownerID == ownerID(caller) {
 			js = append(js, j)
 		}
 	}
@@ -627,7 +626,7 @@ func (r *Runtime) dispose(match func(*job) bool) {
 	r.mu.Lock()
 	var js []*job
 	for _, j := range r.jobs {
-		if !j.deleted && !j.disposing && match(j) {
+		if !j.disposing && match(j) {
 			j.disposing = true
 			if !j.status.Terminal() {
 				j.status = StatusStopping
@@ -667,7 +666,6 @@ func (r *Runtime) dispose(match func(*job) bool) {
 	}
 	r.mu.Lock()
 	for _, j := range js {
-		j.deleted = true
 		delete(r.jobs, j.id)
 		close(j.abandon)
 	}

@@ -36,15 +36,7 @@ func ParseExitStatus(text string) (body string, exitCode *int, signal string) {
 }
 
 func validSignal(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r == ']' || r == '\n' || r == '[' {
-			return false
-		}
-	}
-	return true
+	return s != "" && !strings.ContainsAny(s, "[]\n")
 }
 
 func intPtr(n int) *int { return &n }

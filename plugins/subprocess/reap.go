@@ -60,7 +60,7 @@ func waitid(idtype int, id uintptr, info *siginfo, options int) syscall.Errno {
 	return e
 }
 
-// status decodes the siginfo of an exited child.
+// exit decodes the siginfo of an exited child.
 func (info *siginfo) exit() exitStatus {
 	const cldKilled, cldDumped = 2, 3 // si_code values of a signal death
 	switch info.code {

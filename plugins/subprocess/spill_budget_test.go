@@ -66,24 +66,7 @@ func spillOf(t *testing.T, sup *subprocess.Supervisor, n int) *subprocess.Proces
 // looks are skipped.
 func diskUsage(t *testing.T, dir string) int64 {
 	t.Helper()
-	if dir == "" {
-		return 0
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum int64
-	for _, e := range entries {
-		fi, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += fi.Size()
-	}
+	sum, _ := fileSizes(t, dir)
 	return sum
 }
 
@@ -94,14 +77,26 @@ func diskUsage(t *testing.T, dir string) int64 {
 // held at that one moment. ok is false when a counted file vanished (sample discarded).
 func diskSample(t *testing.T, dir string) (sum int64, ok bool) {
 	t.Helper()
+	sum, counted := fileSizes(t, dir)
+	for _, path := range counted {
+		if _, err := os.Lstat(path); err != nil {
+			return 0, false
+		}
+	}
+	return sum, true
+}
+
+// fileSizes sums the sizes of the files in dir ("" = none yet) and lists the files it
+// counted; files deleted while it looks are skipped.
+func fileSizes(t *testing.T, dir string) (sum int64, counted []string) {
+	t.Helper()
 	if dir == "" {
-		return 0, true
+		return 0, nil
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var counted []string
 	for _, e := range entries {
 		fi, err := e.Info()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -113,12 +108,7 @@ func diskSample(t *testing.T, dir string) (sum int64, ok bool) {
 		sum += fi.Size()
 		counted = append(counted, filepath.Join(dir, e.Name()))
 	}
-	for _, path := range counted {
-		if _, err := os.Lstat(path); err != nil {
-			return 0, false
-		}
-	}
-	return sum, true
+	return sum, counted
 }
 
 func spillFiles(t *testing.T, dir string) []string {

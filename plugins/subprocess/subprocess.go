@@ -441,11 +441,12 @@ func (s *Supervisor) cgroupFailed(what string, err error) {
 	s.cgFailures++
 	n := s.cgFailures
 	s.mu.Unlock()
+	reason := what + ": " + errnoText(err)
 	if n < maxCgroupFailures {
-		s.log.Warn("subprocess: no cgroup for this command; it runs under its process group only", "err", fmt.Sprintf("%s: %s", what, errnoText(err)))
+		s.log.Warn("subprocess: no cgroup for this command; it runs under its process group only", "err", reason)
 		return
 	}
-	s.disableCgroups(fmt.Sprintf("%s: %s", what, errnoText(err)))
+	s.disableCgroups(reason)
 }
 
 // cgroupWorked ends a run of cgroup failures.

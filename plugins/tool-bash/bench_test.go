@@ -19,21 +19,11 @@ var trueArgs = json.RawMessage(`{"command":"true","description":"Do nothing"}`)
 func BenchmarkBashTrue(b *testing.B) {
 	h := newReal(b, realSetup{})
 	ctx := context.Background()
-	tool := func(b *testing.B) {
-		res := h.tools.Call(ctx, "bash", trueArgs, nil)
-		if res.Text != "(no output)" {
-			b.Fatalf("result = %q", res.Text)
-		}
-	}
-	raw := func(b *testing.B) {
-		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	tool := toolTrue(h)
 	b.Run("raw-os-exec", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			raw(b)
+			rawTrue(b)
 		}
 	})
 	// The executor alone (resolve → execute → result), to attribute the tool layer's cost.
@@ -61,38 +51,41 @@ func BenchmarkBashTrue(b *testing.B) {
 			tool(b)
 		}
 	})
-	b.Run("interleaved", func(b *testing.B) {
-		var toolTime, rawTime time.Duration
-		for b.Loop() {
-			t0 := time.Now()
-			raw(b)
-			t1 := time.Now()
-			tool(b)
-			t2 := time.Now()
-			rawTime += t1.Sub(t0)
-			toolTime += t2.Sub(t1)
-		}
-		b.ReportMetric(float64(toolTime)/float64(rawTime), "tool/raw")
-		b.ReportMetric(float64(rawTime.Nanoseconds())/float64(b.N), "raw-ns/op")
-		b.ReportMetric(float64(toolTime.Nanoseconds())/float64(b.N), "tool-ns/op")
-	})
+	b.Run("interleaved", func(b *testing.B) { interleaved(b, tool) })
 }
 
 // BenchmarkBashTrueProcessGroup is the interleaved comparison with the subprocess
 // service's cgroup isolation off (process group only), to attribute that cost.
 func BenchmarkBashTrueProcessGroup(b *testing.B) {
 	h := newReal(b, realSetup{subprocessConfig: map[string]any{"isolation": "process-group"}})
-	ctx := context.Background()
+	interleaved(b, toolTrue(h))
+}
+
+// toolTrue returns a whole `bash` tool call of `true` on h.
+func toolTrue(h *realHarness) func(b *testing.B) {
+	return func(b *testing.B) {
+		if res := h.tools.Call(context.Background(), "bash", trueArgs, nil); res.Text != "(no output)" {
+			b.Fatalf("result = %q", res.Text)
+		}
+	}
+}
+
+// rawTrue runs `bash -c true` with os/exec.
+func rawTrue(b *testing.B) {
+	if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// interleaved alternates rawTrue and tool and reports their ratio (tool/raw) and each
+// one's time per op.
+func interleaved(b *testing.B, tool func(b *testing.B)) {
 	var toolTime, rawTime time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
-			b.Fatal(err)
-		}
+		rawTrue(b)
 		t1 := time.Now()
-		if res := h.tools.Call(ctx, "bash", trueArgs, nil); res.Text != "(no output)" {
-			b.Fatalf("result = %q", res.Text)
-		}
+		tool(b)
 		t2 := time.Now()
 		rawTime += t1.Sub(t0)
 		toolTime += t2.Sub(t1)

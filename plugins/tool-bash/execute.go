@@ -124,23 +124,14 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 	return a, nil
 }
 
-func (t *bashTool) jobs() (*jobs.Runtime, bool) {
-	v, ok := t.lookup(jobs.Service)
-	if !ok {
-		return nil, false
-	}
-	rt, ok := v.(*jobs.Runtime)
-	return rt, ok
+// lookupAs returns the call-time service name if it is provided and is a T.
+func lookupAs[T any](t *bashTool, name string) (T, bool) {
+	v, _ := t.lookup(name)
+	s, ok := v.(T)
+	return s, ok
 }
 
-func (t *bashTool) policyResolver() (shell.PolicyResolver, bool) {
-	v, ok := t.lookup(shell.PolicyService)
-	if !ok {
-		return nil, false
-	}
-	p, ok := v.(shell.PolicyResolver)
-	return p, ok
-}
+func (t *bashTool) jobs() (*jobs.Runtime, bool) { return lookupAs[*jobs.Runtime](t, jobs.Service) }
 
 func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, error) {
 	a, bad := t.validate(call)
@@ -198,7 +189,7 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 	if t.sandbox == "" {
 		return nil, nil, nil
 	}
-	resolver, haveResolver := t.policyResolver()
+	resolver, haveResolver := lookupAs[shell.PolicyResolver](t, shell.PolicyService)
 	effective := t.sandbox
 	var current shell.SandboxPolicy
 	if haveResolver {
@@ -240,9 +231,8 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 func (t *bashTool) approve(ctx context.Context, session *container.Session, a bashArgs) *failure {
 	m := a.escalate
 	fail := func(format string) *failure { f := failure(fmt.Sprintf(format, m)); return &f }
-	v, ok := t.lookup(shell.ApprovalService)
-	approver, isApprover := v.(shell.Approver)
-	if !ok || !isApprover {
+	approver, ok := lookupAs[shell.Approver](t, shell.ApprovalService)
+	if !ok {
 		return fail("sandbox escalation to %q requires approval, but no approval service is composed")
 	}
 	outcome := approver.Request(ctx, shell.ApprovalRequest{
@@ -344,18 +334,19 @@ func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
 			defer mu.Unlock()
 			finished := isClosed(e.Done()) // before the read: then the read holds the rest
 			text := renderRead(e.ReadOutput())
-			if finished && !noted {
-				noted = true
-				if res, err := e.Result(context.Background()); err == nil && res.Sandbox != nil {
-					if lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode)); len(lines) > 0 {
-						if text != "" && !strings.HasSuffix(text, "\n") {
-							text += "\n"
-						}
-						text += strings.Join(lines, "\n")
-					}
-				}
+			if !finished || noted {
+				return text
 			}
-			return text
+			noted = true
+			res, err := e.Result(context.Background())
+			if err != nil || res.Sandbox == nil {
+				return text
+			}
+			lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode))
+			if len(lines) == 0 {
+				return text
+			}
+			return withNewline(text) + strings.Join(lines, "\n")
 		},
 		Outcome: func() jobs.Outcome { return outcomeOf(e.Status()) },
 	}

@@ -128,11 +128,15 @@ func renderRead(r shell.ProcessRead) string {
 	if !r.Lossy {
 		return r.Delta
 	}
-	text := r.Delta
+	return withNewline(r.Delta) + lossyMarker(r.StdoutSpillPath, r.StderrSpillPath)
+}
+
+// withNewline ends a non-empty text with a newline, so that a marker line can follow.
+func withNewline(text string) string {
 	if text != "" && !strings.HasSuffix(text, "\n") {
-		text += "\n"
+		return text + "\n"
 	}
-	return text + lossyMarker(r.StdoutSpillPath, r.StderrSpillPath)
+	return text
 }
 
 // outcomeOf maps how a background command ended to its job outcome: a signal death is

@@ -7,13 +7,10 @@ package toolbash_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
@@ -29,25 +26,6 @@ import (
 // This test binary re-executes itself as the sandbox launcher.
 func init() { bashsandbox.MaybeRunLauncher() }
 
-func sbExpect(t *testing.T, res tools.Result, text string, isError bool) {
-	t.Helper()
-	if res.Text != text || res.IsError != isError {
-		t.Fatalf("result:\n got %q (isError %v)\nwant %q (isError %v)", res.Text, res.IsError, text, isError)
-	}
-}
-
-// sbChildren counts this process's live children.
-func sbChildren() int {
-	n := 0
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, f := range tasks {
-		if b, err := os.ReadFile(f); err == nil {
-			n += len(strings.Fields(string(b)))
-		}
-	}
-	return n
-}
-
 func TestSandboxRealExecutor(t *testing.T) {
 	t.Setenv("LC_ALL", "C") // the assertions read English messages
 	if r := bashsandbox.Probe(); !r.Usable {
@@ -58,18 +36,8 @@ func TestSandboxRealExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := container.NewRuntime(cat, container.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	t.Cleanup(func() {
-		rt.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for sbChildren() > 0 {
-			if time.Now().After(deadline) {
-				t.Errorf("%d processes left behind", sbChildren())
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	rt := container.NewRuntime(cat, container.Options{Logger: quietLogger()})
+	t.Cleanup(func() { rt.Close(); assertNoChildren(t) })
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -97,19 +65,19 @@ func TestSandboxRealExecutor(t *testing.T) {
 		toolbash.DeniedMarker("read-only") + "\n" + toolbash.EscalationHint
 
 	res := call(s, "bash", map[string]any{"command": "touch " + target, "description": "Create a file"})
-	sbExpect(t, res, denied+"\n[exit code: 1]", false)
+	expect(t, res, denied+"\n[exit code: 1]", false)
 	if sb := res.Value.(toolbash.ForegroundValue).Sandbox; sb == nil || !sb.Denied || sb.Mode != "read-only" || sb.RunnerFailed {
 		t.Fatalf("sandbox value %+v", sb)
 	}
 
 	res = call(s, "bash", map[string]any{"command": "touch " + target, "description": "Create a file", "run_in_background": true})
-	sbExpect(t, res, "started background job bash-1", false)
-	sbExpect(t, call(s, "job_output", map[string]any{"job_id": "bash-1", "wait": true, "timeout_ms": 10000}),
+	expect(t, res, "started background job bash-1", false)
+	expect(t, call(s, "job_output", map[string]any{"job_id": "bash-1", "wait": true, "timeout_ms": 10000}),
 		denied+"\n[status: completed, exit code: 1]", false)
 
 	res = call(s, "bash", map[string]any{"command": "touch " + target, "description": "Create a file",
 		"sandbox_permissions": "workspace-write", "justification": "the test needs the file"})
-	sbExpect(t, res, "(no output)", false)
+	expect(t, res, "(no output)", false)
 	if sb := res.Value.(toolbash.ForegroundValue).Sandbox; sb == nil || sb.Mode != "workspace-write" || sb.Denied {
 		t.Fatalf("escalated sandbox value %+v", sb)
 	}

@@ -1,5 +1,5 @@
 // Package proctest holds test helpers for packages that spawn processes: polling with a
-// deadline, process liveness by pid, file-descriptor counts, and a leftover-process
+// deadline, process liveness by pid, descriptor-leak checks, and a leftover-process
 // check. Tests only; production code must not import it.
 //
 // Leftover detection works by marking the environment: Main sets a unique
@@ -46,18 +46,9 @@ func Main(m *testing.M, opts ...goleak.Option) {
 		}
 	}
 	if code == 0 {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			left := Leftovers()
-			if len(left) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "processes left behind by the tests: %s\n", Describe(left))
-				code = 1
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if left := leftoversAfter(10 * time.Second); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "processes left behind by the tests: %s\n", Describe(left))
+			code = 1
 		}
 	}
 	os.Exit(code)
@@ -143,29 +134,23 @@ func Describe(pids []int) string {
 func NoLeftovers(t testing.TB) {
 	t.Helper()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			left := Leftovers()
-			if len(left) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("processes left behind: %s", Describe(left))
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+		if left := leftoversAfter(10 * time.Second); len(left) > 0 {
+			t.Errorf("processes left behind: %s", Describe(left))
 		}
 	})
 }
 
-// FDCount counts this process's open file descriptors.
-func FDCount(t testing.TB) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("count fds: %v", err)
+// leftoversAfter waits up to d for the marked processes to end (they may be just
+// dying) and returns those still alive then.
+func leftoversAfter(d time.Duration) []int {
+	deadline := time.Now().Add(d)
+	for {
+		left := Leftovers()
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return len(entries)
 }
 
 // KillPids SIGKILLs pids that are still alive (cleanup of processes a test expects to
