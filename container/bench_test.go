@@ -61,6 +61,28 @@ func checkAllActive(b *testing.B, rt *container.Runtime, n int) {
 	}
 }
 
+// perRow times measure on a fresh runtime per iteration (prepare and check untimed; either
+// may be nil) and reports ns/row for n rows.
+func perRow(b *testing.B, cat *container.Catalog, n int, prepare, measure, check func(*testing.B, *container.Runtime)) {
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
+		if prepare != nil {
+			prepare(b, rt)
+		}
+		b.StartTimer()
+		measure(b, rt)
+		b.StopTimer()
+		if check != nil {
+			check(b, rt)
+		}
+		rt.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+}
+
 // BenchmarkMountChain: Compose a profile of n rows whose inject chain is n deep, in
 // dependency order and reversed. Linear cost means ns/row stays flat across n.
 func BenchmarkMountChain(b *testing.B) {
@@ -91,75 +113,39 @@ func BenchmarkMountChain(b *testing.B) {
 			name string
 			rows []container.Row
 		}{{"forward", forward}, {"reverse", reverse}} {
-			b.Run(fmt.Sprintf("rows=%d/%s/compose", n, order.name), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					b.StopTimer()
-					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
-					b.StartTimer()
-					if err := rt.Compose("bench", order.rows); err != nil {
-						b.Fatal(err)
-					}
-					b.StopTimer()
-					checkAllActive(b, rt, n)
-					rt.Close()
-					b.StartTimer()
+			compose := func(b *testing.B, rt *container.Runtime) {
+				if err := rt.Compose("bench", order.rows); err != nil {
+					b.Fatal(err)
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+			}
+			allActive := func(b *testing.B, rt *container.Runtime) { checkAllActive(b, rt, n) }
+			b.Run(fmt.Sprintf("rows=%d/%s/compose", n, order.name), func(b *testing.B) {
+				perRow(b, cat, n, nil, compose, allActive)
 			})
 			b.Run(fmt.Sprintf("rows=%d/%s/mount-each", n, order.name), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					b.StopTimer()
-					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
-					b.StartTimer()
+				perRow(b, cat, n, nil, func(b *testing.B, rt *container.Runtime) {
 					for _, row := range order.rows {
 						if err := rt.Mount(row); err != nil {
 							b.Fatal(err)
 						}
 					}
-					b.StopTimer()
-					checkAllActive(b, rt, n)
-					rt.Close()
-					b.StartTimer()
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+				}, allActive)
 			})
 			// Removing every row through Compose (a reload to an empty profile): the
 			// diff's dispose path.
 			b.Run(fmt.Sprintf("rows=%d/%s/compose-remove-all", n, order.name), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					b.StopTimer()
-					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
-					if err := rt.Compose("bench", order.rows); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
+				perRow(b, cat, n, compose, func(b *testing.B, rt *container.Runtime) {
 					if err := rt.Compose("bench", nil); err != nil {
 						b.Fatal(err)
 					}
-					b.StopTimer()
+				}, func(b *testing.B, rt *container.Runtime) {
 					if len(rt.Status().Rows) != 0 {
 						b.Fatal("rows left")
 					}
-					rt.Close()
-					b.StartTimer()
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+				})
 			})
 			b.Run(fmt.Sprintf("rows=%d/%s/close", n, order.name), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					b.StopTimer()
-					rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
-					if err := rt.Compose("bench", order.rows); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-					rt.Close()
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+				perRow(b, cat, n, compose, func(_ *testing.B, rt *container.Runtime) { rt.Close() }, nil)
 			})
 		}
 	}

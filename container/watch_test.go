@@ -82,6 +82,23 @@ func (g *reloadRig) waitValue(id, v string) {
 
 // renameSave writes content the way editors do: a temporary file renamed over the
 // profile.
+func (g *reloadRig) waitReloadError() {
+	g.t.Helper()
+	waitFor(g.t, 10*time.Second, "reload error", func() bool { return g.rt.Status().LastReloadError != "" })
+}
+
+func (g *reloadRig) waitErrorCleared() {
+	g.t.Helper()
+	waitFor(g.t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
+}
+
+// edit writes the rig profile with prov's value set to v and waits until apply sees it.
+func (g *reloadRig) edit(v string) {
+	g.t.Helper()
+	writeFile(g.t, g.path, strings.Replace(rigProfile, "value: one", "value: "+v, 1))
+	g.waitValue("prov", v)
+}
+
 func (g *reloadRig) renameSave(content string) {
 	g.t.Helper()
 	tmp := filepath.Join(g.dir, ".harness.yaml.swp")
@@ -104,8 +121,7 @@ plugins:
 // dependent follows the cascade), the unrelated row keeps running.
 func TestReloadAppliesNewConfig(t *testing.T) {
 	g := newReloadRig(t, rigProfile)
-	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: two", 1))
-	g.waitValue("prov", "two")
+	g.edit("two")
 	waitFor(t, 10*time.Second, "dependent back", func() bool { return rowStatus(t, g.rt, "dep").State == container.StateActive })
 	wantEntries(t, g.j.take(), "dispose dep", "dispose prov", "apply prov", "apply dep from prov")
 	if err := g.lastResult(); err != nil {
@@ -167,7 +183,7 @@ func TestReloadAfterDeleteAndRewrite(t *testing.T) {
 	g := newReloadRig(t, rigProfile)
 	n := g.attempts()
 	mustNil(t, os.Remove(g.path))
-	waitFor(t, 10*time.Second, "reload error", func() bool { return g.rt.Status().LastReloadError != "" })
+	g.waitReloadError()
 	if e := g.rt.Status().LastReloadError; !strings.Contains(e, g.path) || !strings.Contains(e, "does not exist") {
 		t.Fatalf("reload error %q", e)
 	}
@@ -179,11 +195,9 @@ func TestReloadAfterDeleteAndRewrite(t *testing.T) {
 			t.Fatalf("%s is %s after the file vanished", id, st)
 		}
 	}
-	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: back", 1))
-	g.waitValue("prov", "back")
-	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
-	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: again", 1))
-	g.waitValue("prov", "again")
+	g.edit("back")
+	g.waitErrorCleared()
+	g.edit("again")
 }
 
 // Removing the profile's whole directory and creating it again: the watch on the old
@@ -192,22 +206,20 @@ func TestReloadAfterDirectoryRecreated(t *testing.T) {
 	g := newReloadRig(t, rigProfile)
 	dir := filepath.Dir(g.path)
 	mustNil(t, os.RemoveAll(dir))
-	waitFor(t, 10*time.Second, "reload error", func() bool { return g.rt.Status().LastReloadError != "" })
+	g.waitReloadError()
 	mustNil(t, os.MkdirAll(dir, 0o755))
-	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: reborn", 1))
-	g.waitValue("prov", "reborn")
-	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
-	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: watched", 1))
-	g.waitValue("prov", "watched")
+	g.edit("reborn")
+	g.waitErrorCleared()
+	g.edit("watched")
 }
 
 // Deleting the file and writing the same content again just clears the error.
 func TestReloadDeleteAndRestoreSameContent(t *testing.T) {
 	g := newReloadRig(t, rigProfile)
 	mustNil(t, os.Remove(g.path))
-	waitFor(t, 10*time.Second, "reload error", func() bool { return g.rt.Status().LastReloadError != "" })
+	g.waitReloadError()
 	writeFile(t, g.path, rigProfile)
-	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
+	g.waitErrorCleared()
 	wantEntries(t, g.j.take())
 }
 
@@ -236,9 +248,8 @@ func TestReloadInvalidEditKeepsLastGood(t *testing.T) {
 		}
 		wantEntries(t, g.j.take())
 	}
-	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: fixed", 1))
-	g.waitValue("prov", "fixed")
-	waitFor(t, 10*time.Second, "error cleared", func() bool { return g.rt.Status().LastReloadError == "" })
+	g.edit("fixed")
+	g.waitErrorCleared()
 }
 
 // Item 10: bases are watched too, and the watched set follows the extends chain.

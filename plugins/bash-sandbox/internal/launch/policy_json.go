@@ -119,6 +119,24 @@ func (d *jsonDecoder) space() {
 	}
 }
 
+// separator consumes what follows an object member or array element: a comma (more to
+// come) or closer (done). where names the position for a syntax error.
+func (d *jsonDecoder) separator(closer byte, where string) (done bool, err error) {
+	d.space()
+	if d.i >= len(d.s) {
+		return false, errEOF
+	}
+	switch d.s[d.i] {
+	case ',':
+		d.i++
+		return false, nil
+	case closer:
+		d.i++
+		return true, nil
+	}
+	return false, syntaxError(d.s[d.i], where)
+}
+
 // kind names the JSON value at d.i the way encoding/json's type errors do.
 func (d *jsonDecoder) kind() string {
 	switch d.s[d.i] {
@@ -211,18 +229,8 @@ func (d *jsonDecoder) skipValue(depth int) error {
 			if err := d.skipValue(depth + 1); err != nil {
 				return err
 			}
-			d.space()
-			if d.i >= len(d.s) {
-				return errEOF
-			}
-			switch d.s[d.i] {
-			case ',':
-				d.i++
-			case '}':
-				d.i++
-				return nil
-			default:
-				return syntaxError(d.s[d.i], "after object key:value pair")
+			if done, err := d.separator('}', "after object key:value pair"); done || err != nil {
+				return err
 			}
 		}
 	case c == '[':
@@ -240,18 +248,8 @@ func (d *jsonDecoder) skipValue(depth int) error {
 			if err := d.skipValue(depth + 1); err != nil {
 				return err
 			}
-			d.space()
-			if d.i >= len(d.s) {
-				return errEOF
-			}
-			switch d.s[d.i] {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
-				return nil
-			default:
-				return syntaxError(d.s[d.i], "after array element")
+			if done, err := d.separator(']', "after array element"); done || err != nil {
+				return err
 			}
 		}
 	case c == '"':
