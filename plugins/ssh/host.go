@@ -1,0 +1,766 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	xssh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// Service is the name the Host is provided under.
+const Service = "ssh"
+
+// ErrClosed is returned by a Host that was closed (its row was disposed).
+var ErrClosed = errors.New("ssh: service closed")
+
+// channelsPerConnection is how many session channels one connection carries: OpenSSH's
+// default MaxSessions (10). One is the connection's control channel; a server that
+// allows fewer is detected when it refuses a channel.
+const channelsPerConnection = 10
+
+// dialTimeout bounds one connection attempt: TCP connect, key exchange, login.
+const dialTimeout = 15 * time.Second
+
+// Backoff of the background reconnection after a connection was lost or a dial failed.
+const (
+	backoffMin = 250 * time.Millisecond
+	backoffMax = 30 * time.Second
+)
+
+// HostKeyError is the activation (or reconnection) failure for a host key that the
+// known_hosts file does not list, or lists with another key.
+type HostKeyError struct {
+	Address        string
+	KnownHostsFile string
+}
+
+// Error is "ssh: host key for <address> is not trusted by <knownHostsFile>".
+func (e *HostKeyError) Error() string {
+	return "ssh: host key for " + e.Address + " is not trusted by " + e.KnownHostsFile
+}
+
+// LoginError is a failure to log in (the server refused every key offered).
+type LoginError struct {
+	Address, User string
+	Err           error
+}
+
+func (e *LoginError) Error() string {
+	return "ssh: cannot log in to " + e.Address + " as " + e.User + ": " + e.Err.Error()
+}
+
+func (e *LoginError) Unwrap() error { return e.Err }
+
+// LostError ends the commands of a connection that broke.
+type LostError struct {
+	Address string
+	Cause   error
+}
+
+// Error is "ssh: connection to <address> lost: <cause>".
+func (e *LostError) Error() string {
+	return "ssh: connection to " + e.Address + " lost: " + e.Cause.Error()
+}
+
+func (e *LostError) Unwrap() error { return e.Cause }
+
+// Options configure a Host beyond its Config.
+type Options struct {
+	// Logger receives warnings (default slog.Default()).
+	Logger *slog.Logger
+	// OnState, when set, is called with a one-line description of the connection state
+	// each time it changes (the row's status detail). It must not call back into the
+	// Host.
+	OnState func(detail string)
+}
+
+// Host is the `ssh` service: up to maxConnections connections to one remote host, and
+// every command running there. It owns the remote executions the way the subprocess
+// Supervisor owns local ones: executors start commands through it and may go away while
+// the commands run; closing the Host kills them.
+type Host struct {
+	set     settings
+	log     *slog.Logger
+	onState func(string)
+	client  *xssh.ClientConfig
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu           sync.Mutex
+	closed       bool
+	conns        []*conn
+	dialing      bool
+	dialsStarted uint64
+	lastDial     struct {
+		seq uint64
+		err error
+	}
+	cause        error // why no connection is up (a failed dial or a lost connection)
+	failures     int   // failed dials since the last success
+	reconnecting bool
+	changed      chan struct{} // closed and replaced on every change waiters care about
+	live         map[*Process]struct{}
+	orphans      []orphan
+	home         string
+	seq          uint64
+	detail       string
+}
+
+// orphan is a remote process group whose connection broke while it ran; it is killed
+// as soon as a connection is up again.
+type orphan struct {
+	pid     int
+	birth   string
+	graceMs int64
+}
+
+// New checks cfg, reads the key and the known_hosts file, and returns a Host that has
+// not connected yet (see Connect).
+func New(cfg *Config, opts Options) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	set, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	keyData, err := os.ReadFile(set.identityFile)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: identityFile: %w", err)
+	}
+	signer, err := xssh.ParsePrivateKey(keyData)
+	if err != nil {
+		var pe *xssh.PassphraseMissingError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("ssh: identityFile: %s is encrypted with a passphrase; dsh needs an unencrypted key", set.identityFile)
+		}
+		return nil, fmt.Errorf("ssh: identityFile: %s: %w", set.identityFile, err)
+	}
+	known, err := knownhosts.New(set.knownHostsFile)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: knownHostsFile: %w", err)
+	}
+	h := &Host{
+		set:     set,
+		log:     opts.Logger,
+		onState: opts.OnState,
+		changed: make(chan struct{}),
+		live:    map[*Process]struct{}{},
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.client = &xssh.ClientConfig{
+		User:              set.user,
+		Auth:              []xssh.AuthMethod{xssh.PublicKeys(signer)},
+		HostKeyCallback:   h.checkHostKey(known),
+		HostKeyAlgorithms: knownAlgorithms(known, set.address),
+		Timeout:           dialTimeout,
+	}
+	h.mu.Lock()
+	h.setStateLocked()
+	h.mu.Unlock()
+	return h, nil
+}
+
+// checkHostKey accepts exactly the keys known_hosts lists for the host.
+func (h *Host) checkHostKey(known xssh.HostKeyCallback) xssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key xssh.PublicKey) error {
+		err := known(hostname, remote, key)
+		if err == nil {
+			return nil
+		}
+		var ke *knownhosts.KeyError
+		var re *knownhosts.RevokedError
+		if errors.As(err, &ke) || errors.As(err, &re) {
+			return &HostKeyError{Address: h.set.address, KnownHostsFile: h.set.knownHostsFile}
+		}
+		return err
+	}
+}
+
+// knownAlgorithms lists the host key algorithms of the keys known_hosts has for
+// address, so that the server presents one of those (a server with an RSA and an
+// Ed25519 key, known by its Ed25519 key only, must not be asked for RSA). Nil lets the
+// library choose (the host is unknown and will be refused anyway).
+func knownAlgorithms(known xssh.HostKeyCallback, address string) []string {
+	probe := probeKey{}
+	err := known(address, &net.TCPAddr{}, probe)
+	var ke *knownhosts.KeyError
+	if !errors.As(err, &ke) || len(ke.Want) == 0 {
+		return nil
+	}
+	var algos []string
+	seen := map[string]bool{}
+	add := func(a string) {
+		if !seen[a] {
+			seen[a] = true
+			algos = append(algos, a)
+		}
+	}
+	for _, k := range ke.Want {
+		switch t := k.Key.Type(); t {
+		case xssh.KeyAlgoRSA:
+			add(xssh.KeyAlgoRSASHA512)
+			add(xssh.KeyAlgoRSASHA256)
+			add(xssh.KeyAlgoRSA)
+		default:
+			add(t)
+		}
+	}
+	return algos
+}
+
+// probeKey is a key no known_hosts line matches: checking it lists the host's keys.
+type probeKey struct{}
+
+func (probeKey) Type() string                         { return "dsh-probe" }
+func (probeKey) Marshal() []byte                      { return []byte("dsh-probe") }
+func (probeKey) Verify([]byte, *xssh.Signature) error { return errors.New("probe key") }
+
+// Address is the configured host:port.
+func (h *Host) Address() string { return h.set.address }
+
+// User is the remote login name.
+func (h *Host) User() string { return h.set.user }
+
+// Connect opens the first connection. A host key that is not trusted, or a login the
+// server refuses, is returned as an error (the row fails to activate); a network
+// failure is not: the Host then keeps reconnecting in the background, with backoff,
+// and commands fail until it succeeds.
+func (h *Host) Connect(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	seq := h.startDialLocked()
+	h.mu.Unlock()
+	for {
+		h.mu.Lock()
+		if h.lastDial.seq >= seq {
+			err := h.lastDial.err
+			h.mu.Unlock()
+			if fatal(err) {
+				return err
+			}
+			if err != nil {
+				h.log.Warn("ssh: cannot connect; retrying in the background", "err", err)
+			}
+			return nil
+		}
+		ch := h.changed
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("ssh: connecting to %s: %w", h.set.address, context.Cause(ctx))
+		}
+	}
+}
+
+// fatal reports whether a dial failure is a configuration problem that retrying
+// cannot fix.
+func fatal(err error) bool {
+	var hk *HostKeyError
+	var le *LoginError
+	return errors.As(err, &hk) || errors.As(err, &le)
+}
+
+// startDialLocked starts a dial in the background and returns its sequence number.
+func (h *Host) startDialLocked() uint64 {
+	h.dialing = true
+	h.dialsStarted++
+	seq := h.dialsStarted
+	h.setStateLocked()
+	h.wg.Add(1)
+	go h.dial(seq)
+	return seq
+}
+
+func (h *Host) dial(seq uint64) {
+	defer h.wg.Done()
+	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
+	defer cancel()
+	c, err := h.connect(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dialing = false
+	h.lastDial.seq, h.lastDial.err = seq, err
+	switch {
+	case err == nil && h.closed:
+		c.client.Close()
+	case err == nil:
+		h.conns = append(h.conns, c)
+		h.failures = 0
+		h.cause = nil
+		h.wg.Add(2)
+		go c.watch()
+		go c.keepalive()
+		h.flushOrphansLocked()
+	default:
+		h.failures++
+		if len(h.conns) == 0 {
+			h.cause = err
+			h.reconnectLocked()
+		}
+	}
+	h.notifyLocked()
+}
+
+// connect dials the host, checks its key and logs in.
+func (h *Host) connect(ctx context.Context) (*conn, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", h.set.address)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: cannot connect to %s: %w", h.set.address, err)
+	}
+	deadline, _ := ctx.Deadline()
+	_ = nc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	cc, chans, reqs, err := xssh.NewClientConn(nc, h.set.address, h.client)
+	stopped := stop()
+	if err != nil {
+		nc.Close()
+		var hk *HostKeyError
+		if errors.As(err, &hk) {
+			return nil, hk
+		}
+		if !stopped {
+			err = context.Cause(ctx)
+		}
+		var se *xssh.ServerAuthError
+		if errors.As(err, &se) || isAuthFailure(err) {
+			return nil, &LoginError{Address: h.set.address, User: h.set.user, Err: err}
+		}
+		return nil, fmt.Errorf("ssh: cannot connect to %s: %w", h.set.address, err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	client := xssh.NewClient(cc, chans, reqs)
+	return &conn{h: h, client: client, limit: channelsPerConnection - 1, procs: map[*Process]struct{}{}, dead: make(chan struct{})}, nil
+}
+
+// isAuthFailure recognises the library's "unable to authenticate" handshake error.
+func isAuthFailure(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if s := e.Error(); len(s) >= 29 && s[:29] == "ssh: unable to authenticate, " {
+			return true
+		}
+	}
+	return false
+}
+
+// reconnectLocked starts the background reconnection, unless it runs.
+func (h *Host) reconnectLocked() {
+	if h.reconnecting || h.closed {
+		return
+	}
+	h.reconnecting = true
+	h.wg.Add(1)
+	go h.reconnect()
+}
+
+// reconnect redials with exponential backoff until a connection is up or the Host
+// closes. Calls do not wait for it: a call that finds no connection dials at once.
+func (h *Host) reconnect() {
+	defer h.wg.Done()
+	for {
+		h.mu.Lock()
+		if h.closed || len(h.conns) > 0 {
+			h.reconnecting = false
+			h.mu.Unlock()
+			return
+		}
+		delay := backoffMin << min(max(h.failures-1, 0), 16)
+		delay = min(delay, backoffMax)
+		h.mu.Unlock()
+		t := time.NewTimer(delay)
+		select {
+		case <-h.ctx.Done():
+			t.Stop()
+			h.mu.Lock()
+			h.reconnecting = false
+			h.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		var seq uint64
+		if !h.closed && len(h.conns) == 0 && !h.dialing {
+			seq = h.startDialLocked()
+		}
+		h.mu.Unlock()
+		if seq != 0 {
+			h.waitDial(seq)
+		}
+	}
+}
+
+// waitDial waits until dial seq has finished (or the Host closes).
+func (h *Host) waitDial(seq uint64) {
+	for {
+		h.mu.Lock()
+		if h.lastDial.seq >= seq || h.closed {
+			h.mu.Unlock()
+			return
+		}
+		ch := h.changed
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-h.ctx.Done():
+			return
+		}
+	}
+}
+
+// notifyLocked wakes every waiter and refreshes the status detail.
+func (h *Host) notifyLocked() {
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.setStateLocked()
+}
+
+// setStateLocked reports the connection state through OnState when it changed.
+func (h *Host) setStateLocked() {
+	who := h.set.user + "@" + h.set.address
+	var d string
+	switch {
+	case h.closed:
+		d = "closed"
+	case len(h.conns) > 0:
+		d = fmt.Sprintf("connected to %s (%d %s, %d %s running)", who,
+			len(h.conns), plural(len(h.conns), "connection", "connections"),
+			len(h.live), plural(len(h.live), "command", "commands"))
+	case h.cause != nil && h.dialing:
+		d = fmt.Sprintf("reconnecting to %s (%d failed %s; last: %v)", who, h.failures, plural(h.failures, "attempt", "attempts"), h.cause)
+	case h.cause != nil:
+		d = fmt.Sprintf("disconnected from %s: %v; reconnecting with backoff", who, h.cause)
+	case h.dialing:
+		d = "connecting to " + who
+	default:
+		d = "not connected to " + who
+	}
+	if len(h.orphans) > 0 {
+		d += "; " + strconv.Itoa(len(h.orphans)) + " remote " + plural(len(h.orphans), "command", "commands") + " to kill when reconnected"
+	}
+	if d == h.detail {
+		return
+	}
+	h.detail = d
+	if h.onState != nil {
+		h.onState(d)
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// State is the current one-line connection state (the row's status detail).
+func (h *Host) State() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.detail
+}
+
+// acquire reserves a command channel on the least loaded connection, dialing a new
+// connection when every connection is busy and fewer than maxConnections exist. It
+// waits (bounded by ctx and deadline) when every connection is full; it fails when no
+// connection is up and a dial started after the call arrived failed.
+func (h *Host) acquire(ctx context.Context, deadline time.Time) (*conn, error) {
+	var timer <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timer = t.C
+	}
+	h.mu.Lock()
+	after := h.dialsStarted
+	h.mu.Unlock()
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, ErrClosed
+		}
+		var best *conn
+		for _, c := range h.conns {
+			if c.used < c.limit && (best == nil || c.used < best.used) {
+				best = c
+			}
+		}
+		if !h.dialing && len(h.conns) < h.set.maxConns && (best == nil || best.used > 0) {
+			h.startDialLocked()
+		}
+		if best != nil {
+			best.used++
+			h.mu.Unlock()
+			return best, nil
+		}
+		if len(h.conns) == 0 && h.lastDial.seq > after && h.lastDial.err != nil && !h.dialing {
+			err := h.lastDial.err
+			h.mu.Unlock()
+			return nil, err
+		}
+		ch := h.changed
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
+		case <-timer:
+			return nil, errDeadline
+		case <-h.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// errDeadline: the command's deadline passed before a channel was free.
+var errDeadline = errors.New("ssh: the deadline passed before a channel to the host was free")
+
+// release returns a command channel of c.
+func (h *Host) release(c *conn) {
+	h.mu.Lock()
+	c.used--
+	h.notifyLocked()
+	h.mu.Unlock()
+}
+
+// refused lowers c's channel budget after the server refused a channel: it allows
+// fewer sessions per connection than OpenSSH's default.
+func (h *Host) refused(c *conn) {
+	h.mu.Lock()
+	c.used--
+	c.limit = max(c.used, 1)
+	h.notifyLocked()
+	h.mu.Unlock()
+}
+
+// lost handles a connection that broke: its running commands end with a LostError and
+// their remote process groups are remembered, to be killed once a connection is up.
+func (h *Host) lost(c *conn, cause error) {
+	lerr := &LostError{Address: h.set.address, Cause: cause}
+	h.mu.Lock()
+	if c.lost != nil {
+		h.mu.Unlock()
+		return
+	}
+	c.lost = lerr
+	close(c.dead)
+	for i, x := range h.conns {
+		if x == c {
+			h.conns = append(h.conns[:i], h.conns[i+1:]...)
+			break
+		}
+	}
+	for p := range c.procs {
+		if o, ok := p.orphaned(lerr); ok {
+			h.orphans = append(h.orphans, o)
+		}
+	}
+	if len(h.conns) == 0 && !h.closed {
+		h.cause = lerr
+		h.reconnectLocked()
+	}
+	h.flushOrphansLocked()
+	h.notifyLocked()
+	h.mu.Unlock()
+	if !h.isClosed() {
+		h.log.Warn("ssh: connection lost", "address", h.set.address, "cause", cause)
+	}
+}
+
+func (h *Host) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+// flushOrphansLocked hands the remembered orphans to a live connection to kill.
+func (h *Host) flushOrphansLocked() {
+	if len(h.orphans) == 0 || len(h.conns) == 0 || h.closed {
+		return
+	}
+	orphans := h.orphans
+	h.orphans = nil
+	h.wg.Add(1)
+	go h.killOrphans(h.conns[0], orphans)
+}
+
+// killOrphans kills the process groups of commands whose connection broke.
+func (h *Host) killOrphans(c *conn, orphans []orphan) {
+	defer h.wg.Done()
+	var wg sync.WaitGroup
+	var failed []orphan
+	var mu sync.Mutex
+	for _, o := range orphans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outcome, err := c.kill(h.nextID(), o.pid, o.birth, o.graceMs)
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, o)
+				mu.Unlock()
+				return
+			}
+			h.log.Info("ssh: killed a command left running by a lost connection", "pid", o.pid, "outcome", outcome)
+		}()
+	}
+	wg.Wait()
+	h.mu.Lock()
+	if len(failed) > 0 {
+		h.orphans = append(h.orphans, failed...)
+		if len(h.conns) == 0 {
+			h.reconnectLocked()
+		} else {
+			h.flushOrphansLocked()
+		}
+	}
+	h.notifyLocked()
+	h.mu.Unlock()
+}
+
+func (h *Host) nextID() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seq++
+	return h.seq
+}
+
+// Home returns the remote user's home directory ($HOME of a login), learned once.
+func (h *Host) Home(ctx context.Context) (string, error) {
+	h.mu.Lock()
+	home := h.home
+	h.mu.Unlock()
+	if home != "" {
+		return home, nil
+	}
+	out, err := h.output(ctx, homeCommand)
+	if err != nil {
+		return "", err
+	}
+	if out == "" || out[0] != '/' {
+		return "", fmt.Errorf("ssh: the remote home directory is not an absolute path: %q", out)
+	}
+	h.mu.Lock()
+	h.home = out
+	h.mu.Unlock()
+	return out, nil
+}
+
+// output runs a short command through the login shell and returns its stdout.
+func (h *Host) output(ctx context.Context, command string) (string, error) {
+	c, err := h.acquire(ctx, time.Time{})
+	if err != nil {
+		return "", err
+	}
+	defer h.release(c)
+	ch, reqs, err := c.client.OpenChannel("session", nil)
+	if err != nil {
+		return "", c.failure(err)
+	}
+	defer ch.Close()
+	status := make(chan int, 1)
+	go func() {
+		code := -1
+		for r := range reqs {
+			if r.Type == "exit-status" && len(r.Payload) == 4 {
+				code = int(r.Payload[0])<<24 | int(r.Payload[1])<<16 | int(r.Payload[2])<<8 | int(r.Payload[3])
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+		status <- code
+	}()
+	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }()
+	ok, err := ch.SendRequest("exec", true, xssh.Marshal(struct{ Command string }{command}))
+	if err != nil || !ok {
+		return "", c.failure(errExecRefused(err))
+	}
+	_ = ch.CloseWrite()
+	stop := context.AfterFunc(ctx, func() { ch.Close() })
+	defer stop()
+	data, err := io.ReadAll(io.LimitReader(ch, 1<<20))
+	if err != nil {
+		return "", c.failure(err)
+	}
+	if code := <-status; code != 0 {
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
+		}
+		if lerr := c.lostErr(); lerr != nil {
+			return "", lerr
+		}
+		return "", fmt.Errorf("ssh: %s: %q exited with status %d", h.set.address, command, code)
+	}
+	return string(data), nil
+}
+
+func errExecRefused(err error) error {
+	if err != nil {
+		return err
+	}
+	return errors.New("the server refused to run a command (exec request denied)")
+}
+
+// Close disposes the Host: no new commands; every running command is killed (SIGTERM
+// to its remote process group, SIGKILL after its grace period) and awaited, and settles
+// as killed; then the connections close. Finished commands keep their results. Close is
+// idempotent.
+func (h *Host) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.wg.Wait()
+		return
+	}
+	h.closed = true
+	h.cancel()
+	live := make([]*Process, 0, len(h.live))
+	for p := range h.live {
+		live = append(live, p)
+	}
+	h.notifyLocked()
+	h.mu.Unlock()
+	for _, p := range live {
+		p.kill(reasonDispose, true)
+	}
+	for _, p := range live {
+		<-p.done
+	}
+	h.mu.Lock()
+	conns := h.conns
+	h.conns = nil
+	orphans := h.orphans
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+	h.wg.Wait()
+	if len(orphans) > 0 {
+		pids := make([]int, len(orphans))
+		for i, o := range orphans {
+			pids[i] = o.pid
+		}
+		h.log.Warn("ssh: closing with remote commands of lost connections still unkilled", "address", h.set.address, "pids", pids)
+	}
+}

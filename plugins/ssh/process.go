@@ -1,0 +1,687 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	xssh "golang.org/x/crypto/ssh"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+// Spec describes one remote command.
+type Spec struct {
+	// Command runs as `bash -c <Command>` on the remote host.
+	Command string
+	// Dir is the absolute remote working directory.
+	Dir string
+	// Env holds ordinary variables, exported in the remote command over the remote
+	// login environment and the fixed overrides (NO_COLOR=1 TERM=dumb PAGER=cat
+	// GIT_PAGER=cat GIT_TERMINAL_PROMPT=0). Names must be shell identifiers.
+	Env map[string]string
+	// DshEnv is the managed DSH_* snapshot, exported last; every DSH_* variable of the
+	// remote login environment is removed first.
+	DshEnv map[string]string
+	// Stdin, when non-nil, is written to the command once and closed; nil means an
+	// empty stdin.
+	Stdin []byte
+	// Stdout and Stderr bound the capture of each stream (kept locally).
+	Stdout, Stderr subprocess.Capture
+	// GraceMs is the time between SIGTERM and SIGKILL to the remote process group, and
+	// how long output may drain after the command exited (0 < GraceMs ≤ MaxGraceMs).
+	GraceMs int64
+	// Deadline, when non-zero, kills the command when it passes (Exit.TimedOut).
+	Deadline time.Time
+	// Owner is the session the command belongs to ("" for none).
+	Owner string
+}
+
+// Exit is how a settled remote command ended.
+type Exit struct {
+	// Code is the command's exit code; nil when a signal ended it, or when its fate is
+	// unknown (Err).
+	Code *int
+	// Signal is the signal that ended the command ("SIGTERM"…), or "".
+	Signal string
+	// TimedOut and Aborted say what started killing the command before it exited (the
+	// first cause wins; never both).
+	TimedOut, Aborted bool
+	// Killed is true when a signal ended the command, or Kill, the deadline, the
+	// context, the Host's Close or a lost connection ended it.
+	Killed bool
+	// Err is an infrastructure failure that ended the call without an exit status: a
+	// *LostError when the connection broke.
+	Err error
+}
+
+type reason int
+
+const (
+	reasonNone reason = iota
+	reasonTimeout
+	reasonAbort
+	reasonKill
+	reasonDispose
+)
+
+// Process is one remote command and its captured output. All methods are safe for
+// concurrent use.
+type Process struct {
+	h       *Host
+	c       *conn
+	id      uint64
+	ch      xssh.Channel
+	marker  []byte
+	dir     string
+	graceMs int64
+	stdin   []byte
+
+	stdout, stderr *Stream
+
+	startOnce sync.Once
+	started   chan struct{} // the start line arrived, or stdout ended without it
+	done      chan struct{}
+	io        sync.WaitGroup // the readers and the stdin writer
+
+	mu          sync.Mutex
+	pid         int
+	birth       string
+	startErr    error
+	startClosed bool
+	preStderr   []byte // what the login shell wrote on stderr before the script ran
+	errLast     byte   // the last byte of the command's stderr
+	exited      bool
+	code        *int
+	signal      string
+	reason      reason
+	killing     bool
+	killDone    chan struct{}
+	lost        error
+	settling    bool
+	settled     bool
+	exit        Exit
+	deadline    *time.Timer
+	stopCtx     func() bool
+	drain       *time.Timer
+}
+
+// Start runs spec on the host and returns once the remote command has started (its pid
+// is known). Invalid input and an already-cancelled ctx fail before anything runs; a
+// working directory the remote cannot enter, or a remote without bash, is a
+// *subprocess.SpawnError; no connection is a connection error. Cancelling ctx later
+// kills the command (Exit.Aborted); pass a context without cancellation to detach it.
+func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
+	if err := checkSpec(spec); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
+	}
+	args := make([]string, 0, 3+len(spec.Env)+len(spec.DshEnv))
+	marker := newMarker()
+	args = append(args, marker, spec.Dir, spec.Command)
+	args = appendEnv(args, spec.Env)
+	args = appendEnv(args, spec.DshEnv)
+	payload := xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
+	for {
+		c, err := h.acquire(ctx, spec.Deadline)
+		if errors.Is(err, errDeadline) {
+			return h.expired(spec), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		ch, reqs, err := c.client.OpenChannel("session", nil)
+		if err != nil {
+			var oe *xssh.OpenChannelError
+			if errors.As(err, &oe) && oe.Reason == xssh.Prohibited {
+				h.refused(c)
+				continue
+			}
+			h.release(c)
+			return nil, c.failure(err)
+		}
+		ok, err := ch.SendRequest("exec", true, payload)
+		if err != nil || !ok {
+			ch.Close()
+			go xssh.DiscardRequests(reqs)
+			h.release(c)
+			return nil, c.failure(errExecRefused(err))
+		}
+		p := &Process{
+			h: h, c: c, ch: ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
+			stdout:  newStream(spec.Stdout),
+			stderr:  newStream(spec.Stderr),
+			started: make(chan struct{}),
+			done:    make(chan struct{}),
+		}
+		h.mu.Lock()
+		if h.closed || c.lost != nil {
+			err := error(ErrClosed)
+			if c.lost != nil {
+				err = c.lost
+			}
+			h.mu.Unlock()
+			ch.Close()
+			go xssh.DiscardRequests(reqs)
+			h.release(c)
+			return nil, err
+		}
+		h.seq++
+		p.id = h.seq
+		h.live[p] = struct{}{}
+		c.procs[p] = struct{}{}
+		h.notifyLocked()
+		h.mu.Unlock()
+
+		p.io.Add(2)
+		go p.readStdout()
+		go p.readStderr()
+		if p.stdin != nil {
+			p.io.Add(1)
+			go p.writeStdin()
+		} else {
+			_ = ch.CloseWrite()
+		}
+		go p.run(reqs)
+		p.mu.Lock()
+		if !spec.Deadline.IsZero() {
+			p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(reasonTimeout, false) })
+		}
+		if ctx.Done() != nil {
+			p.stopCtx = context.AfterFunc(ctx, func() { p.kill(reasonAbort, false) })
+		}
+		p.mu.Unlock()
+
+		select {
+		case <-p.started:
+		case <-ctx.Done():
+			return p, nil // killed (Aborted) as soon as its pid is known
+		}
+		p.mu.Lock()
+		pid, serr := p.pid, p.startErr
+		p.mu.Unlock()
+		switch {
+		case serr != nil:
+			return nil, serr
+		case pid == 0:
+			<-p.done
+			return nil, p.spawnFailure()
+		}
+		return p, nil
+	}
+}
+
+// MaxGraceMs is the largest grace period a command accepts.
+const MaxGraceMs = subprocess.MaxGraceMs
+
+func checkSpec(spec Spec) error {
+	if spec.Command == "" || strings.IndexByte(spec.Command, 0) >= 0 {
+		return errors.New("invalid command: expected a non-empty string without NUL bytes")
+	}
+	if !strings.HasPrefix(spec.Dir, "/") || strings.IndexByte(spec.Dir, 0) >= 0 {
+		return fmt.Errorf("invalid dir: expected an absolute remote path, got %q", spec.Dir)
+	}
+	if spec.GraceMs <= 0 || spec.GraceMs > MaxGraceMs {
+		return fmt.Errorf("invalid graceMs: expected 0 < graceMs <= %d, got %d", MaxGraceMs, spec.GraceMs)
+	}
+	for _, c := range [...]struct {
+		name string
+		c    subprocess.Capture
+	}{{"stdout", spec.Stdout}, {"stderr", spec.Stderr}} {
+		if c.c.MaxBytes <= 0 {
+			return fmt.Errorf("invalid %s capture: maxBytes must be positive, got %d", c.name, c.c.MaxBytes)
+		}
+		if c.c.SpillMaxBytes < 0 {
+			return fmt.Errorf("invalid %s capture: spillMaxBytes must not be negative, got %d", c.name, c.c.SpillMaxBytes)
+		}
+	}
+	for k, v := range spec.Env {
+		if !validName(k) {
+			return fmt.Errorf("invalid env: %q is not a name a remote shell can export", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("invalid env: variable %q contains a NUL byte", k)
+		}
+	}
+	for k, v := range spec.DshEnv {
+		if !strings.HasPrefix(k, "DSH_") || !validName(k) {
+			return fmt.Errorf("invalid dshEnv: key %q is not a DSH_* name", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("invalid dshEnv: variable %q contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+// appendEnv adds NAME=VALUE words in name order.
+func appendEnv(args []string, env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, k+"="+env[k])
+	}
+	return args
+}
+
+// expired is the handle of a command whose deadline passed before a channel was free:
+// it never ran, and reports a timeout without a signal.
+func (h *Host) expired(spec Spec) *Process {
+	p := &Process{h: h, stdout: newStream(spec.Stdout), stderr: newStream(spec.Stderr),
+		started: make(chan struct{}), done: make(chan struct{}), settled: true,
+		exit: Exit{TimedOut: true, Killed: true}}
+	close(p.started)
+	close(p.done)
+	return p
+}
+
+// Pid is the remote command's process id, which is also the id of its process group
+// and session on the remote host (0 if it never started).
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// Stdout is the captured standard output.
+func (p *Process) Stdout() *Stream { return p.stdout }
+
+// Stderr is the captured standard error.
+func (p *Process) Stderr() *Stream { return p.stderr }
+
+// Done is closed when the command has settled: it exited and its output reached EOF
+// or the drain bound (graceMs after the exit) passed, and, if it was being killed, the
+// remote kill sequence finished (the group is gone, or got SIGKILL after graceMs); or
+// its connection broke.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit returns how the command ended, and false while it has not settled.
+func (p *Process) Exit() (Exit, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit, p.settled
+}
+
+// Kill ends the command's remote process group: SIGTERM now, SIGKILL after the grace
+// period to whatever is left — even when the command itself already exited. It returns
+// false once the command has settled; calling it again is harmless.
+func (p *Process) Kill() bool { return p.kill(reasonKill, true) }
+
+// kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
+// while the command runs; after it exited, the drain bound alone ends the call.
+func (p *Process) kill(why reason, explicit bool) bool {
+	p.mu.Lock()
+	if p.settling || p.settled || (p.exited && !explicit) {
+		p.mu.Unlock()
+		return false
+	}
+	if p.killing {
+		p.mu.Unlock()
+		return true
+	}
+	p.killing = true
+	if !p.exited {
+		p.reason = why
+	}
+	p.killDone = make(chan struct{})
+	pid, failed := p.pid, p.startClosed && p.pid == 0
+	p.mu.Unlock()
+	switch {
+	case pid != 0:
+		go p.sendKill()
+	case failed:
+		close(p.killDone)
+	}
+	// Otherwise the start line has not arrived yet: onStart sends the order.
+	return true
+}
+
+// sendKill orders the kill on the connection's control channel and waits for it to
+// finish on the remote.
+func (p *Process) sendKill() {
+	defer close(p.killDone)
+	_, err := p.c.kill(p.h.nextID(), p.pid, p.birth, p.graceMs)
+	if err != nil && !errors.As(err, new(*LostError)) {
+		p.h.log.Warn("ssh: cannot kill a remote command", "pid", p.pid, "err", err)
+	}
+}
+
+// orphaned marks a command of a lost connection. It returns the remote group to kill
+// once a connection is up, when the command had started and not exited.
+func (p *Process) orphaned(lerr *LostError) (orphan, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited || p.settled {
+		return orphan{}, false
+	}
+	p.lost = lerr
+	if p.pid == 0 {
+		return orphan{}, false
+	}
+	return orphan{pid: p.pid, birth: p.birth, graceMs: p.graceMs}, true
+}
+
+// readStdout finds the start line, then captures the command's stdout.
+func (p *Process) readStdout() {
+	defer p.io.Done()
+	buf := make([]byte, 32<<10)
+	var pre []byte
+	started := false
+	for {
+		n, err := p.ch.Read(buf)
+		data := buf[:n]
+		if !started && n > 0 {
+			pre = append(pre, data...)
+			data = nil
+			line, rest, found, bad := findLine(pre, p.marker)
+			switch {
+			case bad:
+				p.onStart(nil, fmt.Errorf("ssh: %s: %w", p.h.set.address, errHeader))
+				started, pre = true, nil
+			case found:
+				st, perr := parseStart(line, p.dir)
+				if perr != nil {
+					perr = fmt.Errorf("ssh: %s: %w", p.h.set.address, perr)
+				} else if st.failed != nil {
+					perr = st.failed
+				}
+				p.onStart(&st, perr)
+				started, data, pre = true, rest, nil
+			default:
+				pre = keepTail(pre, len(p.marker)+256)
+			}
+		}
+		if len(data) > 0 {
+			p.stdout.write(data)
+		}
+		if err != nil {
+			if !started {
+				p.onStart(nil, nil)
+			}
+			return
+		}
+	}
+}
+
+// findLine looks for marker in b and the rest of its line. found: line is what follows
+// the marker up to the newline, rest what follows the newline. bad: the marker's line
+// is longer than any start line.
+func findLine(b, marker []byte) (line, rest []byte, found, bad bool) {
+	i := bytes.Index(b, marker)
+	if i < 0 {
+		return nil, nil, false, false
+	}
+	after := b[i+len(marker):]
+	nl := bytes.IndexByte(after, '\n')
+	if nl < 0 {
+		return nil, nil, false, len(after) > 256
+	}
+	return after[:nl], after[nl+1:], true, false
+}
+
+// keepTail drops all but the last n bytes of b (a marker split across reads survives).
+func keepTail(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	return append(b[:0], b[len(b)-n:]...)
+}
+
+// onStart records the start line (st nil: stdout ended without one) or why the command
+// did not start, and sends a kill order that was waiting for the pid.
+func (p *Process) onStart(st *start, err error) {
+	p.startOnce.Do(func() {
+		p.mu.Lock()
+		p.startClosed = true
+		if err != nil {
+			p.startErr = err
+		} else if st != nil {
+			p.pid, p.birth = st.pid, st.birth
+		}
+		send := p.killing && p.pid != 0
+		failed := p.killing && p.pid == 0
+		p.mu.Unlock()
+		close(p.started)
+		switch {
+		case send:
+			go p.sendKill()
+		case failed:
+			close(p.killDone)
+		}
+		if err != nil {
+			p.ch.Close() // the command is not running: nothing more to read
+		}
+	})
+}
+
+// readStderr skips what the login shell wrote before the script's marker line, then
+// captures the command's stderr.
+func (p *Process) readStderr() {
+	defer p.io.Done()
+	r := p.ch.Stderr()
+	buf := make([]byte, 32<<10)
+	var pre []byte
+	started := false
+	for {
+		n, err := r.Read(buf)
+		data := buf[:n]
+		if !started && n > 0 {
+			pre = append(pre, data...)
+			data = nil
+			if i := bytes.Index(pre, append(p.marker, '\n')); i >= 0 {
+				p.mu.Lock()
+				p.preStderr = append([]byte(nil), pre[:i]...)
+				p.mu.Unlock()
+				data, started = pre[i+len(p.marker)+1:], true
+				pre = nil
+			} else {
+				pre = keepTail(pre, 4096)
+			}
+		}
+		if len(data) > 0 {
+			p.stderr.write(data)
+			p.mu.Lock()
+			p.errLast = data[len(data)-1]
+			p.mu.Unlock()
+		}
+		if err != nil {
+			if !started {
+				p.mu.Lock()
+				p.preStderr = pre
+				p.mu.Unlock()
+			}
+			return
+		}
+	}
+}
+
+func (p *Process) writeStdin() {
+	defer p.io.Done()
+	if _, err := p.ch.Write(p.stdin); err == nil {
+		_ = p.ch.CloseWrite()
+	}
+}
+
+// run serves the channel's requests (exit-status, exit-signal) until the channel
+// closes, then settles the process.
+func (p *Process) run(reqs <-chan *xssh.Request) {
+	for r := range reqs {
+		switch r.Type {
+		case "exit-status":
+			var m struct{ Status uint32 }
+			if xssh.Unmarshal(r.Payload, &m) == nil {
+				code := int(m.Status)
+				p.onExit(&code, "")
+			}
+		case "exit-signal":
+			var m struct {
+				Signal     string
+				CoreDumped bool
+				Error      string
+				Lang       string
+			}
+			if xssh.Unmarshal(r.Payload, &m) == nil {
+				p.onExit(nil, signalName(m.Signal))
+			}
+		}
+		if r.WantReply {
+			_ = r.Reply(false, nil)
+		}
+	}
+	p.onStart(nil, nil) // the channel closed: no start line will come any more
+	p.io.Wait()
+	p.settle()
+}
+
+// signalName turns an SSH signal name ("TERM") into the local form ("SIGTERM").
+func signalName(s string) string {
+	if s == "" || strings.Contains(s, "@") {
+		return "SIG" + strings.ToUpper(strings.TrimSuffix(s, "@openssh.com"))
+	}
+	return "SIG" + s
+}
+
+// onExit records the command's exit and bounds the drain: the output gets at most the
+// grace period to reach EOF (a `cmd &` left behind may hold it open), then the
+// channel is closed.
+func (p *Process) onExit(code *int, signal string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited {
+		return
+	}
+	p.exited = true
+	p.code, p.signal = code, signal
+	if p.deadline != nil {
+		p.deadline.Stop()
+	}
+	if p.stopCtx != nil {
+		p.stopCtx()
+	}
+	p.drain = time.AfterFunc(time.Duration(p.graceMs)*time.Millisecond, func() { p.ch.Close() })
+}
+
+// settle builds the exit once the channel closed and the output is complete, waits for
+// a kill order in flight, and releases the channel.
+func (p *Process) settle() {
+	p.mu.Lock()
+	if p.drain != nil {
+		p.drain.Stop()
+	}
+	if p.deadline != nil {
+		p.deadline.Stop()
+	}
+	if p.stopCtx != nil {
+		p.stopCtx()
+	}
+	p.settling = true
+	lost := p.lost
+	p.mu.Unlock()
+	if lost == nil {
+		if lerr := p.c.lostErr(); lerr != nil {
+			p.mu.Lock()
+			if !p.exited {
+				lost = lerr
+				p.lost = lerr
+			}
+			p.mu.Unlock()
+		}
+	}
+	p.mu.Lock()
+	killDone := p.killDone
+	p.mu.Unlock()
+	if killDone != nil {
+		<-killDone
+	}
+	p.ch.Close()
+
+	p.mu.Lock()
+	ex := Exit{
+		Code:     p.code,
+		Signal:   p.signal,
+		TimedOut: p.reason == reasonTimeout,
+		Aborted:  p.reason == reasonAbort,
+	}
+	switch {
+	case p.exited:
+	case lost != nil:
+		ex.Err = lost
+	case p.pid != 0:
+		ex.Err = fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
+	}
+	ex.Killed = ex.Signal != "" || p.reason != reasonNone || ex.Err != nil
+	note := ""
+	if ex.Err != nil && p.pid != 0 {
+		note = ex.Err.Error() + "\n"
+		if p.errLast != 0 && p.errLast != '\n' {
+			note = "\n" + note
+		}
+	}
+	p.mu.Unlock()
+	if note != "" {
+		p.stderr.write([]byte(note))
+	}
+	p.stdout.close()
+	p.stderr.close()
+
+	h := p.h
+	h.mu.Lock()
+	delete(h.live, p)
+	delete(p.c.procs, p)
+	p.c.used--
+	h.notifyLocked()
+	h.mu.Unlock()
+
+	p.mu.Lock()
+	p.exit = ex
+	p.settled = true
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// spawnFailure explains a command that ended before its start line: the login shell
+// found no bash, or failed otherwise.
+func (p *Process) spawnFailure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exit.Err != nil {
+		return p.exit.Err
+	}
+	if p.code != nil && *p.code == 127 {
+		return spawnError("exec", "bash", syscall.ENOENT)
+	}
+	msg := strings.TrimSpace(string(p.preStderr))
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = msg[i+1:]
+	}
+	status := "no exit status"
+	switch {
+	case p.code != nil:
+		status = fmt.Sprintf("exit status %d", *p.code)
+	case p.signal != "":
+		status = "signal " + p.signal
+	}
+	if msg != "" {
+		status += ": " + msg
+	}
+	return fmt.Errorf("spawn failed: the remote login shell did not start the command (%s)", status)
+}
+
+// spawnError is the local form of a remote start failure.
+func spawnError(op, path string, errno syscall.Errno) error {
+	return &subprocess.SpawnError{Op: op, Path: path, Err: errno}
+}
+
+var _ = math.MaxInt
