@@ -91,7 +91,7 @@ done`
 // homeCommand prints the remote user's home directory.
 const homeCommand = `printf '%s' "$HOME"`
 
-// quote makes s one word for a POSIX shell: single quotes, with each ' written as '\''.
+// quote makes s one word for a POSIX shell: single quotes, with each ' written as '\”.
 func quote(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
