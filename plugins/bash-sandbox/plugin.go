@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/bashexec"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
@@ -33,8 +33,10 @@ func DefaultConfig() *Config {
 	return &Config{Config: bashexec.DefaultConfig(), SandboxConfig: defaultSandboxConfig()}
 }
 
-// InvalidValue words a wrongly typed number like any other bad number.
-func (c *Config) InvalidValue(key string) error { return c.Config.InvalidValue(pluginName, key) }
+// InvalidValue words a wrongly typed number like the other messages about its key.
+func (c *Config) InvalidValue(key, got string) error {
+	return c.Config.InvalidValue(pluginName, key, got)
+}
 
 // Validate checks every key; each message starts "bash-sandbox: <key>".
 func (c *Config) Validate() error {
@@ -159,7 +161,7 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger) (she
 		return nil, nil, err
 	}
 	s := &sandbox{resolver: resolver, network: cfg.Network, log: log}
-	ex, err := bashexec.New(sup, cfg.Config, bashexec.Options{
+	ex, err := bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,
 		Prepare:     s.prepare,
