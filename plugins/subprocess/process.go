@@ -262,7 +262,7 @@ func (p *Process) readLoop(f *os.File, s *Stream) {
 		buf := *bp
 		n, err := f.Read(buf)
 		if n > 0 {
-			s.write(buf[:n])
+			s.Write(buf[:n])
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -304,7 +304,7 @@ func drainBuffered(f *os.File, s *Stream, buf []byte) {
 		}); err != nil || rerr != nil || n <= 0 {
 			return
 		}
-		s.write(buf[:n])
+		s.Write(buf[:n])
 		total += n
 	}
 }
@@ -368,7 +368,8 @@ func (p *Process) wait() {
 	_ = p.rOut.Close()
 	_ = p.rErr.Close()
 	// From now on the budget may delete the spill files to make room for newer output.
-	p.sup.budget.retire(p.stdout.finish(), p.stderr.finish())
+	p.stdout.Close()
+	p.stderr.Close()
 	if p.stdinDone != nil {
 		<-p.stdinDone
 	}
