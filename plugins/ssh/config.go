@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
 // Name is the plugin's catalog name, also the prefix of its error messages.
@@ -33,11 +35,16 @@ type Config struct {
 	KeepaliveMs float64 `yaml:"keepaliveMs"`
 	// MaxConnections bounds the connections to the host; commands are spread over them.
 	MaxConnections float64 `yaml:"maxConnections"`
+	// SpillRoot is where the private directory of the remote commands' spill files is
+	// created, on this machine (default: the system temp directory).
+	SpillRoot string `yaml:"spillRoot"`
+	// SpillBudgetBytes bounds the total size of those spill files (default 1 GiB).
+	SpillBudgetBytes int64 `yaml:"spillBudgetBytes"`
 }
 
 // DefaultConfig returns the configuration with its defaults (address unset).
 func DefaultConfig() *Config {
-	return &Config{KeepaliveMs: 15000, MaxConnections: 4}
+	return &Config{KeepaliveMs: 15000, MaxConnections: 4, SpillBudgetBytes: subprocess.DefaultSpillBudgetBytes}
 }
 
 // Validate checks every key; messages start with "ssh: <key>".
@@ -61,16 +68,21 @@ func (c *Config) Validate() error {
 	if m := c.MaxConnections; m != math.Trunc(m) || m < 1 || m > 64 {
 		return errors.New("ssh: maxConnections must be an integer from 1 to 64")
 	}
+	if c.SpillBudgetBytes <= 0 {
+		return fmt.Errorf("ssh: spillBudgetBytes must be a positive integer, got %d", c.SpillBudgetBytes)
+	}
 	return nil
 }
 
-// InvalidValue words a wrongly typed value like any other bad value of its key.
-func (c *Config) InvalidValue(key string) error {
+// InvalidValue words a wrongly typed number like any other bad value of its key.
+func (c *Config) InvalidValue(key, got string) error {
 	switch key {
 	case "keepaliveMs":
-		return errors.New("ssh: keepaliveMs must be a positive finite number")
+		return errors.New("ssh: keepaliveMs must be a positive finite number, got " + got)
 	case "maxConnections":
-		return errors.New("ssh: maxConnections must be an integer from 1 to 64")
+		return errors.New("ssh: maxConnections must be an integer from 1 to 64, got " + got)
+	case "spillBudgetBytes":
+		return errors.New("ssh: spillBudgetBytes must be a positive integer, got " + got)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -92,6 +93,7 @@ type Host struct {
 	log     *slog.Logger
 	onState func(string)
 	client  *xssh.ClientConfig
+	spool   *subprocess.Spool
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -162,6 +164,7 @@ func New(cfg *Config, opts Options) (*Host, error) {
 		h.log = slog.Default()
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.spool = subprocess.NewSpool(subprocess.SpoolOptions{Root: cfg.SpillRoot, BudgetBytes: cfg.SpillBudgetBytes, Logger: h.log})
 	h.client = &xssh.ClientConfig{
 		User:              set.user,
 		Auth:              []xssh.AuthMethod{xssh.PublicKeys(signer)},
@@ -229,6 +232,10 @@ type probeKey struct{}
 func (probeKey) Type() string                         { return "dsh-probe" }
 func (probeKey) Marshal() []byte                      { return []byte("dsh-probe") }
 func (probeKey) Verify([]byte, *xssh.Signature) error { return errors.New("probe key") }
+
+// EndSession deletes the spill files of a harness session's commands (Spec.Owner),
+// now for finished ones and when they finish for running ones.
+func (h *Host) EndSession(id string) { h.spool.EndOwner(id) }
 
 // Address is the configured host:port.
 func (h *Host) Address() string { return h.set.address }
@@ -309,6 +316,13 @@ func (h *Host) dial(seq uint64) {
 		h.wg.Add(2)
 		go c.watch()
 		go c.keepalive()
+		// The control channel is opened now, so that the first kill does not wait for
+		// a login shell to start.
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			_, _ = c.control()
+		}()
 		h.flushOrphansLocked()
 	default:
 		h.failures++
@@ -756,6 +770,7 @@ func (h *Host) Close() {
 		c.close()
 	}
 	h.wg.Wait()
+	h.spool.Close()
 	if len(orphans) > 0 {
 		pids := make([]int, len(orphans))
 		for i, o := range orphans {

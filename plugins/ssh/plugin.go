@@ -30,6 +30,7 @@ var Plugin = container.Plugin{
 			return err
 		}
 		ctx.Defer(h.Close)
+		ctx.OnSessionEnd(h.EndSession)
 		return ctx.Provide(Service, h)
 	},
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -84,7 +83,7 @@ type Process struct {
 	graceMs int64
 	stdin   []byte
 
-	stdout, stderr *Stream
+	stdout, stderr *subprocess.Stream
 
 	startOnce sync.Once
 	started   chan struct{} // the start line arrived, or stdout ended without it
@@ -114,10 +113,14 @@ type Process struct {
 }
 
 // Start runs spec on the host and returns once the remote command has started (its pid
-// is known). Invalid input and an already-cancelled ctx fail before anything runs; a
-// working directory the remote cannot enter, or a remote without bash, is a
-// *subprocess.SpawnError; no connection is a connection error. Cancelling ctx later
-// kills the command (Exit.Aborted); pass a context without cancellation to detach it.
+// is known). Invalid input and an already-cancelled ctx fail before anything runs
+// (nothing is sent); a closed Host fails with ErrClosed. A start that belongs to the
+// call failing is a *subprocess.SpawnError: a working directory the remote cannot
+// enter ("spawn failed: chdir <dir>: ENOENT …"), a remote without bash, or no
+// connection ("spawn failed: connect <address>: <cause>"). When the deadline passes
+// while every channel is busy, the returned process has settled, timed out, without
+// running. Cancelling ctx later kills the command (Exit.Aborted); pass a context
+// without cancellation to detach it.
 func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := checkSpec(spec); err != nil {
 		return nil, err
@@ -133,11 +136,13 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	payload := xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 	for {
 		c, err := h.acquire(ctx, spec.Deadline)
-		if errors.Is(err, errDeadline) {
+		switch {
+		case errors.Is(err, errDeadline):
 			return h.expired(spec), nil
-		}
-		if err != nil {
+		case err != nil && (errors.Is(err, ErrClosed) || ctx.Err() != nil):
 			return nil, err
+		case err != nil:
+			return nil, h.cannotStart(err)
 		}
 		ch, reqs, err := c.client.OpenChannel("session", nil)
 		if err != nil {
@@ -147,29 +152,25 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 				continue
 			}
 			h.release(c)
-			return nil, c.failure(err)
-		}
-		ok, err := ch.SendRequest("exec", true, payload)
-		if err != nil || !ok {
-			ch.Close()
-			go xssh.DiscardRequests(reqs)
-			h.release(c)
-			return nil, c.failure(errExecRefused(err))
+			return nil, h.cannotStart(c.failure(err))
 		}
 		p := &Process{
 			h: h, c: c, ch: ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
-			stdout:  newStream(spec.Stdout),
-			stderr:  newStream(spec.Stderr),
+			stdout:  h.spool.NewStream(spec.Owner, spec.Stdout),
+			stderr:  h.spool.NewStream(spec.Owner, spec.Stderr),
 			started: make(chan struct{}),
 			done:    make(chan struct{}),
 		}
+		// Registered before the exec request: a Close from now on kills it.
 		h.mu.Lock()
 		if h.closed || c.lost != nil {
 			err := error(ErrClosed)
 			if c.lost != nil {
-				err = c.lost
+				err = h.cannotStart(c.lost)
 			}
 			h.mu.Unlock()
+			p.stdout.Close()
+			p.stderr.Close()
 			ch.Close()
 			go xssh.DiscardRequests(reqs)
 			h.release(c)
@@ -181,17 +182,28 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		c.procs[p] = struct{}{}
 		h.notifyLocked()
 		h.mu.Unlock()
-
 		p.io.Add(2)
+		if p.stdin != nil {
+			p.io.Add(1) // the writer's, counted before run may wait
+		}
 		go p.readStdout()
 		go p.readStderr()
+		go p.run(reqs)
+
+		ok, err := ch.SendRequest("exec", true, payload)
+		if err != nil || !ok {
+			if p.stdin != nil {
+				p.io.Done()
+			}
+			serr := h.cannotStart(c.failure(errExecRefused(err)))
+			p.onStart(nil, serr) // closes the channel; the process settles
+			return nil, serr
+		}
 		if p.stdin != nil {
-			p.io.Add(1)
 			go p.writeStdin()
 		} else {
 			_ = ch.CloseWrite()
 		}
-		go p.run(reqs)
 		p.mu.Lock()
 		if !spec.Deadline.IsZero() {
 			p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(reasonTimeout, false) })
@@ -218,6 +230,12 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		}
 		return p, nil
 	}
+}
+
+// cannotStart is a failure to reach the host for a command, as the spawn failure it is
+// for the caller: "spawn failed: connect <address>: <cause>".
+func (h *Host) cannotStart(err error) error {
+	return &subprocess.SpawnError{Op: "connect", Path: h.set.address, Err: err}
 }
 
 // MaxGraceMs is the largest grace period a command accepts.
@@ -279,9 +297,11 @@ func appendEnv(args []string, env map[string]string) []string {
 // expired is the handle of a command whose deadline passed before a channel was free:
 // it never ran, and reports a timeout without a signal.
 func (h *Host) expired(spec Spec) *Process {
-	p := &Process{h: h, stdout: newStream(spec.Stdout), stderr: newStream(spec.Stderr),
+	p := &Process{h: h, stdout: h.spool.NewStream(spec.Owner, spec.Stdout), stderr: h.spool.NewStream(spec.Owner, spec.Stderr),
 		started: make(chan struct{}), done: make(chan struct{}), settled: true,
 		exit: Exit{TimedOut: true, Killed: true}}
+	p.stdout.Close()
+	p.stderr.Close()
 	close(p.started)
 	close(p.done)
 	return p
@@ -296,10 +316,10 @@ func (p *Process) Pid() int {
 }
 
 // Stdout is the captured standard output.
-func (p *Process) Stdout() *Stream { return p.stdout }
+func (p *Process) Stdout() *subprocess.Stream { return p.stdout }
 
 // Stderr is the captured standard error.
-func (p *Process) Stderr() *Stream { return p.stderr }
+func (p *Process) Stderr() *subprocess.Stream { return p.stderr }
 
 // Done is closed when the command has settled: it exited and its output reached EOF
 // or the drain bound (graceMs after the exit) passed, and, if it was being killed, the
@@ -404,7 +424,7 @@ func (p *Process) readStdout() {
 			}
 		}
 		if len(data) > 0 {
-			p.stdout.write(data)
+			_, _ = p.stdout.Write(data)
 		}
 		if err != nil {
 			if !started {
@@ -491,7 +511,7 @@ func (p *Process) readStderr() {
 			}
 		}
 		if len(data) > 0 {
-			p.stderr.write(data)
+			_, _ = p.stderr.Write(data)
 			p.mu.Lock()
 			p.errLast = data[len(data)-1]
 			p.mu.Unlock()
@@ -540,8 +560,7 @@ func (p *Process) run(reqs <-chan *xssh.Request) {
 			_ = r.Reply(false, nil)
 		}
 	}
-	p.onStart(nil, nil) // the channel closed: no start line will come any more
-	p.io.Wait()
+	p.io.Wait() // stdout's reader has seen the start line, or EOF without one
 	p.settle()
 }
 
@@ -631,10 +650,10 @@ func (p *Process) settle() {
 	}
 	p.mu.Unlock()
 	if note != "" {
-		p.stderr.write([]byte(note))
+		_, _ = p.stderr.Write([]byte(note))
 	}
-	p.stdout.close()
-	p.stderr.close()
+	p.stdout.Close()
+	p.stderr.Close()
 
 	h := p.h
 	h.mu.Lock()
@@ -683,5 +702,3 @@ func (p *Process) spawnFailure() error {
 func spawnError(op, path string, errno syscall.Errno) error {
 	return &subprocess.SpawnError{Op: op, Path: path, Err: errno}
 }
-
-var _ = math.MaxInt

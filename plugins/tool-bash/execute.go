@@ -25,6 +25,7 @@ type bashTool struct {
 	env        *shellenv.Registry
 	background bool
 	sandbox    string // the executor's default mode; "" when it does not confine
+	remote     bool   // the executor runs commands on another host (shell.Remote)
 }
 
 // bashArgs are the validated named arguments of one call.
@@ -149,9 +150,13 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 	if err != nil {
 		return tools.Result{}, err
 	}
+	cwdSession := call.Session
+	if t.remote {
+		cwdSession = nil // a local path: the executor's remote cwd applies instead
+	}
 	req := shell.ExecRequest{
 		Command: a.command,
-		Workdir: workdir(call.Session, policy, a.workdir),
+		Workdir: workdir(cwdSession, policy, a.workdir),
 		DshEnv:  snap.Map(),
 		Sandbox: policy,
 	}

@@ -77,6 +77,7 @@ func apply(ctx *container.Context, config any) error {
 		background: cfg.EnableRunInBackground,
 		sandbox:    exec.SandboxMode(),
 	}
+	_, t.remote = exec.(shell.Remote)
 	if err := reg.Register(ctx, t.definition()); err != nil {
 		return err
 	}
