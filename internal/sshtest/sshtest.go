@@ -8,7 +8,6 @@
 package sshtest
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -19,6 +18,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,7 +56,6 @@ type Server struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
 	done chan struct{}
 }
 
@@ -67,6 +66,12 @@ type Options struct {
 	// in its sessions, which skips it, so that tests neither depend on nor pay for the
 	// machine's rc files.
 	LoginRC bool
+	// SetEnv adds variables to every session's environment (sshd's SetEnv), as a
+	// remote login environment would have them.
+	SetEnv map[string]string
+	// MaxSessions, when > 0, is sshd's MaxSessions (channels per connection; default
+	// 10).
+	MaxSessions int
 }
 
 // Start generates keys and a config, starts sshd and waits until it accepts
@@ -118,7 +123,12 @@ func StartWith(t testing.TB, opts Options) *Server {
 		t.Fatalf("sshtest: cannot start sshd (set %s=unavailable to skip on a machine without it): %v", UnavailableEnv, lastErr)
 	}
 	s.TrustHostKey(s.KnownHostsFile, s.HostKey)
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("sshd log (%s):\n%s", s.Addr, s.Log())
+		}
+	})
 	return s
 }
 
@@ -148,10 +158,29 @@ func (s *Server) configText(port int) string {
 		"MaxStartups 64",
 		"LogLevel ERROR",
 	}
+	env := map[string]string{}
 	if !s.opts.LoginRC {
 		// bash sources ~/.bashrc in a shell it believes sshd started, unless SHLVL says
 		// it is nested: tests must not depend on (nor pay for) the machine's rc files.
-		lines = append(lines, "SetEnv SHLVL=1")
+		env["SHLVL"] = "1"
+	}
+	for k, v := range s.opts.SetEnv {
+		env[k] = v
+	}
+	if len(env) > 0 {
+		keys := make([]string, 0, len(env))
+		for k := range env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		words := make([]string, len(keys))
+		for i, k := range keys {
+			words[i] = strconv.Quote(k + "=" + env[k])
+		}
+		lines = append(lines, "SetEnv "+strings.Join(words, " "))
+	}
+	if s.opts.MaxSessions > 0 {
+		lines = append(lines, "MaxSessions "+strconv.Itoa(s.opts.MaxSessions))
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
@@ -159,10 +188,14 @@ func (s *Server) configText(port int) string {
 // start runs sshd with the current config and waits until it accepts a connection.
 func (s *Server) start() error {
 	cmd := exec.Command(s.sshd, "-D", "-e", "-f", s.config)
-	log := &bytes.Buffer{}
+	// A file, not a pipe: per-connection processes inherit it, and Wait must not wait
+	// for them to close it.
+	log, err := os.OpenFile(filepath.Join(s.Dir, "sshd.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
 	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group: Stop can end the daemon and its per-connection children
-	// without touching the commands they run (those are in sessions of their own).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return err
@@ -170,13 +203,13 @@ func (s *Server) start() error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.mu.Lock()
-	s.cmd, s.log, s.done = cmd, log, done
+	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("sshd exited: %s", strings.TrimSpace(log.String()))
+			return fmt.Errorf("sshd exited: %s", strings.TrimSpace(s.Log()))
 		default:
 		}
 		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
@@ -203,21 +236,50 @@ func (s *Server) Stop() {
 	if cmd == nil {
 		return
 	}
-	pgid := cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-done
-	// Per-connection processes that left the group (none do in OpenSSH 9, but a
-	// re-exec'd sshd-session could): end every sshd descendant of the listener.
-	for _, pid := range sshdDescendants(pgid) {
+	listener := cmd.Process.Pid
+	// Stopped, the listener forks no new connection process while they are collected
+	// (each connection's processes lead sessions of their own: not in its group).
+	_ = syscall.Kill(listener, syscall.SIGSTOP)
+	pids := append(sshdDescendants(listener), listener)
+	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	<-done
 	deadline := time.Now().Add(5 * time.Second)
-	for len(sshdDescendants(pgid)) > 0 || groupAlive(pgid) {
+	for {
+		alive := 0
+		for _, pid := range pids {
+			if Alive(pid) {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return
+		}
 		if time.Now().After(deadline) {
-			s.t.Errorf("sshtest: sshd processes of group %d survive SIGKILL", pgid)
+			s.t.Errorf("sshtest: %d sshd processes survive SIGKILL", alive)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Freeze stops (SIGSTOP) every sshd process serving a connection: the connections stay
+// open but nothing answers, as with a host that hangs. Thaw resumes them.
+func (s *Server) Freeze() { s.signalSessions(syscall.SIGSTOP) }
+
+// Thaw resumes what Freeze stopped.
+func (s *Server) Thaw() { s.signalSessions(syscall.SIGCONT) }
+
+func (s *Server) signalSessions(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	for _, pid := range sshdDescendants(cmd.Process.Pid) {
+		_ = syscall.Kill(pid, sig)
 	}
 }
 
@@ -237,12 +299,8 @@ func (s *Server) Restart() {
 
 // Log is what sshd wrote so far (its -e log).
 func (s *Server) Log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.log == nil {
-		return ""
-	}
-	return s.log.String()
+	data, _ := os.ReadFile(filepath.Join(s.Dir, "sshd.log"))
+	return string(data)
 }
 
 // Config is the `ssh` plugin config that reaches this server, with extra keys merged.
@@ -262,8 +320,12 @@ func (s *Server) Config(extra map[string]any) map[string]any {
 // TrustHostKey writes a known_hosts file at path that trusts key for this server.
 func (s *Server) TrustHostKey(path string, key ssh.PublicKey) {
 	s.t.Helper()
-	line := knownhosts.Line([]string{knownhosts.Normalize(s.Addr)}, key)
-	writeFile(s.t, path, []byte(line+"\n"))
+	writeFile(s.t, path, []byte(KnownHostsLine(s.Addr, key)+"\n"))
+}
+
+// KnownHostsLine is the known_hosts line trusting key for address (host:port).
+func KnownHostsLine(address string, key ssh.PublicKey) string {
+	return knownhosts.Line([]string{knownhosts.Normalize(address)}, key)
 }
 
 // NewHostKey returns a fresh public key, unrelated to the server's (to make a
@@ -311,16 +373,6 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// groupAlive reports whether process group pgid has a member that is not a zombie.
-func groupAlive(pgid int) bool {
-	for _, p := range scan() {
-		if p.pgid == pgid && p.state != 'Z' {
-			return true
-		}
-	}
-	return false
 }
 
 // sshdDescendants lists the live sshd processes descending from pid.

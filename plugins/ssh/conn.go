@@ -21,8 +21,9 @@ type conn struct {
 	h      *Host
 	client *xssh.Client
 
-	used  int // command channels open
-	limit int // command channels it may carry
+	used      int       // command channels open
+	limit     int       // command channels it may carry
+	refusedAt time.Time // when the server last refused a channel
 	procs map[*Process]struct{}
 	lost  *LostError    // set when the connection broke
 	dead  chan struct{} // closed when it broke (or was closed)
@@ -121,7 +122,7 @@ func (c *conn) failure(err error) error {
 	if lerr := c.lostErr(); lerr != nil {
 		return lerr
 	}
-	return fmt.Errorf("ssh: %s: %w", c.h.set.address, err)
+	return err
 }
 
 // newMarker returns a random marker that no output can contain by accident.

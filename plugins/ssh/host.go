@@ -515,9 +515,19 @@ func (h *Host) acquire(ctx context.Context, deadline time.Time) (*conn, error) {
 		}
 		var best *conn
 		for _, c := range h.conns {
+			if c.limit < channelsPerConnection-1 && time.Since(c.refusedAt) > refusalMemory {
+				c.limit++
+				c.refusedAt = time.Now()
+			}
 			if c.used < c.limit && (best == nil || c.used < best.used) {
 				best = c
 			}
+		}
+		if best == nil && len(h.conns) == 0 && h.lastDial.seq > after && h.lastDial.err != nil && !h.dialing {
+			// A dial made after this call arrived failed: no host to run on.
+			err := h.lastDial.err
+			h.mu.Unlock()
+			return nil, err
 		}
 		if !h.dialing && len(h.conns) < h.set.maxConns && (best == nil || best.used > 0) {
 			h.startDialLocked()
@@ -526,11 +536,6 @@ func (h *Host) acquire(ctx context.Context, deadline time.Time) (*conn, error) {
 			best.used++
 			h.mu.Unlock()
 			return best, nil
-		}
-		if len(h.conns) == 0 && h.lastDial.seq > after && h.lastDial.err != nil && !h.dialing {
-			err := h.lastDial.err
-			h.mu.Unlock()
-			return nil, err
 		}
 		ch := h.changed
 		h.mu.Unlock()
@@ -557,15 +562,27 @@ func (h *Host) release(c *conn) {
 	h.mu.Unlock()
 }
 
-// refused lowers c's channel budget after the server refused a channel: it allows
-// fewer sessions per connection than OpenSSH's default.
-func (h *Host) refused(c *conn) {
+// refused handles a session channel the server refused: it allows fewer sessions per
+// connection than OpenSSH's default, or has not yet freed a session that just ended.
+// c's budget drops to the channels it has open (at least 1); it grows back by one
+// every refusalMemory without refusals. A refusal with no other command channel open
+// means the server takes no command at all beside the control channel.
+func (h *Host) refused(c *conn) error {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	c.used--
+	if c.used == 0 && c.limit == 1 {
+		h.notifyLocked()
+		return errors.New("the server refused a session channel (its MaxSessions must be at least 2)")
+	}
 	c.limit = max(c.used, 1)
+	c.refusedAt = time.Now()
 	h.notifyLocked()
-	h.mu.Unlock()
+	return nil
 }
+
+// refusalMemory is how long a lowered channel budget lasts before it grows by one.
+const refusalMemory = 10 * time.Second
 
 // lost handles a connection that broke: its running commands end with a LostError and
 // their remote process groups are remembered, to be killed once a connection is up.

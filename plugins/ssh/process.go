@@ -147,8 +147,10 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		ch, reqs, err := c.client.OpenChannel("session", nil)
 		if err != nil {
 			var oe *xssh.OpenChannelError
-			if errors.As(err, &oe) && oe.Reason == xssh.Prohibited {
-				h.refused(c)
+			if errors.As(err, &oe) {
+				if rerr := h.refused(c); rerr != nil {
+					return nil, h.cannotStart(rerr)
+				}
 				continue
 			}
 			h.release(c)
@@ -606,9 +608,17 @@ func (p *Process) settle() {
 		p.stopCtx()
 	}
 	p.settling = true
-	lost := p.lost
+	lost, exited := p.lost, p.exited
 	p.mu.Unlock()
-	if lost == nil {
+	if lost == nil && !exited {
+		// The channel closed without an exit status: usually because the connection
+		// broke (the library closes the channels before it reports the loss). Wait for
+		// the verdict, so that the loss is reported as such and the remote command
+		// is remembered for killing.
+		select {
+		case <-p.c.dead:
+		case <-time.After(time.Second):
+		}
 		if lerr := p.c.lostErr(); lerr != nil {
 			p.mu.Lock()
 			if !p.exited {
