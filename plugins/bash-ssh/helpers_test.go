@@ -2,11 +2,16 @@ package bashssh_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/dsh-dev/dsh/internal/sshtest"
+	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 )
 
@@ -32,4 +37,24 @@ func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) *ssh.Hos
 		t.Fatal(err)
 	}
 	return h
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func defaultConfig() bashexec.Config { return bashexec.DefaultConfig() }
+
+func execRequest(command, workdir string) shell.ExecRequest {
+	return shell.ExecRequest{Command: command, Workdir: workdir}
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

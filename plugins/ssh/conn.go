@@ -24,9 +24,11 @@ type conn struct {
 	used      int       // command channels open
 	limit     int       // command channels it may carry
 	refusedAt time.Time // when the server last refused a channel
-	procs     map[*Process]struct{}
-	lost      *LostError    // set when the connection broke
-	dead      chan struct{} // closed when it broke (or was closed)
+
+	idleRefusals int // channels refused in a row while no other one was open
+	procs        map[*Process]struct{}
+	lost         *LostError    // set when the connection broke
+	dead         chan struct{} // closed when it broke (or was closed)
 
 	closed bool // closed by the Host, not lost (guarded by Host.mu)
 

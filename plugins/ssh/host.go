@@ -565,21 +565,32 @@ func (h *Host) release(c *conn) {
 // refused handles a session channel the server refused: it allows fewer sessions per
 // connection than OpenSSH's default, or has not yet freed a session that just ended.
 // c's budget drops to the channels it has open (at least 1); it grows back by one
-// every refusalMemory without refusals. A refusal with no other command channel open
-// means the server takes no command at all beside the control channel.
+// every refusalMemory without refusals. Refusals while no other command channel is
+// open are retried for a while (the server may still be freeing sessions), then the
+// call fails: the server takes no command beside the control channel.
 func (h *Host) refused(c *conn) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c.used--
-	if c.used == 0 && c.limit == 1 {
+	c.limit = max(c.used, 1)
+	c.refusedAt = time.Now()
+	if c.used > 0 {
+		c.idleRefusals = 0
+	} else if c.idleRefusals++; c.idleRefusals > maxIdleRefusals {
+		c.idleRefusals = 0
 		h.notifyLocked()
 		return errors.New("the server refused a session channel (its MaxSessions must be at least 2)")
 	}
-	c.limit = max(c.used, 1)
-	c.refusedAt = time.Now()
 	h.notifyLocked()
 	return nil
 }
+
+// maxIdleRefusals bounds the retries of a channel refused while the connection had no
+// other command channel open (refusalPause apart: about 2 s).
+const (
+	maxIdleRefusals = 40
+	refusalPause    = 50 * time.Millisecond
+)
 
 // refusalMemory is how long a lowered channel budget lasts before it grows by one.
 const refusalMemory = 10 * time.Second

@@ -151,11 +151,18 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 				if rerr := h.refused(c); rerr != nil {
 					return nil, h.cannotStart(rerr)
 				}
+				select {
+				case <-time.After(refusalPause):
+				case <-ctx.Done():
+				}
 				continue
 			}
 			h.release(c)
 			return nil, h.cannotStart(c.failure(err))
 		}
+		h.mu.Lock()
+		c.idleRefusals = 0
+		h.mu.Unlock()
 		p := &Process{
 			h: h, c: c, ch: ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
 			stdout:  h.spool.NewStream(spec.Owner, spec.Stdout),
