@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func startServer(t *testing.T) *sshtest.Server { return sshtest.Start(t) }
 
 // newHost returns a connected ssh service for srv, closed when the test ends.
-func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) *ssh.Host {
+func newHost(t testing.TB, srv *sshtest.Server, tune func(*ssh.Config)) *ssh.Host {
 	t.Helper()
 	cfg := ssh.DefaultConfig()
 	cfg.Address, cfg.User, cfg.IdentityFile, cfg.KnownHostsFile = srv.Addr, srv.User, srv.IdentityFile, srv.KnownHostsFile

@@ -108,12 +108,13 @@ type Host struct {
 		seq uint64
 		err error
 	}
-	cause        error // why no connection is up (a failed dial or a lost connection)
+	cause        error // why no connection is up: the lost connection, or the first failed dial
 	failures     int   // failed dials since the last success
 	reconnecting bool
 	changed      chan struct{} // closed and replaced on every change waiters care about
 	live         map[*Process]struct{}
 	orphans      []orphan
+	remnants     []orphan // groups left running by finished commands (see Close)
 	home         string
 	seq          uint64
 	detail       string
@@ -327,7 +328,9 @@ func (h *Host) dial(seq uint64) {
 	default:
 		h.failures++
 		if len(h.conns) == 0 {
-			h.cause = err
+			if h.cause == nil {
+				h.cause = err // what took the host away stays the headline
+			}
 			h.reconnectLocked()
 		}
 	}
@@ -458,10 +461,12 @@ func (h *Host) setStateLocked() {
 		d = fmt.Sprintf("connected to %s (%d %s, %d %s running)", who,
 			len(h.conns), plural(len(h.conns), "connection", "connections"),
 			len(h.live), plural(len(h.live), "command", "commands"))
-	case h.cause != nil && h.dialing:
-		d = fmt.Sprintf("reconnecting to %s (%d failed %s; last: %v)", who, h.failures, plural(h.failures, "attempt", "attempts"), h.cause)
 	case h.cause != nil:
-		d = fmt.Sprintf("disconnected from %s: %v; reconnecting with backoff", who, h.cause)
+		d = fmt.Sprintf("disconnected from %s: %v", who, h.cause)
+		if last := h.lastDial.err; last != nil && last != h.cause {
+			d += fmt.Sprintf("; %d %s to reconnect failed (last: %v)", h.failures, plural(h.failures, "attempt", "attempts"), last)
+		}
+		d += "; reconnecting with backoff"
 	case h.dialing:
 		d = "connecting to " + who
 	default:
@@ -591,6 +596,9 @@ const (
 	maxIdleRefusals = 40
 	refusalPause    = 50 * time.Millisecond
 )
+
+// maxRemnants bounds the remembered remnants of finished commands (the oldest go).
+const maxRemnants = 1024
 
 // refusalMemory is how long a lowered channel budget lasts before it grows by one.
 const refusalMemory = 10 * time.Second
@@ -766,8 +774,9 @@ func errExecRefused(err error) error {
 
 // Close disposes the Host: no new commands; every running command is killed (SIGTERM
 // to its remote process group, SIGKILL after its grace period) and awaited, and settles
-// as killed; then the connections close. Finished commands keep their results. Close is
-// idempotent.
+// as killed; what finished commands left running while holding their output open (a
+// `cmd &`) is ended the same way; then the connections close. Finished commands keep
+// their results. Close is idempotent.
 func (h *Host) Close() {
 	h.mu.Lock()
 	if h.closed {
@@ -786,9 +795,24 @@ func (h *Host) Close() {
 	for _, p := range live {
 		p.kill(reasonDispose, true)
 	}
+	h.mu.Lock()
+	remnants := h.remnants
+	h.remnants = nil
+	var via *conn
+	if len(h.conns) > 0 {
+		via = h.conns[0]
+	}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	if via != nil {
+		for _, o := range remnants {
+			wg.Go(func() { _, _ = via.kill(h.nextID(), o.pid, o.birth, o.graceMs) })
+		}
+	}
 	for _, p := range live {
 		<-p.done
 	}
+	wg.Wait()
 	h.mu.Lock()
 	conns := h.conns
 	h.conns = nil

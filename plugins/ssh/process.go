@@ -110,6 +110,7 @@ type Process struct {
 	deadline    *time.Timer
 	stopCtx     func() bool
 	drain       *time.Timer
+	cut         bool // the output was still open graceMs after the exit
 }
 
 // Start runs spec on the host and returns once the remote command has started (its pid
@@ -214,11 +215,13 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 			_ = ch.CloseWrite()
 		}
 		p.mu.Lock()
-		if !spec.Deadline.IsZero() {
-			p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(reasonTimeout, false) })
-		}
-		if ctx.Done() != nil {
-			p.stopCtx = context.AfterFunc(ctx, func() { p.kill(reasonAbort, false) })
+		if !p.exited && !p.settling {
+			if !spec.Deadline.IsZero() {
+				p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(reasonTimeout, false) })
+			}
+			if ctx.Done() != nil {
+				p.stopCtx = context.AfterFunc(ctx, func() { p.kill(reasonAbort, false) })
+			}
 		}
 		p.mu.Unlock()
 
@@ -405,20 +408,21 @@ func (p *Process) orphaned(lerr *LostError) (orphan, bool) {
 // readStdout finds the start line, then captures the command's stdout.
 func (p *Process) readStdout() {
 	defer p.io.Done()
-	buf := make([]byte, 32<<10)
-	var pre []byte
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
+	sc := startScanner{marker: p.marker}
 	started := false
 	for {
 		n, err := p.ch.Read(buf)
 		data := buf[:n]
 		if !started && n > 0 {
-			pre = append(pre, data...)
+			line, rest, found, serr := sc.feed(data)
 			data = nil
-			line, rest, found, bad := findLine(pre, p.marker)
 			switch {
-			case bad:
-				p.onStart(nil, fmt.Errorf("ssh: %s: %w", p.h.set.address, errHeader))
-				started, pre = true, nil
+			case serr != nil:
+				p.onStart(nil, fmt.Errorf("ssh: %s: %w", p.h.set.address, serr))
+				started = true
 			case found:
 				st, perr := parseStart(line, p.dir)
 				if perr != nil {
@@ -427,9 +431,7 @@ func (p *Process) readStdout() {
 					perr = st.failed
 				}
 				p.onStart(&st, perr)
-				started, data, pre = true, rest, nil
-			default:
-				pre = keepTail(pre, len(p.marker)+256)
+				started, data = true, rest
 			}
 		}
 		if len(data) > 0 {
@@ -444,23 +446,59 @@ func (p *Process) readStdout() {
 	}
 }
 
-// findLine looks for marker in b and the rest of its line. found: line is what follows
-// the marker up to the newline, rest what follows the newline. bad: the marker's line
-// is longer than any start line.
-func findLine(b, marker []byte) (line, rest []byte, found, bad bool) {
-	i := bytes.Index(b, marker)
-	if i < 0 {
-		return nil, nil, false, false
-	}
-	after := b[i+len(marker):]
-	nl := bytes.IndexByte(after, '\n')
-	if nl < 0 {
-		return nil, nil, false, len(after) > 256
-	}
-	return after[:nl], after[nl+1:], true, false
+// readBuffers hold the readers' buffers: a channel delivers at most 32 KiB at a time.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// startScanner finds the script's marker line at the start of a stream. What precedes
+// the marker was written by the login shell (its tail is kept, for diagnostics); what
+// follows it up to the newline is the line; the rest belongs to the command. Memory is
+// bounded whatever the login shell writes.
+type startScanner struct {
+	marker  []byte
+	pending []byte // bytes that may still hold (the start of) the marker
+	junk    []byte // the tail of what preceded the marker
 }
 
-// keepTail drops all but the last n bytes of b (a marker split across reads survives).
+// Bounds of the scanner: the longest line after a marker, and the junk tail kept.
+const (
+	maxStartLine = 256
+	maxJunk      = 4096
+)
+
+// feed scans p. found: the marker's line is complete; line is what follows the marker
+// up to the newline, rest what follows the newline in the bytes fed so far (both valid
+// until the next feed). An error means the marker's line is longer than any start line.
+func (s *startScanner) feed(p []byte) (line, rest []byte, found bool, err error) {
+	s.pending = append(s.pending, p...)
+	i := bytes.Index(s.pending, s.marker)
+	if i < 0 {
+		// Keep what could be the beginning of a marker split across reads.
+		if keep := len(s.marker) - 1; len(s.pending) > keep {
+			s.addJunk(s.pending[:len(s.pending)-keep])
+			s.pending = append(s.pending[:0], s.pending[len(s.pending)-keep:]...)
+		}
+		return nil, nil, false, nil
+	}
+	s.addJunk(s.pending[:i])
+	s.pending = append(s.pending[:0], s.pending[i:]...)
+	after := s.pending[len(s.marker):]
+	nl := bytes.IndexByte(after, '\n')
+	switch {
+	case nl >= 0:
+		return after[:nl], after[nl+1:], true, nil
+	case len(after) > maxStartLine:
+		return nil, nil, false, errHeader
+	}
+	return nil, nil, false, nil
+}
+
+func (s *startScanner) addJunk(b []byte) {
+	if len(b) > 0 {
+		s.junk = keepTail(append(s.junk, b...), maxJunk)
+	}
+}
+
+// keepTail drops all but the last n bytes of b.
 func keepTail(b []byte, n int) []byte {
 	if len(b) <= n {
 		return b
@@ -495,28 +533,27 @@ func (p *Process) onStart(st *start, err error) {
 	})
 }
 
-// readStderr skips what the login shell wrote before the script's marker line, then
-// captures the command's stderr.
+// readStderr skips what the login shell wrote before the script's marker line (keeping
+// its tail, to explain a failed start), then captures the command's stderr.
 func (p *Process) readStderr() {
 	defer p.io.Done()
 	r := p.ch.Stderr()
-	buf := make([]byte, 32<<10)
-	var pre []byte
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
+	sc := startScanner{marker: p.marker}
 	started := false
 	for {
 		n, err := r.Read(buf)
 		data := buf[:n]
 		if !started && n > 0 {
-			pre = append(pre, data...)
+			_, rest, found, serr := sc.feed(data)
 			data = nil
-			if i := bytes.Index(pre, append(p.marker, '\n')); i >= 0 {
+			if found || serr != nil {
+				started, data = true, rest
 				p.mu.Lock()
-				p.preStderr = append([]byte(nil), pre[:i]...)
+				p.preStderr = sc.junk
 				p.mu.Unlock()
-				data, started = pre[i+len(p.marker)+1:], true
-				pre = nil
-			} else {
-				pre = keepTail(pre, 4096)
 			}
 		}
 		if len(data) > 0 {
@@ -528,7 +565,7 @@ func (p *Process) readStderr() {
 		if err != nil {
 			if !started {
 				p.mu.Lock()
-				p.preStderr = pre
+				p.preStderr = append(sc.junk, sc.pending...)
 				p.mu.Unlock()
 			}
 			return
@@ -598,7 +635,12 @@ func (p *Process) onExit(code *int, signal string) {
 	if p.stopCtx != nil {
 		p.stopCtx()
 	}
-	p.drain = time.AfterFunc(time.Duration(p.graceMs)*time.Millisecond, func() { p.ch.Close() })
+	p.drain = time.AfterFunc(time.Duration(p.graceMs)*time.Millisecond, func() {
+		p.mu.Lock()
+		p.cut = true
+		p.mu.Unlock()
+		p.ch.Close()
+	})
 }
 
 // settle builds the exit once the channel closed and the output is complete, waits for
@@ -658,6 +700,9 @@ func (p *Process) settle() {
 		ex.Err = fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
 	}
 	ex.Killed = ex.Signal != "" || p.reason != reasonNone || ex.Err != nil
+	// A command whose output was cut after its exit left something running that holds
+	// it (`cmd &`): that remnant is ended when the Host closes, as locally.
+	remnant := p.cut && !p.killing && p.pid != 0
 	note := ""
 	if ex.Err != nil && p.pid != 0 {
 		note = ex.Err.Error() + "\n"
@@ -674,6 +719,12 @@ func (p *Process) settle() {
 
 	h := p.h
 	h.mu.Lock()
+	if remnant {
+		h.remnants = append(h.remnants, orphan{pid: p.pid, birth: p.birth, graceMs: p.graceMs})
+		if len(h.remnants) > maxRemnants {
+			h.remnants = h.remnants[len(h.remnants)-maxRemnants:]
+		}
+	}
 	delete(h.live, p)
 	delete(p.c.procs, p)
 	p.c.used--

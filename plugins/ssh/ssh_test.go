@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -351,11 +350,10 @@ func TestTimeoutAndGrace(t *testing.T) {
 	if code(ex) != 0 || ex.Killed || p.Stdout().Output().Text != "done\n" || time.Since(began) > 3*time.Second {
 		t.Errorf("exit with a straggler: %+v %q after %s", ex, p.Stdout().Output().Text, time.Since(began))
 	}
-	// What it left behind is still there, as locally; kill it by its group.
+	// What it left behind is still there, as locally (TestClose: until the Host closes).
 	if gone(p.Pid()) {
 		t.Errorf("the straggler of group %d is gone", p.Pid())
 	}
-	syscall.Kill(-p.Pid(), syscall.SIGKILL)
 }
 
 // Output is bounded, the tail kept, the whole stream in a local spill file.
@@ -511,6 +509,10 @@ func TestClose(t *testing.T) {
 	}
 	finished := start(t, h, spec("echo done; exit 4"))
 	wait(t, finished, 10*time.Second)
+	leaver := start(t, h, spec("sleep 60 & echo left"))
+	if ex := wait(t, leaver, 10*time.Second); code(ex) != 0 || gone(leaver.Pid()) {
+		t.Fatalf("a command leaving a process behind: %+v, group gone %v", ex, gone(leaver.Pid()))
+	}
 	plain := start(t, h, spec("echo ready; sleep 60"))
 	trapper := start(t, h, spec("trap '' TERM; echo ready; sleep 60"))
 	readUntil(t, plain.Stdout(), "ready\n")
@@ -532,6 +534,9 @@ func TestClose(t *testing.T) {
 		if !gone(c.p.Pid()) {
 			t.Errorf("group %d left after Close", c.p.Pid())
 		}
+	}
+	if !gone(leaver.Pid()) {
+		t.Errorf("what a finished command left running survived Close: %v", sshtest.GroupMembers(leaver.Pid()))
 	}
 	if ex, _ := finished.Exit(); code(ex) != 4 || finished.Stdout().Output().Text != "done\n" {
 		t.Errorf("finished command changed: %+v", ex)
