@@ -8,6 +8,7 @@
 package sshtest
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -49,8 +50,9 @@ type Server struct {
 	// HostKey is the server's public host key.
 	HostKey ssh.PublicKey
 
-	t      testing.TB
-	opts   Options
+	t        testing.TB
+	opts     Options
+	instance string
 	sshd   string
 	config string
 
@@ -93,7 +95,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 		t.Fatalf("sshtest: current user: %v", err)
 	}
 	dir := t.TempDir()
-	s := &Server{t: t, opts: opts, sshd: sshd, Dir: dir, User: u.Username,
+	s := &Server{t: t, opts: opts, sshd: sshd, Dir: dir, User: u.Username, instance: newInstance(),
 		IdentityFile:   filepath.Join(dir, "id_ed25519"),
 		KnownHostsFile: filepath.Join(dir, "known_hosts"),
 		config:         filepath.Join(dir, "sshd_config"),
@@ -125,6 +127,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 	s.TrustHostKey(s.KnownHostsFile, s.HostKey)
 	t.Cleanup(func() {
 		s.Stop()
+		s.checkLeftovers()
 		if t.Failed() {
 			t.Logf("sshd log (%s):\n%s", s.Addr, s.Log())
 		}
@@ -158,7 +161,9 @@ func (s *Server) configText(port int) string {
 		"MaxStartups 64",
 		"LogLevel ERROR",
 	}
-	env := map[string]string{}
+	// Every process started through this server carries the instance's id, so that
+	// the cleanup can tell whether any is left.
+	env := map[string]string{instanceEnv: s.instance}
 	if !s.opts.LoginRC {
 		// bash sources ~/.bashrc in a shell it believes sshd started, unless SHLVL says
 		// it is nested: tests must not depend on (nor pay for) the machine's rc files.
@@ -262,6 +267,52 @@ func (s *Server) Stop() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// instanceEnv names the variable that marks every process started through a Server.
+const instanceEnv = "SSHTEST_INSTANCE"
+
+func newInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x", b)
+}
+
+// checkLeftovers fails the test if a process started through the server is still
+// running when the test ends (after its clients were closed): every command must have
+// ended or been killed. It allows a few seconds for kills in flight.
+func (s *Server) checkLeftovers() {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := s.started()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Errorf("sshtest: processes started through sshd are still running after the test: %v", left)
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// started lists the live processes whose environment carries this server's instance.
+func (s *Server) started() []int {
+	want := []byte(instanceEnv + "=" + s.instance + "\x00")
+	var out []int
+	for _, p := range scan() {
+		if p.state == 'Z' {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/environ")
+		if err == nil && bytes.Contains(env, want) {
+			out = append(out, p.pid)
+		}
+	}
+	return out
 }
 
 // Freeze stops (SIGSTOP) every sshd process serving a connection: the connections stay
