@@ -135,10 +135,10 @@ func TestValidationOrderAndText(t *testing.T) {
 			t.Fatalf("%s: %d requests reached the executor", tc.args, n)
 		}
 	}
-	// A forced run_in_background:false on a disabled tool is harmless.
+	// A forced run_in_background:false on a disabled tool is harmless (and ignored).
 	h := newHarness(t, setup{toolConfig: map[string]any{"enableRunInBackground": false}})
 	h.exec.behave = func(shell.ExecSpec) (shell.RunResult, error) { return shell.RunResult{ExitCode: intp(0)}, nil }
-	expect(t, h.call(t, nil, `{"command":"true","description":"Do nothing","run_in_background":false}`), "(no output)", false)
+	expect(t, h.call(t, nil, `{"command":"true","description":"Do nothing","run_in_background":false}`), "[ignored unknown argument: run_in_background]\n(no output)", false)
 }
 
 // Item 3: the request is built from named arguments only.
@@ -150,7 +150,8 @@ func TestRequestFromNamedArgumentsOnly(t *testing.T) {
 	s, _ := newSession("sess-1", "/work/a")
 	res := h.call(t, s, `{"command":"echo hi","description":"Say hi","timeoutMs":2500,
 		"env":{"DSH_SESSION_ID":"spoofed","PATH":"/evil"},"stdin":"secret input","stdoutMaxBytes":1,"dshEnv":{"DSH_HOME":"/x"},"Sandbox":{"Mode":"danger-full-access"}}`)
-	expect(t, res, "hi\n", false)
+	// The model learns that the extra keys had no effect.
+	expect(t, res, "[ignored unknown arguments: Sandbox, dshEnv, env, stdin, stdoutMaxBytes]\nhi\n", false)
 	req := h.exec.lastRequest(t)
 	if req.Env != nil || req.Stdin != nil || req.StdoutMaxBytes != nil || req.Sandbox != nil || req.Expiry != "" {
 		t.Fatalf("model-supplied fields reached the request: %+v", req)

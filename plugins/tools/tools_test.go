@@ -158,6 +158,17 @@ func TestExtraKeysDropped(t *testing.T) {
 	if !slices.Equal(extra, []string{"env", "stdin"}) {
 		t.Fatalf("extra %v", call.Extra)
 	}
+	// The model is told which arguments had no effect, on a first line of their own.
+	if res.Text != "[ignored unknown arguments: env, stdin]\nran ls" {
+		t.Errorf("text %q", res.Text)
+	}
+	if res := h.call(t, `{"command":"ls","description":"d","timeout":300}`); res.Text != "[ignored unknown argument: timeout]\nran ls" {
+		t.Errorf("one unknown key: %q", res.Text)
+	}
+	// An error result is the error alone.
+	if res := h.call(t, `{"command":5,"description":"d","timeout":300}`); res.Text != `Error: "command" must be a string` {
+		t.Errorf("invalid call with an unknown key: %q", res.Text)
+	}
 	// Programmatic callers may pass Go numbers.
 	res = h.registry(t).CallMap(context.Background(), "bash", map[string]any{"command": "ls", "description": "d", "timeoutMs": 5, "count": int64(2)}, nil)
 	if res.IsError {
