@@ -155,7 +155,7 @@ func readPid(t testing.TB, path string) int {
 	return pid
 }
 
-// Item 2: SPEC §5.4's table through real calls.
+// Item 2: the rendering table through real calls.
 func TestRealSpecTable(t *testing.T) {
 	h := newReal(t, realSetup{})
 	s, _ := newSession("table", h.cwd)

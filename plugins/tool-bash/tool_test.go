@@ -99,7 +99,7 @@ func TestDescriptionTeaches(t *testing.T) {
 	check(d, []string{"default mode: workspace-write"}, true)
 }
 
-// Item 3: validation in SPEC order; nothing reaches the executor.
+// Item 3: validation in the documented order; nothing reaches the executor.
 func TestValidationOrderAndText(t *testing.T) {
 	cases := []struct {
 		setup setup
@@ -121,7 +121,7 @@ func TestValidationOrderAndText(t *testing.T) {
 		{setup{toolConfig: map[string]any{"enableRunInBackground": false}}, `{"command":"ls","description":"List","run_in_background":true}`, "background execution is disabled for this bash tool"},
 		{setup{toolConfig: map[string]any{"enableRunInBackground": false}}, `{"command":"ls","description":"List","run_in_background":"true"}`, "background execution is disabled for this bash tool"},
 		{setup{noJobs: true}, `{"command":"ls","description":"List","run_in_background":true}`, "background jobs unavailable: load the jobs plugin"},
-		// The registry's own checks come first (SPEC §1).
+		// The registry's own checks come first.
 		{setup{}, `{"description":"List"}`, `missing required property "command"`},
 		{setup{}, `{"command":1,"description":"List"}`, `"command" must be a string`},
 		{setup{}, `{"command":"ls","description":"List","timeoutMs":"5"}`, `"timeoutMs" must be a number`},
