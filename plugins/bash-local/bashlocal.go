@@ -18,7 +18,7 @@ import (
 const Name = "bash-local"
 
 // Config is bash-local's configuration: the shared executor keys (cwd, timeoutMs,
-// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs) with the SPEC §4 defaults.
+// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs) with the core's defaults.
 type Config struct {
 	bashexec.Config `yaml:",inline"`
 }

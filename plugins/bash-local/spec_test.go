@@ -131,7 +131,7 @@ func TestConfigReachesResolve(t *testing.T) {
 	})
 }
 
-// The SPEC §5.4 table, as the typed result the renderer works from.
+// The rendering table of the bash tool, as the typed result the renderer works from.
 func TestForegroundResults(t *testing.T) {
 	proctest.NoLeftovers(t)
 	_, ex := compose(t, nil, nil)
