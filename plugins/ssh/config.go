@@ -31,7 +31,7 @@ type Config struct {
 	// refused.
 	KnownHostsFile string `yaml:"knownHostsFile"`
 	// KeepaliveMs is the interval of keepalive requests on each connection; a
-	// connection that answers none of three in a row is closed as lost.
+	// connection that leaves one unanswered for three intervals is closed as lost.
 	KeepaliveMs float64 `yaml:"keepaliveMs"`
 	// MaxConnections bounds the connections to the host; commands are spread over them.
 	MaxConnections float64 `yaml:"maxConnections"`

@@ -56,8 +56,8 @@ func (c *conn) watch() {
 	c.h.lost(c, err)
 }
 
-// keepalive sends a keepalive request every keepaliveMs; a connection that answers
-// none of three in a row is closed as lost.
+// keepalive sends a keepalive request every keepaliveMs; a connection that leaves one
+// unanswered for three intervals is closed as lost.
 func (c *conn) keepalive() {
 	defer c.h.wg.Done()
 	interval := time.Duration(c.h.set.keepaliveMs) * time.Millisecond
@@ -157,6 +157,9 @@ func (c *conn) kill(id uint64, pid int, birth string, graceMs int64) (string, er
 		ctl.mu.Lock()
 		if ctl.ended {
 			ctl.mu.Unlock()
+			if attempt > 2 {
+				return "", c.failure(errors.New("the control channel keeps closing"))
+			}
 			continue
 		}
 		ctl.pending[id] = reply

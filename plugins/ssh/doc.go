@@ -21,8 +21,8 @@
 //     server allowing fewer is detected by its refusals). A new connection is dialed
 //     when every open one is busy; a call waits for a free channel (bounded by its
 //     deadline and context) when all are full.
-//   - Each connection sends keepalive@openssh.com every keepaliveMs; one that answers
-//     none of three in a row is closed as lost.
+//   - Each connection sends keepalive@openssh.com every keepaliveMs; one that leaves a
+//     request unanswered for three intervals is closed as lost.
 //   - A lost connection ends its running commands with
 //     "ssh: connection to <address> lost: <cause>" (Exit.Err; the same line is appended
 //     to the command's captured stderr, so a background job shows it), and their remote

@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
 // Service is the name the Host is provided under.
@@ -113,16 +115,17 @@ type Host struct {
 	reconnecting bool
 	changed      chan struct{} // closed and replaced on every change waiters care about
 	live         map[*Process]struct{}
-	orphans      []orphan
-	remnants     []orphan // groups left running by finished commands (see Close)
+	orphans      []group
+	remnants     []group // groups left running by finished commands (see Close)
 	home         string
 	seq          uint64
 	detail       string
 }
 
-// orphan is a remote process group whose connection broke while it ran; it is killed
-// as soon as a connection is up again.
-type orphan struct {
+// group is a remote process group to kill later: a command's whose connection broke
+// while it ran (killed as soon as a connection is up again), or what a finished command
+// left running (killed when the Host closes).
+type group struct {
 	pid     int
 	birth   string
 	graceMs int64
@@ -171,7 +174,6 @@ func New(cfg *Config, opts Options) (*Host, error) {
 		Auth:              []xssh.AuthMethod{xssh.PublicKeys(signer)},
 		HostKeyCallback:   h.checkHostKey(known),
 		HostKeyAlgorithms: knownAlgorithms(known, set.address),
-		Timeout:           dialTimeout,
 	}
 	h.mu.Lock()
 	h.setStateLocked()
@@ -358,8 +360,7 @@ func (h *Host) connect(ctx context.Context) (*conn, error) {
 		if !stopped {
 			err = context.Cause(ctx)
 		}
-		var se *xssh.ServerAuthError
-		if errors.As(err, &se) || isAuthFailure(err) {
+		if isAuthFailure(err) {
 			return nil, &LoginError{Address: h.set.address, User: h.set.user, Err: err}
 		}
 		return nil, fmt.Errorf("ssh: cannot connect to %s: %w", h.set.address, err)
@@ -369,14 +370,10 @@ func (h *Host) connect(ctx context.Context) (*conn, error) {
 	return &conn{h: h, client: client, limit: channelsPerConnection - 1, procs: map[*Process]struct{}{}, dead: make(chan struct{})}, nil
 }
 
-// isAuthFailure recognises the library's "unable to authenticate" handshake error.
+// isAuthFailure recognises the library's handshake error for a refused login (it has
+// no type of its own).
 func isAuthFailure(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if s := e.Error(); len(s) >= 29 && s[:29] == "ssh: unable to authenticate, " {
-			return true
-		}
-	}
-	return false
+	return strings.Contains(err.Error(), "ssh: unable to authenticate, ")
 }
 
 // reconnectLocked starts the background reconnection, unless it runs.
@@ -631,16 +628,11 @@ func (h *Host) lost(c *conn, cause error) {
 	}
 	h.flushOrphansLocked()
 	h.notifyLocked()
+	closed := h.closed
 	h.mu.Unlock()
-	if !h.isClosed() {
+	if !closed {
 		h.log.Warn("ssh: connection lost", "address", h.set.address, "cause", cause)
 	}
-}
-
-func (h *Host) isClosed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
 }
 
 // flushOrphansLocked hands the remembered orphans to a live connection to kill.
@@ -655,10 +647,10 @@ func (h *Host) flushOrphansLocked() {
 }
 
 // killOrphans kills the process groups of commands whose connection broke.
-func (h *Host) killOrphans(c *conn, orphans []orphan) {
+func (h *Host) killOrphans(c *conn, orphans []group) {
 	defer h.wg.Done()
 	var wg sync.WaitGroup
-	var failed []orphan
+	var failed []group
 	var mu sync.Mutex
 	for _, o := range orphans {
 		wg.Add(1)
@@ -703,9 +695,15 @@ func (h *Host) Home(ctx context.Context) (string, error) {
 	if home != "" {
 		return home, nil
 	}
-	out, err := h.output(ctx, homeCommand)
+	// The login shell's start-up files may print before the command does: the home is
+	// what follows the marker.
+	marker := newMarker()
+	out, err := h.output(ctx, "printf '%s%s' "+marker+` "$HOME"`)
 	if err != nil {
 		return "", err
+	}
+	if i := strings.LastIndex(out, marker); i >= 0 {
+		out = out[i+len(marker):]
 	}
 	if out == "" || out[0] != '/' {
 		return "", fmt.Errorf("ssh: the remote home directory is not an absolute path: %q", out)

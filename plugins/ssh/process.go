@@ -76,7 +76,6 @@ const (
 type Process struct {
 	h       *Host
 	c       *conn
-	id      uint64
 	ch      xssh.Channel
 	marker  []byte
 	dir     string
@@ -87,6 +86,7 @@ type Process struct {
 
 	startOnce sync.Once
 	started   chan struct{} // the start line arrived, or stdout ended without it
+	abandoned chan struct{} // closed when the command is given up before it started
 	done      chan struct{}
 	io        sync.WaitGroup // the readers and the stdin writer
 
@@ -166,10 +166,11 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		h.mu.Unlock()
 		p := &Process{
 			h: h, c: c, ch: ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
-			stdout:  h.spool.NewStream(spec.Owner, spec.Stdout),
-			stderr:  h.spool.NewStream(spec.Owner, spec.Stderr),
-			started: make(chan struct{}),
-			done:    make(chan struct{}),
+			stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
+			stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
+			started:   make(chan struct{}),
+			abandoned: make(chan struct{}),
+			done:      make(chan struct{}),
 		}
 		// Registered before the exec request: a Close from now on kills it.
 		h.mu.Lock()
@@ -186,8 +187,6 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 			h.release(c)
 			return nil, err
 		}
-		h.seq++
-		p.id = h.seq
 		h.live[p] = struct{}{}
 		c.procs[p] = struct{}{}
 		h.notifyLocked()
@@ -234,6 +233,8 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		pid, serr := p.pid, p.startErr
 		p.mu.Unlock()
 		switch {
+		case errors.Is(serr, errNotStarted):
+			return p, nil // timed out (or aborted) before it started: it settles so
 		case serr != nil:
 			return nil, serr
 		case pid == 0:
@@ -375,9 +376,30 @@ func (p *Process) kill(why reason, explicit bool) bool {
 		go p.sendKill()
 	case failed:
 		close(p.killDone)
+	default:
+		// The start line has not arrived yet: onStart sends the order when it does.
+		go p.awaitStart()
 	}
-	// Otherwise the start line has not arrived yet: onStart sends the order.
 	return true
+}
+
+// errNotStarted: a command killed before its start line did not start in time.
+var errNotStarted = errors.New("the command had not started")
+
+// awaitStart gives a command being killed before its start line arrived the grace
+// period to start (then onStart kills it); a command that has not started by then —
+// a login shell stuck in its start-up files — is abandoned: its channel is closed and
+// it settles without having run, so that no call outlives its deadline by more than
+// the grace period.
+func (p *Process) awaitStart() {
+	t := time.NewTimer(time.Duration(p.graceMs) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-p.started:
+	case <-t.C:
+		p.onStart(nil, fmt.Errorf("ssh: %s: %w %dms after it was killed", p.h.set.address, errNotStarted, p.graceMs))
+		close(p.abandoned)
+	}
 }
 
 // sendKill orders the kill on the connection's control channel and waits for it to
@@ -392,17 +414,17 @@ func (p *Process) sendKill() {
 
 // orphaned marks a command of a lost connection. It returns the remote group to kill
 // once a connection is up, when the command had started and not exited.
-func (p *Process) orphaned(lerr *LostError) (orphan, bool) {
+func (p *Process) orphaned(lerr *LostError) (group, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exited || p.settled {
-		return orphan{}, false
+		return group{}, false
 	}
 	p.lost = lerr
 	if p.pid == 0 {
-		return orphan{}, false
+		return group{}, false
 	}
-	return orphan{pid: p.pid, birth: p.birth, graceMs: p.graceMs}, true
+	return group{pid: p.pid, birth: p.birth, graceMs: p.graceMs}, true
 }
 
 // readStdout finds the start line, then captures the command's stdout.
@@ -583,7 +605,21 @@ func (p *Process) writeStdin() {
 // run serves the channel's requests (exit-status, exit-signal) until the channel
 // closes, then settles the process.
 func (p *Process) run(reqs <-chan *xssh.Request) {
-	for r := range reqs {
+	for {
+		var r *xssh.Request
+		select {
+		case r = <-reqs:
+		case <-p.abandoned:
+			// sshd keeps a channel open while its session's process lives, and this
+			// one never started the command: settle now; the channel's requests are
+			// still drained (an unserved channel would stall the connection).
+			go xssh.DiscardRequests(reqs)
+			p.settle()
+			return
+		}
+		if r == nil {
+			break
+		}
 		switch r.Type {
 		case "exit-status":
 			var m struct{ Status uint32 }
@@ -657,9 +693,9 @@ func (p *Process) settle() {
 		p.stopCtx()
 	}
 	p.settling = true
-	lost, exited := p.lost, p.exited
+	lost, exited, failed := p.lost, p.exited, p.startErr != nil
 	p.mu.Unlock()
-	if lost == nil && !exited {
+	if lost == nil && !exited && !failed {
 		// The channel closed without an exit status: usually because the connection
 		// broke (the library closes the channels before it reports the loss). Wait for
 		// the verdict, so that the loss is reported as such and the remote command
@@ -720,7 +756,7 @@ func (p *Process) settle() {
 	h := p.h
 	h.mu.Lock()
 	if remnant {
-		h.remnants = append(h.remnants, orphan{pid: p.pid, birth: p.birth, graceMs: p.graceMs})
+		h.remnants = append(h.remnants, group{pid: p.pid, birth: p.birth, graceMs: p.graceMs})
 		if len(h.remnants) > maxRemnants {
 			h.remnants = h.remnants[len(h.remnants)-maxRemnants:]
 		}

@@ -88,9 +88,6 @@ while IFS=' ' read -r op i p b g; do
 case $op in k) k "$i" "$p" "$b" "$g" & ;; esac
 done`
 
-// homeCommand prints the remote user's home directory.
-const homeCommand = `printf '%s' "$HOME"`
-
 // quote makes s one word for a POSIX shell: single quotes, with each ' written as '\”.
 func quote(s string) string {
 	var b strings.Builder

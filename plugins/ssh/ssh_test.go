@@ -356,6 +356,42 @@ func TestTimeoutAndGrace(t *testing.T) {
 	}
 }
 
+// A login that hangs in its start-up files does not hold a call beyond its deadline
+// plus the grace period: the command is abandoned before it ran and times out.
+func TestSlowLogin(t *testing.T) {
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "slow")
+	rc := filepath.Join(dir, "bash_env")
+	// Only the login shell (whose command line is dsh's exec line) waits.
+	script := `case $BASH_EXECUTION_STRING in "exec bash --norc -c "*) [ -e ` + flag + ` ] && sleep 2;; esac` + "\n"
+	if err := os.WriteFile(rc, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := sshtest.StartWith(t, sshtest.Options{SetEnv: map[string]string{"BASH_ENV": rc}})
+	h, _ := newHost(t, srv, nil)
+	if ex, out, _ := run(t, h, spec("echo fast")); code(ex) != 0 || out != "fast\n" {
+		t.Fatalf("without the flag: %+v %q", ex, out)
+	}
+	os.WriteFile(flag, nil, 0o600)
+	s := spec("echo never")
+	s.GraceMs = 300
+	began := time.Now()
+	s.Deadline = began.Add(300 * time.Millisecond)
+	p := start(t, h, s)
+	ex := wait(t, p, 10*time.Second)
+	took := time.Since(began)
+	if !ex.TimedOut || ex.Code != nil || ex.Signal != "" || !ex.Killed || ex.Err != nil || p.Pid() != 0 {
+		t.Errorf("a command that never started: %+v pid %d", ex, p.Pid())
+	}
+	if took > 300*time.Millisecond+300*time.Millisecond+time.Second {
+		t.Errorf("returned after %s", took)
+	}
+	if out := p.Stdout().Output().Text; out != "" {
+		t.Errorf("output %q", out)
+	}
+	os.Remove(flag)
+}
+
 // Output is bounded, the tail kept, the whole stream in a local spill file.
 func TestOutputBounds(t *testing.T) {
 	srv := sshtest.Start(t)
