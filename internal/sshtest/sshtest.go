@@ -53,8 +53,8 @@ type Server struct {
 	t        testing.TB
 	opts     Options
 	instance string
-	sshd   string
-	config string
+	sshd     string
+	config   string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
