@@ -399,3 +399,27 @@ func TestUntrustedHostInAComposition(t *testing.T) {
 		}
 	}
 }
+
+// Disposing the ssh row kills the remote commands it owns (the executor row waits for
+// a new ssh row); a job running there settles killed.
+func TestSSHRowDisposalKills(t *testing.T) {
+	srv := sshtest.Start(t)
+	s := newStack(t, srv)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	id := startJob(t, s, "echo $$ > "+pidFile+"; trap '' TERM; sleep 60")
+	pid := readPid(t, pidFile)
+	if err := s.rt.Unmount("ssh"); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.row("bash"); r.State != container.StatePending || len(r.Missing) != 1 || r.Missing[0] != "ssh" {
+		t.Errorf("bash row after the ssh row went: %s missing %v", r.State, r.Missing)
+	}
+	if m := sshtest.GroupMembers(pid); len(m) > 0 || sshtest.Alive(pid) {
+		t.Errorf("remote processes left after the ssh row was disposed: %v", m)
+	}
+	v, _ := s.rt.Lookup(jobs.Service)
+	snap, err := v.(*jobs.Runtime).Wait(context.Background(), s.session, id, 10*time.Second)
+	if err != nil || snap.Status != jobs.StatusKilled {
+		t.Errorf("job after disposal: %+v %v", snap, err)
+	}
+}
