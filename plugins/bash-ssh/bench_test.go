@@ -29,21 +29,27 @@ func BenchmarkTrue(b *testing.B) {
 	srv := sshtest.Start(b)
 	b.Run("bash-ssh", func(b *testing.B) { runTrue(b, sshExecutor(b, srv)) })
 	b.Run("bash-local", func(b *testing.B) { runTrue(b, localExecutor(b)) })
-	b.Run("x-crypto-session", func(b *testing.B) {
-		// The floor over ssh: one session channel running `true` through the login
-		// shell on an open connection, with golang.org/x/crypto/ssh alone.
-		c := dial(b, srv)
-		b.ReportAllocs()
-		for b.Loop() {
-			s, err := c.NewSession()
-			if err != nil {
-				b.Fatal(err)
+	// The floor over ssh: one session channel running `true` through the login shell on
+	// an open connection, with golang.org/x/crypto/ssh alone; and the same with the two
+	// bash starts that bash-ssh's wrapper adds (the script, then `bash -c <command>`).
+	for _, c := range []struct{ name, command string }{
+		{"x-crypto-session", "true"},
+		{"x-crypto-session-two-bash", "exec bash --norc -c 'exec bash --norc -c true'"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			client := dial(b, srv)
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := client.NewSession()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Run(c.command); err != nil {
+					b.Fatal(err)
+				}
 			}
-			if err := s.Run("true"); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 	b.Run("os-exec", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

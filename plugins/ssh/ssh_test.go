@@ -584,3 +584,46 @@ func TestClose(t *testing.T) {
 		t.Errorf("state %q", h.State())
 	}
 }
+
+// The defaults: the local user, ~/.ssh/id_ed25519 else ~/.ssh/id_rsa, and
+// ~/.ssh/known_hosts.
+func TestDefaults(t *testing.T) {
+	srv := sshtest.Start(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	cfg := ssh.DefaultConfig()
+	cfg.Address = srv.Addr
+	cfg.SpillRoot = t.TempDir()
+	want := "ssh: identityFile: neither " + home + "/.ssh/id_ed25519 nor " + home + "/.ssh/id_rsa exists; set identityFile"
+	if _, err := ssh.New(cfg, ssh.Options{}); err == nil || err.Error() != want {
+		t.Errorf("no key: %v\nwant %q", err, want)
+	}
+	os.Mkdir(filepath.Join(home, ".ssh"), 0o700)
+	copyFile(t, srv.IdentityFile, filepath.Join(home, ".ssh", "id_rsa"))
+	if _, err := ssh.New(cfg, ssh.Options{}); err == nil || err.Error() != "ssh: knownHostsFile: open "+home+"/.ssh/known_hosts: no such file or directory" {
+		t.Errorf("no known_hosts: %v", err)
+	}
+	copyFile(t, srv.KnownHostsFile, filepath.Join(home, ".ssh", "known_hosts"))
+	h, err := ssh.New(cfg, ssh.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Connect(context.Background()); err != nil {
+		t.Fatalf("connect with the defaults: %v", err)
+	}
+	if h.User() != srv.User {
+		t.Errorf("default user %q, want the local user %q", h.User(), srv.User)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err == nil {
+		err = os.WriteFile(to, data, 0o600)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
