@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/sshtest"
 )
@@ -83,6 +86,49 @@ plugins:
 	if out, errOut, code := runDsh(t, ws, "check", "--profile", example); code != 0 {
 		t.Errorf("check examples/ssh/profile.yaml: %d %s %s", code, out, errOut)
 	}
+}
+
+// If dsh dies (SIGKILL) while a command runs on the remote host, the remote command
+// does not outlive it: the connection's control shell sees the connection go and kills
+// what it ran.
+func TestSSHExecutorCrashCleanup(t *testing.T) {
+	srv := sshtest.Start(t)
+	ws := t.TempDir()
+	path := filepath.Join(ws, "ssh.yaml")
+	profile := fmt.Sprintf(`extends: default
+plugins:
+  - id: shell-env
+    config: {dshHome: %q}
+  - id: ssh
+    name: ssh
+    config: {address: %q, user: %q, identityFile: %q, knownHostsFile: %q, spillRoot: %q}
+  - id: bash
+    name: bash-ssh
+    config: {cwd: %q}
+`, filepath.Join(ws, "home"), srv.Addr, srv.User, srv.IdentityFile, srv.KnownHostsFile, t.TempDir(), ws)
+	if err := os.WriteFile(path, []byte(profile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(ws, "pid")
+	cmd := exec.Command(dshBin, "call", "--profile", path, "bash",
+		`{"command":"sleep 300 & echo $$ > `+pidFile+`; wait","description":"Wait for a long time"}`)
+	cmd.Dir = ws
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	waitFor(t, 20*time.Second, "the remote command's pid", func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		return err == nil && pid > 0
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	waitFor(t, 10*time.Second, "the remote command to die with dsh", func() bool { return len(sshtest.GroupMembers(pid)) == 0 })
 }
 
 // containsLine reports whether the status table has a row line with these fields (the

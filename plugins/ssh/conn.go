@@ -190,6 +190,24 @@ func (c *conn) kill(id uint64, pid int, birth string, graceMs int64) (string, er
 	}
 }
 
+// tell writes an order that needs no reply (register, unregister) to the control
+// channel, if it is open; it never waits for the channel to open. A command whose
+// registration is missed is still killed after a lost connection, by the Host once a
+// connection is up again.
+func (c *conn) tell(order string) {
+	c.ctlMu.Lock()
+	ctl := c.ctl
+	c.ctlMu.Unlock()
+	if ctl == nil {
+		return
+	}
+	ctl.mu.Lock()
+	defer ctl.mu.Unlock()
+	if !ctl.ended {
+		_, _ = io.WriteString(ctl.ch, order)
+	}
+}
+
 // birthWord is the start-time field of a kill order ("-" when unknown: no check).
 func birthWord(b string) string {
 	if b == "" {

@@ -25,10 +25,13 @@
 //     request unanswered for three intervals is closed as lost.
 //   - A lost connection ends its running commands with
 //     "ssh: connection to <address> lost: <cause>" (Exit.Err; the same line is appended
-//     to the command's captured stderr, so a background job shows it), and their remote
-//     process groups are remembered and killed as soon as a connection is up again. A
-//     call while no connection is up dials at once; in the background the service
-//     redials with exponential backoff (250 ms doubling to 30 s).
+//     to the command's captured stderr, so a background job shows it). The commands do
+//     not outlive it on the remote either: the connection's control shell, which knows
+//     every command of its connection, kills them when its input ends (the connection
+//     was lost, or dsh died); for what it could not see (a host that froze), the
+//     service remembers their process groups and kills them as soon as a connection is
+//     up again. A call while no connection is up dials at once; in the background the
+//     service redials with exponential backoff (250 ms doubling to 30 s).
 //   - The row's status detail is the connection state: "connected to <user>@<address>
 //     (N connections, M commands running)", "disconnected from <user>@<address>: <cause>;
 //     … reconnecting with backoff", plus any commands still to be killed.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -542,6 +543,10 @@ func (p *Process) onStart(st *start, err error) {
 		send := p.killing && p.pid != 0
 		failed := p.killing && p.pid == 0
 		p.mu.Unlock()
+		if st != nil && err == nil {
+			// The connection's control shell ends it if the connection goes away.
+			p.c.tell(fmt.Sprintf("r %d %s %d\n", st.pid, birthWord(st.birth), p.graceMs))
+		}
 		close(p.started)
 		switch {
 		case send:
@@ -720,6 +725,16 @@ func (p *Process) settle() {
 		<-killDone
 	}
 	p.ch.Close()
+	p.mu.Lock()
+	// A command whose output was cut after its exit left something running that holds
+	// it (`cmd &`): that remnant is ended when the Host closes, as locally, and stays
+	// registered with the control shell meanwhile.
+	remnant := p.cut && !p.killing && p.pid != 0
+	pid := p.pid
+	p.mu.Unlock()
+	if pid != 0 && !remnant {
+		p.c.tell("u " + strconv.Itoa(pid) + "\n")
+	}
 
 	p.mu.Lock()
 	ex := Exit{
@@ -736,9 +751,6 @@ func (p *Process) settle() {
 		ex.Err = fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
 	}
 	ex.Killed = ex.Signal != "" || p.reason != reasonNone || ex.Err != nil
-	// A command whose output was cut after its exit left something running that holds
-	// it (`cmd &`): that remnant is ended when the Host closes, as locally.
-	remnant := p.cut && !p.killing && p.pid != 0
 	note := ""
 	if ex.Err != nil && p.pid != 0 {
 		note = ex.Err.Error() + "\n"

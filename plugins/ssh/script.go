@@ -43,14 +43,23 @@ printf '%s\n' "$m" >&2
 printf '%s %s %s\n' "$m" "$$" "$birth"
 exec "$BASH" --norc -c "$c"`
 
-// controlScript serves kill orders on a connection's control channel. After printing
-// `<marker> ready` it reads lines `k <id> <pid> <starttime|-> <graceMs>` and runs each
-// in the background: if the process <pid> still exists its start time must match (else
-// the id was reused: nothing is signalled); SIGTERM goes to the process group; the group
-// is polled (zombies do not count) until it is empty or graceMs passed, then SIGKILL
-// goes to what is left, and the group is awaited (up to 2 s). The reply is
-// `k <id> none` (nothing was running), `k <id> done` (gone after SIGTERM) or
-// `k <id> killed` (SIGKILL was needed). Orders finish even if the connection drops.
+// controlScript serves a connection's control channel. After printing `<marker> ready`
+// it reads orders:
+//
+//   - `k <id> <pid> <starttime|-> <graceMs>` kills a command's process group, in the
+//     background: if the process <pid> still exists its start time must match (else the
+//     id was reused: nothing is signalled); SIGTERM goes to the group; the group is
+//     polled (zombies do not count) until it is empty or graceMs passed, then SIGKILL
+//     goes to what is left, and the group is awaited (up to 2 s). The reply is
+//     `k <id> none` (nothing was running), `k <id> done` (gone after SIGTERM) or
+//     `k <id> killed` (SIGKILL was needed). An order finishes even if the connection
+//     drops.
+//   - `r <pid> <starttime|-> <graceMs>` registers a running command of this connection;
+//     `u <pid>` unregisters it when it has ended.
+//
+// When its input ends — the connection is gone: dsh closed it, lost it, or died — it
+// kills every command still registered, the same way, and exits. So a connection's
+// commands never outlive it, even when dsh cannot come back to kill them.
 const controlScript = `export LC_ALL=C
 st() { local IFS=' '; set -f; set -- $1; set +f; birth=${20}; }
 alive() {
@@ -83,10 +92,18 @@ sleep 0.025; n=$((n+1))
 done
 printf 'k %s done\n' "$i"
 }
+declare -A reg
 printf '%s ready\n' "$1"
 while IFS=' ' read -r op i p b g; do
-case $op in k) k "$i" "$p" "$b" "$g" & ;; esac
-done`
+case $op in
+k) k "$i" "$p" "$b" "$g" & ;;
+r) reg[$i]="$p $b" ;;
+u) unset "reg[$i]" ;;
+esac
+done
+trap '' PIPE
+for x in "${!reg[@]}"; do set -- ${reg[$x]}; k 0 "$x" "$1" "$2" >/dev/null 2>&1 & done
+wait`
 
 // quote makes s one word for a POSIX shell: single quotes, with each ' written as '\”.
 func quote(s string) string {

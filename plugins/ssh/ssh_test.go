@@ -435,9 +435,9 @@ func TestLostConnection(t *testing.T) {
 	if got := p.Stderr().Output().Text; got != "err-before\n"+want+"\n" {
 		t.Errorf("stderr after the loss: %q", got)
 	}
-	if !sshtest.Alive(pid) {
-		t.Errorf("the remote command (pid %d) died with sshd; the test cannot show the cleanup", pid)
-	}
+	// The connection's control shell saw it go and killed what it ran, without waiting
+	// for dsh to come back.
+	waitFor(t, 5*time.Second, "the remote command to be killed by its control shell", func() bool { return gone(pid) })
 	waitFor(t, 5*time.Second, "a disconnected state", func() bool {
 		return strings.HasPrefix(h.State(), "disconnected from "+srv.User+"@"+srv.Addr+": "+want) ||
 			strings.HasPrefix(h.State(), "reconnecting to ")
@@ -457,7 +457,6 @@ func TestLostConnection(t *testing.T) {
 	if code(ex) != 0 || out != "back\n" {
 		t.Errorf("after restart: %+v %q", ex, out)
 	}
-	waitFor(t, 10*time.Second, "the orphaned remote command to be killed", func() bool { return gone(pid) })
 	waitFor(t, 5*time.Second, "a connected state without orphans", func() bool {
 		return strings.HasPrefix(h.State(), "connected to ") && !strings.Contains(h.State(), "to kill")
 	})
@@ -466,10 +465,12 @@ func TestLostConnection(t *testing.T) {
 	}
 }
 
-// A host that stops answering is found out by keepalives.
+// A host that stops answering is found out by keepalives; the commands of the lost
+// connection are killed through a new connection (the old one's processes are still
+// frozen, so its control shell cannot do it).
 func TestKeepalive(t *testing.T) {
 	srv := sshtest.Start(t)
-	h, _ := newHost(t, srv, func(c *ssh.Config) { c.KeepaliveMs = 100 })
+	h, st := newHost(t, srv, func(c *ssh.Config) { c.KeepaliveMs = 100 })
 	p := start(t, h, spec("echo started; sleep 30"))
 	readUntil(t, p.Stdout(), "started\n")
 	srv.Freeze()
@@ -479,8 +480,11 @@ func TestKeepalive(t *testing.T) {
 	if ex.Err == nil || ex.Err.Error() != want {
 		t.Errorf("exit after the host froze: %+v, want %q", ex, want)
 	}
+	waitFor(t, 10*time.Second, "the orphan to be killed through a new connection", func() bool { return gone(p.Pid()) })
+	if !st.seen("disconnected from "+srv.User+"@"+srv.Addr+": "+want+"; reconnecting with backoff; 1 remote command to kill when reconnected") {
+		t.Errorf("states: %q", st.all)
+	}
 	srv.Thaw()
-	waitFor(t, 10*time.Second, "the orphan to be killed", func() bool { return gone(p.Pid()) })
 }
 
 // Item 6 (correctness part): 50 concurrent commands over at most maxConnections
