@@ -481,7 +481,7 @@ func TestKeepalive(t *testing.T) {
 		t.Errorf("exit after the host froze: %+v, want %q", ex, want)
 	}
 	waitFor(t, 10*time.Second, "the orphan to be killed through a new connection", func() bool { return gone(p.Pid()) })
-	if !st.seen("disconnected from "+srv.User+"@"+srv.Addr+": "+want+"; reconnecting with backoff; 1 remote command to kill when reconnected") {
+	if !st.seen("disconnected from " + srv.User + "@" + srv.Addr + ": " + want + "; reconnecting with backoff; 1 remote command to kill when reconnected") {
 		t.Errorf("states: %q", st.all)
 	}
 	srv.Thaw()
