@@ -398,8 +398,9 @@ func (p *Process) awaitStart() {
 	select {
 	case <-p.started:
 	case <-t.C:
-		p.onStart(nil, fmt.Errorf("ssh: %s: %w %dms after it was killed", p.h.set.address, errNotStarted, p.graceMs))
-		close(p.abandoned)
+		if p.onStart(nil, fmt.Errorf("ssh: %s: %w %dms after it was killed", p.h.set.address, errNotStarted, p.graceMs)) {
+			close(p.abandoned)
+		}
 	}
 }
 
@@ -530,9 +531,11 @@ func keepTail(b []byte, n int) []byte {
 }
 
 // onStart records the start line (st nil: stdout ended without one) or why the command
-// did not start, and sends a kill order that was waiting for the pid.
-func (p *Process) onStart(st *start, err error) {
+// did not start, and sends a kill order that was waiting for the pid. Only the first
+// call counts; it reports whether this one was it.
+func (p *Process) onStart(st *start, err error) (first bool) {
 	p.startOnce.Do(func() {
+		first = true
 		p.mu.Lock()
 		p.startClosed = true
 		if err != nil {
@@ -558,6 +561,7 @@ func (p *Process) onStart(st *start, err error) {
 			p.ch.Close() // the command is not running: nothing more to read
 		}
 	})
+	return first
 }
 
 // readStderr skips what the login shell wrote before the script's marker line (keeping
