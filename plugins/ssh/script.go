@@ -25,23 +25,23 @@ import (
 //
 // The start time (field 22 of /proc/<pid>/stat, empty without /proc) identifies the
 // process: a kill order checks it, so that a group id reused after the command ended is
-// never signalled.
-const execScript = `m=$1 d=$2 c=$3
-st() { local IFS=' '; set -f; set -- $1; set +f; sid=$4 birth=${20}; }
-sid= birth=
-if IFS= read -r s 2>/dev/null </proc/$$/stat; then st "${s##*) }"; fi
-if [ -n "$sid" ] && [ "$sid" != "$$" ]; then exec setsid -w "$BASH" --norc -c "$BASH_EXECUTION_STRING" "$0" "$@"; fi
+// never signalled. The script's own variables are named __dsh_*, so that it cannot
+// change a variable the remote environment exports.
+const execScript = `__dsh_m=$1 __dsh_d=$2 __dsh_c=$3 __dsh_sid= __dsh_birth=
+__dsh_st() { local IFS=' '; set -f; set -- $1; set +f; __dsh_sid=$4 __dsh_birth=${20}; }
+if IFS= read -r __dsh_s 2>/dev/null </proc/$$/stat; then __dsh_st "${__dsh_s##*) }"; fi
+if [ -n "$__dsh_sid" ] && [ "$__dsh_sid" != "$$" ]; then exec setsid -w "$BASH" --norc -c "$BASH_EXECUTION_STRING" "$0" "$@"; fi
 shift 3
-if ! cd -P -- "$d" 2>/dev/null; then
-if [ ! -e "$d" ]; then e=ENOENT; elif [ ! -d "$d" ]; then e=ENOTDIR; else e=EACCES; fi
-printf '%s! chdir %s\n' "$m" "$e"; exit 126
+if ! cd -P -- "$__dsh_d" 2>/dev/null; then
+if [ ! -e "$__dsh_d" ]; then __dsh_e=ENOENT; elif [ ! -d "$__dsh_d" ]; then __dsh_e=ENOTDIR; else __dsh_e=EACCES; fi
+printf '%s! chdir %s\n' "$__dsh_m" "$__dsh_e"; exit 126
 fi
-for v in $(compgen -e); do case $v in DSH_*) unset "$v";; esac; done
+for __dsh_v in $(compgen -e); do case $__dsh_v in DSH_*) unset "$__dsh_v";; esac; done
 export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0
-for v; do export "$v"; done
-printf '%s\n' "$m" >&2
-printf '%s %s %s\n' "$m" "$$" "$birth"
-exec "$BASH" --norc -c "$c"`
+for __dsh_v; do export "$__dsh_v"; done
+printf '%s\n' "$__dsh_m" >&2
+printf '%s %s %s\n' "$__dsh_m" "$$" "$__dsh_birth"
+exec "$BASH" --norc -c "$__dsh_c"`
 
 // controlScript serves a connection's control channel. After printing `<marker> ready`
 // it reads orders:

@@ -145,7 +145,7 @@ func TestLoginRefused(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
-	srv := sshtest.StartWith(t, sshtest.Options{SetEnv: map[string]string{"DSH_STALE": "remote", "DSH_SESSION_ID": "remote-stale"}})
+	srv := sshtest.StartWith(t, sshtest.Options{SetEnv: map[string]string{"DSH_STALE": "remote", "DSH_SESSION_ID": "remote-stale", "c": "remote-c", "d": "remote-d", "v": "remote-v"}})
 	h, _ := newHost(t, srv, nil)
 	t.Setenv("DSH_LOCAL_ONLY", "local")
 	t.Setenv("LOCAL_ONLY_VAR", "local")
@@ -201,6 +201,10 @@ func TestRun(t *testing.T) {
 	if _, err := os.Stat("/tmp/dsh-pwned"); err == nil {
 		os.Remove("/tmp/dsh-pwned")
 		t.Error("a variable's value was executed")
+	}
+	// The remote login environment is the command's base, untouched by the wrapper.
+	if _, out, _ := run(t, h, spec(`echo "$c $d $v"`)); out != "remote-c remote-d remote-v\n" {
+		t.Errorf("remote variables: %q", out)
 	}
 	for _, bad := range []map[string]string{{"A-B": "x"}, {"1A": "x"}, {"": "x"}} {
 		s := spec("true")
