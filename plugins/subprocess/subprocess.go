@@ -121,6 +121,7 @@ type Supervisor struct {
 	sweepTimer *time.Timer // the next sweep, if one is scheduled
 	sweepAt    time.Time   // when it runs
 	spool      *Spool
+	watchdog   *watchdogProc // nil if it could not start
 
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
@@ -145,25 +146,37 @@ const (
 	sweepMax = 5 * time.Second
 )
 
-// New returns a Supervisor. It sets up cgroup isolation when possible; Isolation says
-// which mode is active and why.
+// New returns a Supervisor. It sets up cgroup isolation when possible (Isolation says
+// which mode is active and why), killing what dead harnesses left running in their
+// cgroups, and starts the crash-cleanup watchdog.
 func New(opts Options) *Supervisor {
 	s := &Supervisor{opts: opts, log: opts.Logger, live: map[*Process]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	closeInheritedFDs()
 	s.spool = NewSpool(SpoolOptions{Root: opts.SpillRoot, BudgetBytes: opts.SpillBudgetBytes, Logger: s.log})
 	if opts.DisableCgroups {
 		s.isolation = "process group only (cgroups disabled by configuration)"
-		return s
-	}
-	root, err := newCgroupRoot()
-	if err != nil {
+	} else if root, err := newCgroupRoot(s.log); err != nil {
 		s.isolation = "process group only (" + err.Error() + ")"
-		return s
+	} else {
+		s.cgRoot, s.cgHome = root, root
+		s.isolation = "cgroup v2 at " + root.dir
 	}
-	s.cgRoot, s.cgHome = root, root
-	s.isolation = "cgroup v2 at " + root.dir
+	// A harness that is the init of its pid namespace needs no watchdog: when it dies,
+	// the kernel kills every process of the namespace.
+	if os.Getpid() != 1 {
+		dir := ""
+		if s.cgHome != nil {
+			dir = s.cgHome.dir
+		}
+		wd, err := startWatchdog(dir, s.log)
+		if err != nil {
+			s.log.Warn("subprocess: no crash-cleanup watchdog; if the harness is killed, its commands keep running", "err", err)
+		}
+		s.watchdog = wd
+	}
 	return s
 }
 
@@ -331,6 +344,11 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		return nil, spawnError(err, spec.Dir, prog)
 	}
 	p.pid, p.pidfd, p.cg, p.cgRoot = pid, pidfd, cg, cgRoot
+	if cg == nil {
+		// Without a cgroup, the group is what the watchdog can kill if the harness dies.
+		p.watchdog = s.watchdog
+		s.watchdog.track(pid)
+	}
 	id := strconv.FormatUint(p.id, 10)
 	p.stdout = s.spool.newStream(spec.Owner, spec.Stdout, id+"-stdout.log")
 	p.stderr = s.spool.newStream(spec.Owner, spec.Stderr, id+"-stderr.log")
@@ -632,13 +650,14 @@ func (s *Supervisor) Close() {
 		s.sweeping.Unlock()
 		s.sweepers.Wait()
 		if home != nil {
-			home.drain()
-			if err := removeCgroupDir(home.dir); err != nil {
+			if err := home.close(); err != nil {
 				s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)
 			}
 		}
 		// Every process has settled: its files are retired, and now withdrawn.
 		s.spool.Close()
+		// Nothing is left for the watchdog to clean up: it exits.
+		s.watchdog.stop()
 	})
 }
 
