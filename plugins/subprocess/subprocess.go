@@ -1,13 +1,3 @@
-// Package subprocess provides the `subprocess` service: the Supervisor that owns every
-// process tree the harness spawns and the output those trees produce.
-//
-// Every child leads a new session (no controlling terminal), gets the managed
-// environment (credentials and stale DSH_* scrubbed), and has its stdout and stderr
-// captured with a bounded in-memory tail plus a capped spill file. Where cgroup v2 is
-// writable each tree also lives in a cgroup of its own, so that a kill reaches
-// descendants that left the process group (setsid, double fork). Executors (bash-local,
-// bash-sandbox) spawn through the Supervisor; an executor reload never touches it, and
-// closing it kills and reaps every tree it still owns.
 package subprocess
 
 import (
@@ -606,8 +596,8 @@ func treesAlive(trees []lingerTree) []bool {
 // Close disposes the Supervisor: no new spawns; every live tree is killed (SIGTERM, then
 // SIGKILL after its grace period) and waited for, and its process settles as killed;
 // trees left behind by finished commands are ended too; then the cgroups and the spill
-// directory are removed. Finished processes keep their results. Close is idempotent and
-// returns when everything is done.
+// directory are removed, and the watchdog is told to exit. Finished processes keep
+// their results. Close is idempotent and returns when everything is done.
 func (s *Supervisor) Close() {
 	s.closeOnce.Do(func() {
 		s.life.Lock()
@@ -661,7 +651,7 @@ func (s *Supervisor) Close() {
 	})
 }
 
-// endTrees ends lingering trees: SIGTERM to each group (and each cgroup member), then,
+// endTrees ends lingering trees: SIGTERM to each tree (its cgroup, or its group), then,
 // once the longest grace period has passed, SIGKILL to whatever is left. A group is
 // signalled only while its leader is unreaped (see Process.signal), so no group id can
 // have been reused.
