@@ -276,7 +276,9 @@ func TestSpoolRefusesAPlantedFileName(t *testing.T) {
 // spill directory with a symlink; the next command's spill is not written through it.
 func TestSupervisorSpillSurvivesACommandSwappingTheDirectory(t *testing.T) {
 	proctest.NoLeftovers(t)
-	sup := newSup(t, true)
+	logs := &logBuffer{}
+	sup := subprocess.New(subprocess.Options{DisableCgroups: true, SpillRoot: t.TempDir(), Logger: logs.logger()})
+	t.Cleanup(sup.Close)
 	spillOf(t, sup, 5000)
 	dir := sup.SpillDir()
 	target := t.TempDir()
@@ -293,6 +295,9 @@ func TestSupervisorSpillSurvivesACommandSwappingTheDirectory(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(target); len(entries) != 0 {
 		t.Errorf("the Supervisor wrote through the symlink: %v", entries)
+	}
+	if !strings.Contains(logs.String(), "the spill directory was moved or replaced") {
+		t.Errorf("no warning; logs:\n%s", logs)
 	}
 	sup.Close()
 	os.Remove(dir)
