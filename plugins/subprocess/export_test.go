@@ -12,10 +12,10 @@ func (s *Supervisor) UsesCgroups() bool {
 // SpillBytes is the total size of the Supervisor's spill files: bytes are counted
 // before they are written and uncounted once their file is deleted, so the files on
 // disk never hold more, and SpillBytes never exceeds SpillBudget.
-func (s *Supervisor) SpillBytes() int64 { return s.budget.used.Load() }
+func (s *Supervisor) SpillBytes() int64 { return s.spool.Used() }
 
 // SpillBudget is the limit on SpillBytes (Options.SpillBudgetBytes, defaulted).
-func (s *Supervisor) SpillBudget() int64 { return s.budget.limit }
+func (s *Supervisor) SpillBudget() int64 { return s.spool.Budget() }
 
 // Cgroup is the directory of the tree's cgroup, or "" when the tree runs under its
 // process group only.
@@ -28,3 +28,11 @@ func (p *Process) Cgroup() string {
 
 // Sweep runs a sweep of the lingering trees now (it normally runs on a timer).
 func (s *Supervisor) Sweep() { s.sweep() }
+
+// WatchdogPid is the crash-cleanup watchdog's pid (0 if it did not start).
+func (s *Supervisor) WatchdogPid() int {
+	if s.watchdog == nil {
+		return 0
+	}
+	return s.watchdog.pid
+}
