@@ -145,6 +145,7 @@ func (p *Process) awaitPidfd() (exitStatus, bool) {
 func (p *Process) lost() exitStatus {
 	p.sigMu.Lock()
 	p.reaped = true
+	p.watchdog.untrack(p.pid)
 	p.sigMu.Unlock()
 	p.sup.log.Warn("subprocess: a command's leader was reaped outside the supervisor; its process group can no longer be signalled", "pid", p.pid)
 	return exitStatus{signal: syscall.SIGKILL}
@@ -160,6 +161,7 @@ func (p *Process) release() {
 		return
 	}
 	p.reaped = true
+	p.watchdog.untrack(p.pid) // before the id may be reused
 	var info siginfo
 	for waitid(pPID, uintptr(p.pid), &info, syscall.WEXITED|syscall.WNOHANG) == syscall.EINTR {
 	}
