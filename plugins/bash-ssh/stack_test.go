@@ -423,3 +423,23 @@ func TestSSHRowDisposalKills(t *testing.T) {
 		t.Errorf("job after disposal: %+v %v", snap, err)
 	}
 }
+
+// bash-ssh's config is bash-local's keys, with its own name in the messages.
+func TestConfig(t *testing.T) {
+	rt := container.NewRuntime(catalog(t), container.Options{Logger: quietLogger()})
+	defer rt.Close()
+	for _, c := range []struct {
+		config map[string]any
+		want   string
+	}{
+		{map[string]any{"timeoutMs": 0}, "bash-ssh: timeoutMs must be a positive finite number"},
+		{map[string]any{"graceMs": 3e9}, "bash-ssh: graceMs must be no greater than 2147483647"},
+		{map[string]any{"maxOutputBytes": "big"}, `bash-ssh: maxOutputBytes must be a positive finite number, got the string "big"`},
+		{map[string]any{"sandbox": "x"}, `unknown key "sandbox"`},
+	} {
+		err := rt.Compose("t", []container.Row{{ID: "bash", Plugin: "bash-ssh", Config: c.config}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config %v: %v, want %q", c.config, err, c.want)
+		}
+	}
+}
