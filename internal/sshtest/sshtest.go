@@ -95,6 +95,9 @@ func StartWith(t testing.TB, opts Options) *Server {
 		t.Fatalf("sshtest: current user: %v", err)
 	}
 	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o1777); err != nil {
+		t.Fatalf("sshtest: %v", err)
+	}
 	s := &Server{t: t, opts: opts, sshd: sshd, Dir: dir, User: u.Username, instance: newInstance(),
 		IdentityFile:   filepath.Join(dir, "id_ed25519"),
 		KnownHostsFile: filepath.Join(dir, "known_hosts"),
@@ -163,7 +166,7 @@ func (s *Server) configText(port int) string {
 	}
 	// Every process started through this server carries the instance's id, so that
 	// the cleanup can tell whether any is left.
-	env := map[string]string{instanceEnv: s.instance}
+	env := map[string]string{instanceEnv: s.instance, "TMPDIR": s.tmp()}
 	if !s.opts.LoginRC {
 		// bash sources ~/.bashrc in a shell it believes sshd started, unless SHLVL says
 		// it is nested: tests must not depend on (nor pay for) the machine's rc files.
@@ -278,20 +281,32 @@ func newInstance() string {
 	return fmt.Sprintf("%x", b)
 }
 
+// tmp is the sessions' TMPDIR: a directory of the server's own, so that what remote
+// programs leave in their temp directory is seen (and removed) with the server.
+func (s *Server) tmp() string { return filepath.Join(s.Dir, "tmp") }
+
 // checkLeftovers fails the test if a process started through the server is still
 // running when the test ends (after its clients were closed): every command must have
-// ended or been killed. It allows a few seconds for kills in flight.
+// ended or been killed; and if the sessions' TMPDIR is not empty then (the remote
+// executor's control shells remove what they create there). It allows a few seconds
+// for kills in flight.
 func (s *Server) checkLeftovers() {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := s.started()
-		if len(left) == 0 {
+		procs := s.started()
+		ents, _ := os.ReadDir(s.tmp())
+		if len(procs) == 0 && len(ents) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Errorf("sshtest: processes started through sshd are still running after the test: %v", left)
-			for _, pid := range left {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			if len(procs) > 0 {
+				s.t.Errorf("sshtest: processes started through sshd are still running after the test: %v", procs)
+				for _, pid := range procs {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			for _, e := range ents {
+				s.t.Errorf("sshtest: left in the sessions' TMPDIR: %s", e.Name())
 			}
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	xssh "golang.org/x/crypto/ssh"
@@ -134,10 +135,14 @@ func newMarker() string {
 	return "dsh-ssh-" + hex.EncodeToString(b[:])
 }
 
-// control is a connection's control channel: a remote bash serving kill orders.
+// control is a connection's control channel: a remote bash serving kill orders, which
+// kills its connection's commands when the connection goes.
 type control struct {
-	ch   xssh.Channel
-	dead chan struct{} // closed when the channel ended
+	ch xssh.Channel
+	// registry is the remote directory where each command of the connection registers
+	// itself before it starts ("" when the remote has no writable temp directory).
+	registry string
+	dead     chan struct{} // closed when the channel ended
 
 	mu      sync.Mutex
 	ended   bool
@@ -190,10 +195,8 @@ func (c *conn) kill(id uint64, pid int, birth string, graceMs int64) (string, er
 	}
 }
 
-// tell writes an order that needs no reply (register, unregister) to the control
-// channel, if it is open; it never waits for the channel to open. A command whose
-// registration is missed is still killed after a lost connection, by the Host once a
-// connection is up again.
+// tell writes an order that needs no reply (unregister) to the control channel, if it
+// is open; it never waits for the channel to open.
 func (c *conn) tell(order string) {
 	c.ctlMu.Lock()
 	ctl := c.ctl
@@ -243,7 +246,21 @@ func (c *conn) control() (*control, error) {
 	if err != nil {
 		return nil, c.failure(err)
 	}
-	go xssh.DiscardRequests(reqs)
+	status := make(chan uint32, 1) // the exit status, should the script not even start
+	go func() {
+		for r := range reqs {
+			var m struct{ Status uint32 }
+			if r.Type == "exit-status" && xssh.Unmarshal(r.Payload, &m) == nil {
+				select {
+				case status <- m.Status:
+				default:
+				}
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+	}()
 	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }()
 	marker := newMarker()
 	ok, err := ch.SendRequest("exec", true, xssh.Marshal(struct{ Command string }{commandLine(controlScript, marker)}))
@@ -252,8 +269,10 @@ func (c *conn) control() (*control, error) {
 		return nil, c.failure(errExecRefused(err))
 	}
 	r := bufio.NewReaderSize(ch, 4096)
-	// Skip whatever the login shell printed before the script's ready line.
-	ready := []byte(marker + " ready")
+	// Skip whatever the login shell printed before the script's ready line,
+	// `<marker> ready <registry directory>`.
+	ready := []byte(marker + " ready ")
+	var registry string
 	for {
 		line, err := r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
@@ -261,13 +280,21 @@ func (c *conn) control() (*control, error) {
 		}
 		if err != nil {
 			ch.Close()
+			select {
+			case code := <-status:
+				if code == 127 { // the login shell found no bash
+					return nil, spawnError("exec", "bash", syscall.ENOENT)
+				}
+			case <-time.After(time.Second):
+			}
 			return nil, c.failure(fmt.Errorf("the control channel ended before it was ready: %w", err))
 		}
-		if bytes.HasSuffix(bytes.TrimSuffix(line, []byte("\n")), ready) {
+		if i := bytes.Index(line, ready); i >= 0 {
+			registry = string(bytes.TrimSuffix(line[i+len(ready):], []byte("\n")))
 			break
 		}
 	}
-	ctl := &control{ch: ch, dead: make(chan struct{}), pending: map[uint64]chan string{}}
+	ctl := &control{ch: ch, registry: registry, dead: make(chan struct{}), pending: map[uint64]chan string{}}
 	go ctl.read(r)
 	c.ctl = ctl
 	return ctl, nil

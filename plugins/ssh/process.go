@@ -130,12 +130,7 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
 	}
-	args := make([]string, 0, 3+len(spec.Env)+len(spec.DshEnv))
 	marker := newMarker()
-	args = append(args, marker, spec.Dir, spec.Command)
-	args = appendEnv(args, spec.Env)
-	args = appendEnv(args, spec.DshEnv)
-	payload := xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 	for {
 		c, err := h.acquire(ctx, spec.Deadline)
 		switch {
@@ -146,6 +141,21 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		case err != nil:
 			return nil, h.cannotStart(err)
 		}
+		// The control channel is open (it opens right after the connection): the command
+		// registers itself there before it starts.
+		ctl, err := c.control()
+		if err != nil {
+			h.release(c)
+			if errors.As(err, new(*subprocess.SpawnError)) {
+				return nil, err // no bash on the host
+			}
+			return nil, h.cannotStart(err)
+		}
+		args := make([]string, 0, 5+len(spec.Env)+len(spec.DshEnv))
+		args = append(args, marker, ctl.registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
+		args = appendEnv(args, spec.Env)
+		args = appendEnv(args, spec.DshEnv)
+		payload := xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 		ch, reqs, err := c.client.OpenChannel("session", nil)
 		if err != nil {
 			var oe *xssh.OpenChannelError
@@ -546,10 +556,6 @@ func (p *Process) onStart(st *start, err error) (first bool) {
 		send := p.killing && p.pid != 0
 		failed := p.killing && p.pid == 0
 		p.mu.Unlock()
-		if st != nil && err == nil {
-			// The connection's control shell ends it if the connection goes away.
-			p.c.tell(fmt.Sprintf("r %d %s %d\n", st.pid, birthWord(st.birth), p.graceMs))
-		}
 		close(p.started)
 		switch {
 		case send:

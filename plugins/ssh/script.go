@@ -14,24 +14,28 @@ import (
 // dash, zsh).
 //
 // execScript runs one command. Its arguments: the marker (a random per-command nonce),
-// the working directory, the command, then NAME=VALUE words to export. It makes sure it
-// leads a session of its own (OpenSSH already made it one; otherwise it re-executes
-// itself under `setsid -w`), changes directory (or reports which errno stopped it),
-// replaces every DSH_* variable of the remote login environment, exports the fixed
-// overrides and the caller's variables, prints the marker line on stderr and the start
-// line `<marker> <pid> <starttime>` on stdout, and execs `bash -c <command>`: the
+// the connection's registry directory (see controlScript; may be ""), the grace period
+// in ms, the working directory, the command, then NAME=VALUE words to export. It makes
+// sure it leads a session of its own (OpenSSH already made it one; otherwise it
+// re-executes itself under `setsid -w`), changes directory (or reports which errno
+// stopped it), replaces every DSH_* variable of the remote login environment, exports
+// the fixed overrides and the caller's variables, registers itself (a file named after
+// its pid holding `<starttime> <graceMs>`), prints the marker line on stderr and the
+// start line `<marker> <pid> <starttime>` on stdout, and execs `bash -c <command>`: the
 // command keeps the pid sshd waits for, so sshd's exit-status / exit-signal is the
 // command's own, and the pid is the id of the command's process group and session.
+// Registering before the start line means that a command that started is always known
+// to its connection's control shell.
 //
 // The start time (field 22 of /proc/<pid>/stat, empty without /proc) identifies the
 // process: a kill order checks it, so that a group id reused after the command ended is
 // never signalled. The script's own variables are named __dsh_*, so that it cannot
 // change a variable the remote environment exports.
-const execScript = `__dsh_m=$1 __dsh_d=$2 __dsh_c=$3 __dsh_sid= __dsh_birth=
+const execScript = `__dsh_m=$1 __dsh_r=$2 __dsh_g=$3 __dsh_d=$4 __dsh_c=$5 __dsh_sid= __dsh_birth=
 __dsh_st() { local IFS=' '; set -f; set -- $1; set +f; __dsh_sid=$4 __dsh_birth=${20}; }
 if IFS= read -r __dsh_s 2>/dev/null </proc/$$/stat; then __dsh_st "${__dsh_s##*) }"; fi
 if [ -n "$__dsh_sid" ] && [ "$__dsh_sid" != "$$" ]; then exec setsid -w "$BASH" --norc -c "$BASH_EXECUTION_STRING" "$0" "$@"; fi
-shift 3
+shift 5
 if ! cd -P -- "$__dsh_d" 2>/dev/null; then
 if [ ! -e "$__dsh_d" ]; then __dsh_e=ENOENT; elif [ ! -d "$__dsh_d" ]; then __dsh_e=ENOTDIR; else __dsh_e=EACCES; fi
 printf '%s! chdir %s\n' "$__dsh_m" "$__dsh_e"; exit 126
@@ -39,6 +43,7 @@ fi
 for __dsh_v in $(compgen -e); do case $__dsh_v in DSH_*) unset "$__dsh_v";; esac; done
 export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0
 for __dsh_v; do export "$__dsh_v"; done
+[ -z "$__dsh_r" ] || printf '%s %s\n' "${__dsh_birth:--}" "$__dsh_g" 2>/dev/null >"$__dsh_r/$$"
 printf '%s\n' "$__dsh_m" >&2
 printf '%s %s %s\n' "$__dsh_m" "$$" "$__dsh_birth"
 exec "$BASH" --norc -c "$__dsh_c"`
@@ -54,12 +59,13 @@ exec "$BASH" --norc -c "$__dsh_c"`
 //     `k <id> none` (nothing was running), `k <id> done` (gone after SIGTERM) or
 //     `k <id> killed` (SIGKILL was needed). An order finishes even if the connection
 //     drops.
-//   - `r <pid> <starttime|-> <graceMs>` registers a running command of this connection;
-//     `u <pid>` unregisters it when it has ended.
+//   - `u <pid>` unregisters a command that has ended.
 //
-// When its input ends — the connection is gone: dsh closed it, lost it, or died — it
-// kills every command still registered, the same way, and exits. So a connection's
-// commands never outlive it, even when dsh cannot come back to kill them.
+// Commands register themselves (execScript) in the control shell's registry directory,
+// which it creates under $TMPDIR (or /tmp) and names in its ready line. When its input
+// ends — the connection is gone: dsh closed it, lost it, or died — it kills every
+// command still registered, the same way, removes the directory, and exits. So a
+// connection's commands never outlive it, even when dsh cannot come back to kill them.
 const controlScript = `export LC_ALL=C
 st() { local IFS=' '; set -f; set -- $1; set +f; birth=${20}; }
 alive() {
@@ -92,18 +98,25 @@ sleep 0.025; n=$((n+1))
 done
 printf 'k %s done\n' "$i"
 }
-declare -A reg
-printf '%s ready\n' "$1"
+trap '' PIPE
+reg=${TMPDIR:-/tmp}/$1
+mkdir -m 700 "$reg" 2>/dev/null || reg=
+printf '%s ready %s\n' "$1" "$reg"
 while IFS=' ' read -r op i p b g; do
 case $op in
 k) k "$i" "$p" "$b" "$g" & ;;
-r) reg[$i]="$p $b" ;;
-u) unset "reg[$i]" ;;
+u) [ -z "$reg" ] || rm -f -- "$reg/$i" ;;
 esac
 done
-trap '' PIPE
-for x in "${!reg[@]}"; do set -- ${reg[$x]}; k 0 "$x" "$1" "$2" >/dev/null 2>&1 & done
-wait`
+if [ -n "$reg" ]; then
+for f in "$reg"/*; do
+[ -f "$f" ] || continue
+read -r b g <"$f"
+k 0 "${f##*/}" "$b" "$g" >/dev/null 2>&1 &
+done
+wait
+rm -rf -- "$reg"
+fi`
 
 // quote makes s one word for a POSIX shell: single quotes, with each ' written as '\”.
 func quote(s string) string {

@@ -3,7 +3,9 @@ package ssh
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,8 +26,8 @@ func TestExecScriptSession(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			marker := newMarker()
-			dir := t.TempDir()
-			cmd := exec.Command("bash", "--norc", "-c", execScript, "dsh-ssh", marker, dir,
+			dir, registry := t.TempDir(), t.TempDir()
+			cmd := exec.Command("bash", "--norc", "-c", execScript, "dsh-ssh", marker, registry, "700", dir,
 				`read -r l </proc/$$/stat; l=${l##*) }; set -- $l; echo "$$ $3 $4 $(pwd) $DSH_A"; exit 5`, "DSH_A=x y")
 			cmd.SysProcAttr = c.attr
 			var stdout, stderr bytes.Buffer
@@ -50,6 +52,10 @@ func TestExecScriptSession(t *testing.T) {
 			p := strconv.Itoa(st.pid)
 			if want := p + " " + p + " " + p + " " + dir + " x y\n"; string(rest) != want {
 				t.Errorf("command saw %q, want %q (pid = pgid = sid = the start line's pid)", rest, want)
+			}
+			// It registered itself for its connection's control shell.
+			if reg, err := os.ReadFile(filepath.Join(registry, p)); err != nil || string(reg) != st.birth+" 700\n" {
+				t.Errorf("registration %q, %v; want %q", reg, err, st.birth+" 700\n")
 			}
 		})
 	}
