@@ -36,6 +36,9 @@ type Command struct {
 	// Prepare may replace them; it must not modify the maps it was given in place.
 	Env    map[string]string
 	DshEnv map[string]string
+	// Start, when set, starts the command's leader in place of the Supervisor's own
+	// fork and exec (a sandbox that is the leader's parent); see subprocess.Starter.
+	Start subprocess.Starter
 }
 
 // FinishFunc post-processes the result of one call (sandbox facts, denial detection).
@@ -171,6 +174,7 @@ func (e *Executor) Resolve(req shell.ExecRequest) (shell.ExecSpec, error) {
 		Expiry:         expiry,
 		Env:            maps.Clone(req.Env),
 		DshEnv:         maps.Clone(req.DshEnv),
+		SessionID:      req.SessionID,
 	}
 	if expiry == shell.ExpiryKill {
 		spec.TimeoutMs = toInt(timeout, maxMs)
@@ -240,6 +244,7 @@ func (e *Executor) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Exec
 		Stderr:   capture,
 		GraceMs:  toInt(e.cfg.GraceMs, maxGraceMs),
 		Deadline: deadline,
+		Start:    cmd.Start,
 	})
 	if err != nil {
 		var se *subprocess.SpawnError

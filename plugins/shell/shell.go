@@ -64,6 +64,9 @@ type ExecRequest struct {
 	// Sandbox is the policy a confining executor applies to this call; nil means the
 	// executor's default. Non-confining executors ignore it.
 	Sandbox *SandboxPolicy
+	// SessionID is the harness session the call belongs to ("" = none): a confining
+	// executor runs the session's commands in that session's sandbox.
+	SessionID string
 }
 
 // ExecSpec is a resolved request: every field explicit.
@@ -77,6 +80,7 @@ type ExecSpec struct {
 	Env            map[string]string
 	DshEnv         map[string]string
 	Sandbox        *SandboxPolicy
+	SessionID      string
 }
 
 // Execution is the one handle of a started command; foreground and background use are

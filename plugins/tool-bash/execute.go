@@ -155,6 +155,9 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 		DshEnv:  snap.Map(),
 		Sandbox: policy,
 	}
+	if call.Session != nil {
+		req.SessionID = call.Session.ID
+	}
 	if a.background {
 		return t.startBackground(ctx, call.Session, req)
 	}

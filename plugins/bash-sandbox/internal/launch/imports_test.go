@@ -18,7 +18,7 @@ import (
 // documentation and bashsandbox's TestLauncherDispatchedEarly).
 var allowedImports = map[string]bool{
 	"errors": true, "os": true, "runtime": true, "strconv": true, "sync": true,
-	"syscall": true, "unicode/utf8": true, "unicode/utf16": true, "unsafe": true,
+	"syscall": true, "time": true, "unicode/utf8": true, "unicode/utf16": true, "unsafe": true,
 }
 
 func TestImportsStayMinimal(t *testing.T) {
