@@ -500,12 +500,25 @@ func (st *sandboxStarter) Start(req subprocess.StartRequest) (subprocess.Started
 		Files: []uintptr{req.Files[0].Fd(), req.Files[1].Fd(), req.Files[2].Fd(), st.ctl.Fd()},
 		Sys:   sys,
 	}
+	if st.namespaces && os.Getuid() != 0 {
+		// This process is not dumpable (see MaybeRunLauncher), and neither is a child
+		// until it execs: its /proc files belong to root, and an unprivileged parent
+		// could not write its uid_map and gid_map. Dumpable for the fork only; the
+		// sandbox makes itself non-dumpable again first thing.
+		dumpable.Lock()
+		defer dumpable.Unlock()
+		_ = launch.SetDumpable(true)
+		defer launch.SetDumpable(false)
+	}
 	pid, err := syscall.ForkExec(req.Path, req.Argv, attr)
 	if err != nil {
 		return nil, err
 	}
 	return &child{pid: pid, pidfd: pidfd}, nil
 }
+
+// dumpable serialises the forks that need this process dumpable for a moment.
+var dumpable sync.Mutex
 
 // child is a direct child of this process (a subprocess.Started).
 type child struct {
