@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"os"
-	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -419,11 +418,14 @@ func (pr *protector) protect(path string) error {
 
 // within reports whether path is root or lies beneath it.
 func within(path, root string) bool {
-	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
+	return path == root || root == "/" || len(path) > len(root) && path[len(root)] == '/' && path[:len(root)] == root
 }
 
 func parentDir(p string) string {
-	i := strings.LastIndexByte(p, '/')
+	i := len(p) - 1
+	for i > 0 && p[i] != '/' {
+		i--
+	}
 	if i <= 0 {
 		return "/"
 	}

@@ -277,6 +277,10 @@ func (r *rbuf) uint() uint64 {
 			if i == 9 && c > 1 {
 				break
 			}
+			if c == 0 && i > 0 {
+				r.err = errors.New("non-canonical varint")
+				return 0
+			}
 			r.b = r.b[i+1:]
 			return v
 		}
