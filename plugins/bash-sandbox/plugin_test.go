@@ -2,10 +2,10 @@ package bashsandbox_test
 
 import (
 	"errors"
-	"reflect"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"

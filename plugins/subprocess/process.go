@@ -99,17 +99,17 @@ var (
 // Process is one spawned process tree and its captured output. All methods are safe for
 // concurrent use.
 type Process struct {
-	sup    *Supervisor
-	id     uint64
-	pid    int
-	pidfd  int // -1 when the kernel has no pidfds: the leader is reaped with wait4
+	sup   *Supervisor
+	id    uint64
+	pid   int
+	pidfd int // -1 when the kernel has no pidfds: the leader is reaped with wait4
 	// started, when set, is the leader a Spec.Start started: its exit and its reaping
 	// come from there.
 	started Started
 	note    string // appended to stderr when the process settles (a lost leader)
-	grace  time.Duration
-	cg     *cgroup     // nil when the tree is tracked by its process group only
-	cgRoot *cgroupRoot // where cg returns when the tree is gone
+	grace   time.Duration
+	cg      *cgroup     // nil when the tree is tracked by its process group only
+	cgRoot  *cgroupRoot // where cg returns when the tree is gone
 
 	stdout, stderr *Stream
 	rOut, rErr     *os.File // parent ends of the output pipes
