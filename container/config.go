@@ -28,7 +28,7 @@ func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
 	if err := decodeStruct(v.Elem(), raw, ""); err != nil {
 		var ve *valueError
 		if iv, ok := cfg.(InvalidValuer); ok && errors.As(err, &ve) {
-			if own := iv.InvalidValue(ve.key); own != nil {
+			if own := iv.InvalidValue(ve.key, ve.got); own != nil {
 				return nil, own
 			}
 		}
@@ -43,15 +43,17 @@ func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
 }
 
 // InvalidValuer is implemented by config values that word the error for a value of the
-// wrong type themselves (so a string where a number belongs reads like any other bad
-// number). InvalidValue returns nil to keep the decoder's message.
+// wrong type themselves, so that a string where a number belongs reads like the
+// plugin's other messages about that key. got describes the value as given (`the
+// string "5000"`, `a list`). InvalidValue returns nil to keep the decoder's message.
 type InvalidValuer interface {
-	InvalidValue(key string) error
+	InvalidValue(key, got string) error
 }
 
 // valueError is a value of the wrong type for key.
 type valueError struct {
 	key string
+	got string // describe(value)
 	msg string
 }
 
@@ -123,7 +125,7 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 		return nil
 	}
 	mismatch := func(want string) error {
-		return &valueError{key: key, msg: fmt.Sprintf("key %q: expected %s, got %s", key, want, describe(v))}
+		return &valueError{key: key, got: describe(v), msg: fmt.Sprintf("key %q: expected %s, got %s", key, want, describe(v))}
 	}
 	switch dst.Kind() {
 	case reflect.Interface:

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Plugin is a plugin declaration: what the catalog holds and a profile row mounts.
@@ -108,9 +109,32 @@ func (c *Catalog) Lookup(name string) (Plugin, bool) {
 func (c *Catalog) lookup(name string) (*Plugin, error) {
 	p, ok := c.byName[name]
 	if !ok {
-		return nil, fmt.Errorf("module not found: %s", name)
+		return nil, &notFoundError{name: name, known: c.names()}
 	}
 	return p, nil
+}
+
+// names lists the catalog's plugin names (not aliases), sorted.
+func (c *Catalog) names() []string {
+	out := make([]string, len(c.plugins))
+	for i, p := range c.plugins {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// notFoundError is a row naming a plugin the catalog does not have.
+type notFoundError struct {
+	name  string
+	known []string
+}
+
+// Error is "module not found: <name>", then what the binary does have and what to do:
+// plugins are compiled in, not loaded at run time.
+func (e *notFoundError) Error() string {
+	return fmt.Sprintf("module not found: %s (this dsh binary has no plugin of that name; it has: %s. "+
+		"A plugin from another Go module is compiled into a dsh binary built with it: see the README, \"Writing a plugin\")",
+		e.name, strings.Join(e.known, ", "))
 }
 
 // Providers returns the names of the catalog plugins that declare they provide service,

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	goyaml "github.com/goccy/go-yaml"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/providers/rawbytes"
@@ -421,12 +422,16 @@ func (fr fileRow) row(source string) Row {
 
 // parseProfile parses one profile file into a fresh koanf instance and checks its shape.
 func parseProfile(label string, provider koanf.Provider) (*profileFile, error) {
-	k := koanf.New(".")
-	if err := k.Load(provider, yaml.Parser()); err != nil {
+	data, err := provider.ReadBytes()
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: profile file does not exist", label)
 		}
 		return nil, fmt.Errorf("%s: %w", label, err)
+	}
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+		return nil, yamlError(label, data, err)
 	}
 	raw := k.Raw()
 	if len(raw) == 0 {
@@ -547,6 +552,30 @@ func parseRows(label string, items []any) ([]fileRow, error) {
 		rows = append(rows, fr)
 	}
 	return rows, errors.Join(errs...)
+}
+
+// yamlError explains why a profile is not valid YAML: the line and column of the
+// problem, what it is, and the lines around it. The parser that loads profiles
+// (yaml.v3, through koanf) names only the line where the enclosing structure starts,
+// counted from zero, so a second parser is asked where the problem is; when it finds
+// none, the first one's message stands.
+func yamlError(label string, data []byte, err error) (out error) {
+	defer func() {
+		if recover() != nil { // the second parser is a diagnostic; it must never fail a load
+			out = fmt.Errorf("%s: %w", label, err)
+		}
+	}()
+	var v any
+	var ye goyaml.Error
+	if perr := goyaml.Unmarshal(data, &v); perr == nil || !errors.As(perr, &ye) || ye.GetToken() == nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	pos := ye.GetToken().Position
+	msg := fmt.Sprintf("%s: line %d, column %d: invalid YAML: %s", label, pos.Line, pos.Column, ye.GetMessage())
+	if _, source, ok := strings.Cut(ye.FormatError(false, true), "\n"); ok && strings.TrimSpace(source) != "" {
+		msg += "\n" + strings.TrimRight(source, "\n")
+	}
+	return errors.New(msg)
 }
 
 // normalize turns YAML's map[any]any (non-string keys) into map[string]any, at any depth.

@@ -234,7 +234,9 @@ func TestProfileErrors(t *testing.T) {
 			[]string{`nobase.yaml: key "extends": "./missing.yaml" is neither a built-in profile (default, loop, minimal, sandbox) nor an existing file (` + filepath.Join(dir, "missing.yaml") + ")"}},
 		{"nopatch.yaml", "extends: default\nplugins:\n  - id: bsah\n    disabled: true\n",
 			[]string{`nopatch.yaml: row "bsah": missing key "name" (the base profile has no row "bsah" to patch)`}},
-		{"syntax.yaml", "plugins:\n  - id: [\n", []string{"syntax.yaml: yaml:"}},
+		{"syntax.yaml", "plugins:\n  - id: [\n", []string{"syntax.yaml: line 2, column 9: invalid YAML: sequence end token ']' not found\n   1 | plugins:\n>  2 |   - id: [\n               ^"}},
+		// The line of the problem, not of the structure it is in.
+		{"brace.yaml", "plugins:\n  - id: a\n    name: tools\n    config: {x: 1\n  - id: b\n", []string{"brace.yaml: line 5, column 3: invalid YAML: ',' or '}' must be specified"}},
 		{"scalar.yaml", "just a string\n", []string{"scalar.yaml: yaml:"}},
 		{"selfloop.yaml", "extends: selfloop.yaml\n", []string{"selfloop.yaml: extends loop: " + filepath.Join(dir, "selfloop.yaml") + " → " + filepath.Join(dir, "selfloop.yaml")}},
 		{"builtinloop.yaml", "extends: loop\n", []string{"builtinloop.yaml: extends loop: builtin:loop → builtin:loop"}},

@@ -196,6 +196,79 @@ func (r *Runtime) Validate(rows []Row) error {
 	return err
 }
 
+// CheckActivation reports the enabled rows of rows that can never activate: a row that
+// injects a service no enabled row provides (or only rows that can never activate
+// themselves) stays pending for as long as the composition runs. Each error names the
+// file, the row, the service, and the catalog plugins that could provide it. Such a
+// profile is valid — a later edit may add the provider — so Compose accepts it; `dsh
+// check` refuses it, and serving logs it. Rows naming unknown plugins are skipped
+// (Validate reports them).
+func (r *Runtime) CheckActivation(rows []Row) error {
+	var enabled []preparedRow
+	for _, row := range rows {
+		if row.Disabled {
+			continue
+		}
+		if p, err := r.catalog.lookup(row.Plugin); err == nil {
+			enabled = append(enabled, preparedRow{row: row, plugin: p})
+		}
+	}
+	// Fixed point: a row can activate when every service it injects is provided by a
+	// row that can.
+	provided := map[string]bool{}
+	can := make([]bool, len(enabled))
+	for changed := true; changed; {
+		changed = false
+		for i, pr := range enabled {
+			if can[i] || !allProvided(pr.plugin.Inject, provided) {
+				continue
+			}
+			can[i], changed = true, true
+			for _, s := range pr.plugin.Provide {
+				provided[s] = true
+			}
+		}
+	}
+	var errs []error
+	for i, pr := range enabled {
+		if can[i] {
+			continue
+		}
+		for _, s := range pr.plugin.Inject {
+			if provided[s] {
+				continue
+			}
+			var providers []string
+			for _, other := range enabled {
+				if other.plugin.provides(s) {
+					providers = append(providers, fmt.Sprintf("%q", other.row.ID))
+				}
+			}
+			why := fmt.Sprintf("it injects %q, which no enabled row provides", s)
+			if len(providers) > 0 {
+				why = fmt.Sprintf("it injects %q, whose provider (row %s) can never activate either", s, strings.Join(providers, ", row "))
+			}
+			if cands := r.catalog.Providers(s); len(cands) > 0 {
+				why += fmt.Sprintf(" (plugins that provide it: %s)", strings.Join(cands, ", "))
+			} else {
+				why += " (no plugin in this binary provides it)"
+			}
+			errs = append(errs, &RowError{Source: pr.row.Source, Row: pr.row.ID, Err: errors.New("can never activate: " + why)})
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func allProvided(services []string, provided map[string]bool) bool {
+	for _, s := range services {
+		if !provided[s] {
+			return false
+		}
+	}
+	return true
+}
+
 type preparedRow struct {
 	row    Row
 	plugin *Plugin

@@ -580,7 +580,8 @@ func TestValidateNamesFileRowAndKey(t *testing.T) {
 		{ID: "h", Plugin: "p", Config: map[string]any{"limit": 1e300}, Source: "two.yaml"},
 	})
 	for _, line := range []string{
-		`one.yaml: row "a": module not found: nope`,
+		`one.yaml: row "a": module not found: nope (this dsh binary has no plugin of that name; it has: bare, p. ` +
+			`A plugin from another Go module is compiled into a dsh binary built with it: see the README, "Writing a plugin")`,
 		`one.yaml: row "b": config: unknown key "bogus" (known keys: fail, inner, limit, panic, value)`,
 		`two.yaml: row "c": config: key "limit": expected an integer, got the string "ten"`,
 		`two.yaml: row "d": limit must not be negative, got -3`,
@@ -633,5 +634,41 @@ func TestSubscribe(t *testing.T) {
 	mustNil(t, rt.Mount(container.Row{ID: "p", Plugin: "p"}))
 	if calls.Load() != 2 {
 		t.Fatal("notified after cancel")
+	}
+}
+
+// A row that can never activate — directly, or because its only provider cannot — is
+// named with the service and the catalog plugins that could provide it; a valid
+// composition passes.
+func TestCheckActivation(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "exec", nil, []string{"shell"}, nil),
+		plug(j, "exec2", nil, []string{"shell"}, nil),
+		plug(j, "tool", []string{"shell"}, []string{"tools"}, nil),
+		plug(j, "ui", []string{"tools"}, nil, nil),
+		plug(j, "needs-db", []string{"db"}, []string{"cache"}, nil),
+		plug(j, "cached", []string{"cache"}, nil, nil),
+	)
+	ok := []container.Row{{ID: "bash", Plugin: "exec"}, {ID: "tool", Plugin: "tool"}, {ID: "ui", Plugin: "ui"}}
+	if err := rt.CheckActivation(ok); err != nil {
+		t.Errorf("a complete composition: %v", err)
+	}
+	err := rt.CheckActivation([]container.Row{
+		{ID: "bash", Plugin: "exec", Disabled: true, Source: "p.yaml"},
+		{ID: "tool", Plugin: "tool", Source: "p.yaml"},
+		{ID: "ui", Plugin: "ui", Source: "p.yaml"},
+		{ID: "db-user", Plugin: "needs-db", Source: "p.yaml"},
+		{ID: "c", Plugin: "cached", Source: "p.yaml"},
+		{ID: "x", Plugin: "unknown", Source: "p.yaml"},
+	})
+	want := []string{
+		`p.yaml: row "tool": can never activate: it injects "shell", which no enabled row provides (plugins that provide it: exec, exec2)`,
+		`p.yaml: row "ui": can never activate: it injects "tools", whose provider (row "tool") can never activate either (plugins that provide it: tool)`,
+		`p.yaml: row "db-user": can never activate: it injects "db", which no enabled row provides (no plugin in this binary provides it)`,
+		`p.yaml: row "c": can never activate: it injects "cache", whose provider (row "db-user") can never activate either (plugins that provide it: needs-db)`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("got:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
 	}
 }

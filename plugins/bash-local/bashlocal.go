@@ -9,8 +9,8 @@ package bashlocal
 
 import (
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/bashexec"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
@@ -18,7 +18,7 @@ import (
 const Name = "bash-local"
 
 // Config is bash-local's configuration: the shared executor keys (cwd, timeoutMs,
-// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs) with the SPEC §4 defaults.
+// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs) with the core's defaults.
 type Config struct {
 	bashexec.Config `yaml:",inline"`
 }
@@ -27,8 +27,10 @@ type Config struct {
 // "bash-local: timeoutMs must be a positive finite number".
 func (c *Config) Validate() error { return c.Config.Check(Name) }
 
-// InvalidValue words a wrongly typed number like any other bad number.
-func (c *Config) InvalidValue(key string) error { return c.Config.InvalidValue(Name, key) }
+// InvalidValue words a wrongly typed number like the other messages about its key.
+func (c *Config) InvalidValue(key, got string) error {
+	return c.Config.InvalidValue(Name, key, got)
+}
 
 // Plugin declares bash-local.
 var Plugin = container.Plugin{
@@ -43,12 +45,18 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		ex, err := bashexec.New(sup, cfg.Config, bashexec.Options{Name: Name})
+		ex, err := New(sup, cfg)
 		if err != nil {
 			return err
 		}
 		return ctx.Provide(shell.Service, ex)
 	},
+}
+
+// New returns the executor the plugin provides: the shared core running `bash -c` on
+// this host through sup. Embedders may use it directly.
+func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
+	return bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{Name: Name})
 }
 
 // Module registers Plugin in the catalog.

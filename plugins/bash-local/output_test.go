@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 

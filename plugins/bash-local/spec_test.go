@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bash-local"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -131,7 +131,7 @@ func TestConfigReachesResolve(t *testing.T) {
 	})
 }
 
-// The SPEC §5.4 table, as the typed result the renderer works from.
+// The rendering table of the bash tool, as the typed result the renderer works from.
 func TestForegroundResults(t *testing.T) {
 	proctest.NoLeftovers(t)
 	_, ex := compose(t, nil, nil)
@@ -433,6 +433,7 @@ func TestStdinEnvAndDshEnvReachTheCommand(t *testing.T) {
 	}
 }
 
+// A value of the wrong type keeps the key's own message and says what it got.
 func TestWronglyTypedNumberReadsLikeABadNumber(t *testing.T) {
 	cat, err := container.NewCatalog(bashlocal.Plugin)
 	if err != nil {
@@ -441,10 +442,31 @@ func TestWronglyTypedNumberReadsLikeABadNumber(t *testing.T) {
 	rt := container.NewRuntime(cat, container.Options{})
 	defer rt.Close()
 	for _, key := range []string{"timeoutMs", "maxTimeoutMs", "maxOutputBytes", "maxSpillBytes", "graceMs"} {
-		err := rt.Validate([]container.Row{{ID: "bash", Plugin: "bash-local", Config: map[string]any{key: "abc"}}})
-		want := `row "bash": bash-local: ` + key + ` must be a positive finite number`
+		err := rt.Validate([]container.Row{{ID: "bash", Plugin: "bash-local", Config: map[string]any{key: "5000"}}})
+		want := `row "bash": bash-local: ` + key + ` must be a positive finite number, got the string "5000"`
 		if err == nil || err.Error() != want {
-			t.Errorf("%s: %q: got %v, want %q", key, "abc", err, want)
+			t.Errorf("%s: %q: got %v, want %q", key, "5000", err, want)
 		}
+	}
+	err = rt.Validate([]container.Row{{ID: "bash", Plugin: "bash-local", Config: map[string]any{"timeoutMs": []any{1}}}})
+	if want := `row "bash": bash-local: timeoutMs must be a positive finite number, got a list`; err == nil || err.Error() != want {
+		t.Errorf("list: got %v, want %q", err, want)
+	}
+}
+
+// A default timeout above the cap would be clamped on every call: refused.
+func TestDefaultTimeoutAboveItsCap(t *testing.T) {
+	cat, err := container.NewCatalog(bashlocal.Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := container.NewRuntime(cat, container.Options{})
+	defer rt.Close()
+	err = rt.Validate([]container.Row{{ID: "bash", Plugin: "bash-local", Config: map[string]any{"timeoutMs": 700000}}})
+	if want := `row "bash": bash-local: timeoutMs (700000) must be no greater than maxTimeoutMs (600000)`; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+	if err := rt.Validate([]container.Row{{ID: "bash", Plugin: "bash-local", Config: map[string]any{"timeoutMs": 700000, "maxTimeoutMs": 700000}}}); err != nil {
+		t.Errorf("raising both: %v", err)
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/bashexec"
 	"github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
@@ -39,8 +39,10 @@ func DefaultConfig() *Config {
 	return &Config{Config: bashexec.DefaultConfig(), SandboxConfig: defaultSandboxConfig()}
 }
 
-// InvalidValue words a wrongly typed number like any other bad number.
-func (c *Config) InvalidValue(key string) error { return c.Config.InvalidValue(pluginName, key) }
+// InvalidValue words a wrongly typed number like the other messages about its key.
+func (c *Config) InvalidValue(key, got string) error {
+	return c.Config.InvalidValue(pluginName, key, got)
+}
 
 // Validate checks every key; each message starts "bash-sandbox: <key>".
 func (c *Config) Validate() error {
@@ -200,7 +202,7 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 	}
 	resolver.owner = sup
 	s := &sandbox{sup: sup, resolver: resolver, cfg: cfg, roots: roots, log: log, profileFiles: profileFiles}
-	ex, err := bashexec.New(sup, cfg.Config, bashexec.Options{
+	ex, err := bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,
 		Prepare:     s.prepare,

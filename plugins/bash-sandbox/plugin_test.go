@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/bashexec"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 )
 
 func TestPluginDeclaration(t *testing.T) {

@@ -53,7 +53,7 @@ func compose(t *testing.T, plugins ...container.Plugin) (*container.Runtime, *pr
 	return rt, v.(*prompt.Registry)
 }
 
-// SPEC §1: sections sorted by order, then name, joined by a blank line.
+// Sections sorted by order, then name, joined by a blank line.
 func TestComposeOrder(t *testing.T) {
 	_, reg := compose(t,
 		section("jobs", prompt.Section{Name: "tool:jobs", Order: 106, Text: "jobs habit"}),
@@ -92,7 +92,7 @@ func TestComposeOrder(t *testing.T) {
 	}
 }
 
-// SPEC §1: sections are owned like tools: gone when the contributor unloads, back when
+// Sections are owned like tools: gone when the contributor unloads, back when
 // it activates again; duplicates fail the second contributor.
 func TestSectionsOwnedAndUnique(t *testing.T) {
 	rt, reg := compose(t,

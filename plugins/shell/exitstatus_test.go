@@ -27,7 +27,7 @@ func TestParseExitStatus(t *testing.T) {
 		code       *int
 		signal     string
 	}{
-		// SPEC §5.4 renderings.
+		// The bash tool's renderings.
 		{"hello\n", "hello\n", code(0), ""},
 		{"(no output)", "(no output)", code(0), ""},
 		// The body excludes the marker and the newline that introduces it.

@@ -1,8 +1,3 @@
-// Package shell is the executor seam: the request/spec/result vocabulary every `shell`
-// provider implements and every caller (the bash tool, jobs, other plugins) uses, the
-// sandbox policy types, and the exit-status marker contract.
-//
-// It holds types and pure helpers only; executors live in their own plugin packages.
 package shell
 
 import (
@@ -64,8 +59,9 @@ type ExecRequest struct {
 	// Sandbox is the policy a confining executor applies to this call; nil means the
 	// executor's default. Non-confining executors ignore it.
 	Sandbox *SandboxPolicy
-	// SessionID is the harness session the call belongs to ("" = none): a confining
-	// executor runs the session's commands in that session's sandbox.
+	// SessionID is the calling harness session ("" for none). Executors key
+	// per-session resources on it (spill directories, a sandbox's session process); it
+	// is not exported to the command (DshEnv carries DSH_SESSION_ID).
 	SessionID string
 }
 

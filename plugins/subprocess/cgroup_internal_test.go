@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // cgroupSup returns a Supervisor in cgroup mode, or skips.

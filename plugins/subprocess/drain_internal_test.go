@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // A reader that only gets to run after the drain deadline passed (a starved goroutine on

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/dsh-dev/dsh/internal/bashexec/proctest"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 

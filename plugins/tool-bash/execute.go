@@ -69,7 +69,7 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-// validate checks a call in SPEC §5.2 order. Nothing has run when it fails.
+// validate checks a call in the documented order. Nothing has run when it fails.
 func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 	fail := func(msg string) (bashArgs, *failure) { f := failure(msg); return bashArgs{}, &f }
 	var a bashArgs
@@ -187,7 +187,7 @@ func workdir(session *container.Session, policy *shell.SandboxPolicy, requested 
 }
 
 // sandboxPolicy resolves the policy of a call on a confining executor, after the
-// escalation check and approval (SPEC §8). It returns nil for non-confining executors.
+// escalation check and approval. It returns nil for non-confining executors.
 func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session, a bashArgs) (*shell.SandboxPolicy, *failure, error) {
 	if t.sandbox == "" {
 		return nil, nil, nil

@@ -1,6 +1,6 @@
 package toolbash
 
-// Internals the black-box tests check directly. The tests pin the SPEC strings these
+// Internals the black-box tests check directly. The tests pin the contract strings these
 // produce byte for byte; the package itself exports only the plugin and the values.
 var (
 	Render        = render
@@ -13,7 +13,7 @@ var (
 	DeniedMarker  = deniedMarker
 )
 
-// SPEC strings (each also asserted literally by a test).
+// Contract strings (each also asserted literally by a test).
 const (
 	EscalationHint = escalationHint
 	PromptText     = promptText

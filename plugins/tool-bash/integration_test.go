@@ -155,7 +155,7 @@ func readPid(t testing.TB, path string) int {
 	return pid
 }
 
-// Item 2: SPEC §5.4's table through real calls.
+// Item 2: the rendering table through real calls.
 func TestRealSpecTable(t *testing.T) {
 	h := newReal(t, realSetup{})
 	s, _ := newSession("table", h.cwd)
@@ -217,7 +217,7 @@ func TestRealManagedEnv(t *testing.T) {
 	want := fmt.Sprintf("sess-42 1 %s unset\n", h.home)
 	expect(t, h.call(t, s, "bash", bashArgs(cmd)), want, false)
 	// The model cannot inject environment either.
-	expect(t, h.call(t, s, "bash", bashArgs(cmd, `"env":{"DSH_SESSION_ID":"model"}`, `"stdin":"x"`)), want, false)
+	expect(t, h.call(t, s, "bash", bashArgs(cmd, `"env":{"DSH_SESSION_ID":"model"}`, `"stdin":"x"`)), "[ignored unknown arguments: env, stdin]\n"+want, false)
 	expect(t, h.call(t, s, "bash", bashArgs(cmd, `"run_in_background":true`)), "started background job bash-1", false)
 	expect(t, h.call(t, s, "job_output", `{"job_id":"bash-1","wait":true,"timeout_ms":10000}`), want+"[status: completed, exit code: 0]", false)
 	// The job may finish before the read starts waiting; then its one notice was sent.

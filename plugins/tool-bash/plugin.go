@@ -1,17 +1,3 @@
-// Package toolbash is the model-facing `bash` tool over the `shell` executor seam.
-//
-// The tool validates the model's arguments (SPEC §5.2), builds an executor request from
-// the named arguments only — the session's cwd as the default workdir and a freshly
-// collected managed DSH_* environment — runs it in the foreground or as a background
-// job of the `jobs` runtime, handles sandbox escalation through the `approval` service,
-// and renders the result text and typed value byte-exactly (SPEC §5.4). Process
-// handling stays behind the seam, so any executor swaps in unchanged.
-//
-// The package exports the plugin contract (Plugin, Module, Config) and the typed
-// result values programs decode from a call's structured content (ForegroundValue,
-// BackgroundValue, told apart by their Kind). Rendering and the adaptation of a
-// background process to the jobs runtime are internal: the model-facing text is reached
-// through the tool itself.
 package toolbash
 
 import (

@@ -8,7 +8,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 
-// The rendering contract (SPEC §5.4, §5.5, §8). Every function here is pure.
+// The rendering contract (see the package documentation). Every function here is pure.
 
 // noOutput is the body of a result with neither stdout nor stderr.
 const noOutput = "(no output)"

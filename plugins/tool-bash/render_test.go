@@ -14,7 +14,7 @@ import (
 func out(text string) shell.StreamResult { return shell.StreamResult{Text: text} }
 
 func TestRenderSpecTable(t *testing.T) {
-	// SPEC §5.4's table, from the results those commands produce.
+	// The rendering table, from the results those commands produce.
 	cases := []struct {
 		name string
 		res  shell.RunResult
@@ -76,7 +76,7 @@ func TestRenderMarkerCombinations(t *testing.T) {
 		}
 	}
 	if toolbash.EscalationHint != "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]" {
-		t.Fatal("escalation hint drifted from SPEC §8")
+		t.Fatal("escalation hint drifted from the contract")
 	}
 }
 
@@ -152,7 +152,7 @@ func TestValuesDecodeByKind(t *testing.T) {
 		}
 	}
 	if toolbash.KindForeground != "foreground" || toolbash.KindBackground != "background" {
-		t.Fatal("kind constants drifted from SPEC §5.4")
+		t.Fatal("kind constants drifted from the contract")
 	}
 }
 

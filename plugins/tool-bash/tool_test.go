@@ -99,7 +99,7 @@ func TestDescriptionTeaches(t *testing.T) {
 	check(d, []string{"default mode: workspace-write"}, true)
 }
 
-// Item 3: validation in SPEC order; nothing reaches the executor.
+// Item 3: validation in the documented order; nothing reaches the executor.
 func TestValidationOrderAndText(t *testing.T) {
 	cases := []struct {
 		setup setup
@@ -121,7 +121,7 @@ func TestValidationOrderAndText(t *testing.T) {
 		{setup{toolConfig: map[string]any{"enableRunInBackground": false}}, `{"command":"ls","description":"List","run_in_background":true}`, "background execution is disabled for this bash tool"},
 		{setup{toolConfig: map[string]any{"enableRunInBackground": false}}, `{"command":"ls","description":"List","run_in_background":"true"}`, "background execution is disabled for this bash tool"},
 		{setup{noJobs: true}, `{"command":"ls","description":"List","run_in_background":true}`, "background jobs unavailable: load the jobs plugin"},
-		// The registry's own checks come first (SPEC §1).
+		// The registry's own checks come first.
 		{setup{}, `{"description":"List"}`, `missing required property "command"`},
 		{setup{}, `{"command":1,"description":"List"}`, `"command" must be a string`},
 		{setup{}, `{"command":"ls","description":"List","timeoutMs":"5"}`, `"timeoutMs" must be a number`},
@@ -135,10 +135,10 @@ func TestValidationOrderAndText(t *testing.T) {
 			t.Fatalf("%s: %d requests reached the executor", tc.args, n)
 		}
 	}
-	// A forced run_in_background:false on a disabled tool is harmless.
+	// A forced run_in_background:false on a disabled tool is harmless (and ignored).
 	h := newHarness(t, setup{toolConfig: map[string]any{"enableRunInBackground": false}})
 	h.exec.behave = func(shell.ExecSpec) (shell.RunResult, error) { return shell.RunResult{ExitCode: intp(0)}, nil }
-	expect(t, h.call(t, nil, `{"command":"true","description":"Do nothing","run_in_background":false}`), "(no output)", false)
+	expect(t, h.call(t, nil, `{"command":"true","description":"Do nothing","run_in_background":false}`), "[ignored unknown argument: run_in_background]\n(no output)", false)
 }
 
 // Item 3: the request is built from named arguments only.
@@ -150,7 +150,8 @@ func TestRequestFromNamedArgumentsOnly(t *testing.T) {
 	s, _ := newSession("sess-1", "/work/a")
 	res := h.call(t, s, `{"command":"echo hi","description":"Say hi","timeoutMs":2500,
 		"env":{"DSH_SESSION_ID":"spoofed","PATH":"/evil"},"stdin":"secret input","stdoutMaxBytes":1,"dshEnv":{"DSH_HOME":"/x"},"Sandbox":{"Mode":"danger-full-access"}}`)
-	expect(t, res, "hi\n", false)
+	// The model learns that the extra keys had no effect.
+	expect(t, res, "[ignored unknown arguments: Sandbox, dshEnv, env, stdin, stdoutMaxBytes]\nhi\n", false)
 	req := h.exec.lastRequest(t)
 	if req.Env != nil || req.Stdin != nil || req.StdoutMaxBytes != nil || req.Sandbox != nil || req.Expiry != "" {
 		t.Fatalf("model-supplied fields reached the request: %+v", req)

@@ -3,7 +3,7 @@ package toolbash
 import "github.com/dsh-dev/dsh/plugins/shell"
 
 // The typed results of the bash tool (tools.Result.Value): what programs decode from
-// MCP structured content or `dsh call --json`. The JSON names are a contract (SPEC §5.4).
+// MCP structured content or `dsh call --json`. The JSON names are a contract.
 
 // Values of the "kind" field, which tells a decoder which value it holds.
 const (

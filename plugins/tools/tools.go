@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/dsh-dev/dsh/container"
@@ -183,7 +184,27 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 	if err != nil {
 		return Errorf("%v", err)
 	}
+	if len(extra) > 0 && !res.IsError {
+		res.Text = IgnoredNotice(extra) + "\n" + res.Text
+	}
 	return res
+}
+
+// IgnoredNotice is the line that opens the text of a successful call whose arguments
+// included keys the tool's schema does not declare, so that the model learns that a
+// misspelled argument had no effect: "[ignored unknown argument: timeout]", or
+// "[ignored unknown arguments: a, b]" (sorted). The keys never reach the tool's work;
+// error results carry no notice (their text is the error).
+func IgnoredNotice(extra map[string]any) string {
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 1 {
+		return "[ignored unknown argument: " + keys[0] + "]"
+	}
+	return "[ignored unknown arguments: " + strings.Join(keys, ", ") + "]"
 }
 
 // DecodeArgs parses tool arguments: a JSON object, or empty/null for no arguments.

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// bashLike is the schema shape of the bash tool: the properties SPEC §1 names.
+// bashLike is the schema shape of the bash tool: the properties the bash tool declares.
 func bashLike() *tools.Schema {
 	return &tools.Schema{
 		Type: "object",
@@ -109,7 +109,7 @@ func (h *harness) call(t *testing.T, args string) tools.Result {
 	return h.registry(t).Call(context.Background(), "bash", json.RawMessage(args), nil)
 }
 
-// SPEC §1: argument validation happens in the registry, before Execute, with these
+// argument validation happens in the registry, before Execute, with these
 // exact messages.
 func TestValidationMessages(t *testing.T) {
 	h := newHarness(t)
@@ -142,7 +142,7 @@ func TestValidationMessages(t *testing.T) {
 	}
 }
 
-// SPEC §1: extra keys never reach the executor's arguments; the tool may still see them.
+// extra keys never reach the executor's arguments; the tool may still see them.
 func TestExtraKeysDropped(t *testing.T) {
 	h := newHarness(t)
 	res := h.call(t, `{"command":"ls","description":"d","env":{"A":"1"},"stdin":"x","timeoutMs":5}`)
@@ -158,6 +158,17 @@ func TestExtraKeysDropped(t *testing.T) {
 	if !slices.Equal(extra, []string{"env", "stdin"}) {
 		t.Fatalf("extra %v", call.Extra)
 	}
+	// The model is told which arguments had no effect, on a first line of their own.
+	if res.Text != "[ignored unknown arguments: env, stdin]\nran ls" {
+		t.Errorf("text %q", res.Text)
+	}
+	if res := h.call(t, `{"command":"ls","description":"d","timeout":300}`); res.Text != "[ignored unknown argument: timeout]\nran ls" {
+		t.Errorf("one unknown key: %q", res.Text)
+	}
+	// An error result is the error alone.
+	if res := h.call(t, `{"command":5,"description":"d","timeout":300}`); res.Text != `Error: "command" must be a string` {
+		t.Errorf("invalid call with an unknown key: %q", res.Text)
+	}
 	// Programmatic callers may pass Go numbers.
 	res = h.registry(t).CallMap(context.Background(), "bash", map[string]any{"command": "ls", "description": "d", "timeoutMs": 5, "count": int64(2)}, nil)
 	if res.IsError {
@@ -165,7 +176,7 @@ func TestExtraKeysDropped(t *testing.T) {
 	}
 }
 
-// SPEC §1: a call cancelled before dispatch never runs; one cancelled while running
+// a call cancelled before dispatch never runs; one cancelled while running
 // reports the abort.
 func TestAborts(t *testing.T) {
 	h := newHarness(t)
@@ -211,7 +222,7 @@ func TestFailuresAreResults(t *testing.T) {
 	}
 }
 
-// SPEC §1: a registration is owned by the registering activation and disappears when
+// a registration is owned by the registering activation and disappears when
 // it unloads; when the registry's provider is replaced, the registrant re-registers in
 // the new registry.
 func TestRegistrationOwnedByActivation(t *testing.T) {
@@ -250,7 +261,7 @@ func TestRegistrationOwnedByActivation(t *testing.T) {
 	}
 }
 
-// SPEC §1: registering a name twice fails loudly: the second registrant's activation
+// registering a name twice fails loudly: the second registrant's activation
 // fails with the reason, the first keeps its tool.
 func TestDuplicateToolNameFails(t *testing.T) {
 	dup := container.Plugin{Name: "dup", Inject: []string{tools.Service}, Apply: func(ctx *container.Context, _ any) error {

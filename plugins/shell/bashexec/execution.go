@@ -11,10 +11,10 @@ import (
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
-// execution projects one subprocess.Process into the seam's Execution.
+// execution projects one Process into the seam's Execution.
 type execution struct {
 	name      string
-	proc      *subprocess.Process
+	proc      Process
 	timeoutMs int64
 	finish    FinishFunc
 
@@ -23,6 +23,7 @@ type execution struct {
 
 	once sync.Once
 	res  shell.RunResult
+	err  error // the infrastructure failure that ended the process, if any
 }
 
 // Result waits for the command (or for ctx, which bounds the wait only).
@@ -37,16 +38,23 @@ func (x *execution) Result(ctx context.Context) (shell.RunResult, error) {
 		}
 	}
 	x.once.Do(x.build)
+	if x.err != nil {
+		return shell.RunResult{}, x.err
+	}
 	return cloneResult(x.res), nil
 }
 
 func (x *execution) build() {
 	ex, _ := x.proc.Exit()
+	if ex.Err != nil {
+		x.err = ex.Err
+		return
+	}
 	x.res = shell.RunResult{
 		ExitCode:  ex.Code,
 		Signal:    ex.Signal,
-		TimedOut:  ex.Reason == subprocess.ReasonTimeout,
-		Aborted:   ex.Reason == subprocess.ReasonAbort,
+		TimedOut:  ex.TimedOut,
+		Aborted:   ex.Aborted,
 		TimeoutMs: x.timeoutMs,
 		Stdout:    streamResult(x.proc.Stdout().Output()),
 		Stderr:    streamResult(x.proc.Stderr().Output()),
@@ -82,7 +90,8 @@ func streamResult(o subprocess.Output) shell.StreamResult {
 func (x *execution) ReadOutput() shell.ProcessRead {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	running := x.proc.State() == subprocess.Running
+	_, settled := x.proc.Exit()
+	running := !settled
 	out, outLossy := x.take(x.proc.Stdout(), &x.outOff, running)
 	errs, errLossy := x.take(x.proc.Stderr(), &x.errOff, running)
 	read := shell.ProcessRead{Delta: joinStreams(out, errs), Lossy: outLossy || errLossy}
@@ -137,7 +146,7 @@ func (x *execution) Status() shell.ExitStatus {
 		return shell.ExitStatus{Status: shell.StatusRunning}
 	}
 	st := shell.ExitStatus{Status: shell.StatusCompleted, Signal: ex.Signal}
-	if ex.State() == subprocess.Killed {
+	if ex.Killed || ex.Err != nil {
 		st.Status = shell.StatusKilled
 	}
 	if ex.Code != nil {
@@ -147,8 +156,8 @@ func (x *execution) Status() shell.ExitStatus {
 	return st
 }
 
-// failedExecution is the handle of a spawn the operating system refused: settled
-// killed, with the failure as its only (stderr) output, and Result returning it.
+// failedExecution is the handle of a spawn the host refused: settled killed, with the
+// failure as its only (stderr) output, and Result returning it.
 type failedExecution struct {
 	name string
 	err  error

@@ -3,13 +3,15 @@ package bashexec
 import (
 	"fmt"
 	"math"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
-// maxGraceMs is the largest accepted graceMs (SPEC §4; subprocess.MaxGraceMs).
-const maxGraceMs = 2147483647
+// maxGraceMs is the largest accepted graceMs (subprocess.MaxGraceMs).
+const maxGraceMs = subprocess.MaxGraceMs
 
-// Config is the configuration every bash executor shares (SPEC §4). Executor plugins
-// embed it inline in their own config struct, so the YAML keys are the same:
+// Config is the configuration every bash executor shares. Executor plugins embed it
+// inline in their own config struct, so the YAML keys and messages are the same:
 //
 //	type Config struct {
 //		bashexec.Config `yaml:",inline"`
@@ -17,7 +19,7 @@ const maxGraceMs = 2147483647
 //	func (c *Config) Validate() error { return c.Config.Check("bash-local") }
 //
 // Numbers are float64 so that NaN, infinities and fractions reach Check and are
-// reported with the SPEC's message rather than a decoder's.
+// reported with the executor's own message rather than a decoder's.
 type Config struct {
 	// Cwd is the default working directory; "" means the harness's working directory.
 	// A relative Cwd is resolved against the harness's working directory.
@@ -35,7 +37,9 @@ type Config struct {
 	GraceMs float64 `yaml:"graceMs"`
 }
 
-// DefaultConfig returns the SPEC §4 defaults.
+// DefaultConfig returns the defaults: timeoutMs 120000, maxTimeoutMs 600000,
+// maxOutputBytes 64000, maxSpillBytes 67108864, graceMs 3000, cwd "" (the base
+// directory: the harness's working directory for a local executor).
 func DefaultConfig() Config {
 	return Config{
 		TimeoutMs:      120000,
@@ -46,8 +50,11 @@ func DefaultConfig() Config {
 	}
 }
 
-// Check validates c; name prefixes every message ("bash-local: timeoutMs must be a
-// positive finite number").
+// Check validates c; name prefixes every message: a key that is not a positive finite
+// number is "<name>: <key> must be a positive finite number"; graceMs above
+// 2147483647 is "<name>: graceMs must be no greater than 2147483647"; a default
+// timeoutMs above maxTimeoutMs (it would be clamped on every call) is
+// "<name>: timeoutMs (<t>) must be no greater than maxTimeoutMs (<m>)".
 func (c Config) Check(name string) error {
 	for _, f := range [...]struct {
 		key string
@@ -66,15 +73,19 @@ func (c Config) Check(name string) error {
 	if c.GraceMs > maxGraceMs {
 		return fmt.Errorf("%s: graceMs must be no greater than %d", name, maxGraceMs)
 	}
+	if c.TimeoutMs > c.MaxTimeoutMs {
+		return fmt.Errorf("%s: timeoutMs (%v) must be no greater than maxTimeoutMs (%v)", name, c.TimeoutMs, c.MaxTimeoutMs)
+	}
 	return nil
 }
 
-// InvalidValue words the error for a key given a value of the wrong type (a string
-// where a number belongs) like any other bad value of that key; nil for other keys.
-func (c Config) InvalidValue(name, key string) error {
+// InvalidValue words the error for a numeric key given a value of another type, e.g.
+// `bash-local: timeoutMs must be a positive finite number, got the string "5000"`
+// (got describes the value as the config decoder does); nil for other keys.
+func (c Config) InvalidValue(name, key, got string) error {
 	switch key {
 	case "timeoutMs", "maxTimeoutMs", "maxOutputBytes", "maxSpillBytes", "graceMs":
-		return fmt.Errorf("%s: %s must be a positive finite number", name, key)
+		return fmt.Errorf("%s: %s must be a positive finite number, got %s", name, key, got)
 	}
 	return nil
 }

@@ -1,0 +1,74 @@
+// Package bashnice is a worked example of an executor written outside the dsh module:
+// bash-nice runs every command like bash-local, at a lower CPU priority (`nice`). It
+// reuses dsh's public executor core, so the whole executor is its configuration and
+// one Prepare hook; the conformance kit (bashnice_test.go) proves it honours the seam.
+package bashnice
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+// Name is the plugin's catalog name and the prefix of its messages.
+const Name = "bash-nice"
+
+// Config is bash-local's configuration plus the niceness.
+type Config struct {
+	bashexec.Config `yaml:",inline"`
+	// Niceness is the `nice -n` adjustment, 1 (slightly lower priority) to 19 (lowest).
+	Niceness int `yaml:"niceness"`
+}
+
+// Validate checks the shared keys (with the shared messages) and the niceness.
+func (c *Config) Validate() error {
+	if err := c.Config.Check(Name); err != nil {
+		return err
+	}
+	if c.Niceness < 1 || c.Niceness > 19 {
+		return fmt.Errorf("%s: niceness must be between 1 and 19, got %d", Name, c.Niceness)
+	}
+	return nil
+}
+
+// InvalidValue words a wrongly typed number like the shared messages do.
+func (c *Config) InvalidValue(key, got string) error { return c.Config.InvalidValue(Name, key, got) }
+
+// New returns the executor: the core's local spawner, with `nice -n N` in front of bash.
+func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
+	niceness := strconv.Itoa(cfg.Niceness)
+	return bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
+		Name: Name,
+		Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
+			cmd.Argv = append([]string{"nice", "-n", niceness}, cmd.Argv...)
+			return nil, nil
+		},
+	})
+}
+
+// Plugin declares bash-nice: a `shell` provider over the `subprocess` service.
+var Plugin = container.Plugin{
+	Name:    Name,
+	Inject:  []string{subprocess.Service},
+	Provide: []string{shell.Service},
+	Config:  func() any { return &Config{Config: bashexec.DefaultConfig(), Niceness: 10} },
+	Apply: func(a *container.Context, config any) error {
+		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
+		if err != nil {
+			return err
+		}
+		ex, err := New(sup, config.(*Config))
+		if err != nil {
+			return err
+		}
+		return a.Provide(shell.Service, ex)
+	},
+}
+
+// Module registers Plugin in a dsh binary's catalog (cli.Main's extra options).
+var Module = container.Declare(Plugin)

@@ -1,0 +1,16 @@
+// Command dsh-nice is dsh with the bash-nice executor compiled in: the way an executor
+// from another Go module ships.
+package main
+
+import (
+	"os"
+
+	bashnice "example.com/bash-nice"
+	"github.com/dsh-dev/dsh/cmd/dsh/cli"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+)
+
+func main() {
+	bashsandbox.MaybeRunLauncher() // first: the sandbox launcher re-executes this binary
+	os.Exit(cli.Main(os.Args[1:], bashnice.Module))
+}

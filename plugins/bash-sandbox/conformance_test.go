@@ -1,0 +1,30 @@
+package bashsandbox_test
+
+import (
+	"testing"
+
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
+	"github.com/dsh-dev/dsh/plugins/shell/shelltest"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+// bash-sandbox honours the executor seam's contract: confined in workspace-write, the
+// model sees what bash-local would show it.
+func TestConformance(t *testing.T) {
+	shelltest.Run(t, shelltest.Target{
+		Name: "bash-sandbox",
+		New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: quietLogger()})
+			t.Cleanup(sup.Close)
+			c := bashsandbox.DefaultConfig()
+			c.Config, c.DefaultMode = cfg, shell.ModeWorkspaceWrite
+			ex, resolver, err := bashsandbox.New(sup, c, quietLogger(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ex, resolver
+		},
+	})
+}

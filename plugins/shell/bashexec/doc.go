@@ -1,0 +1,37 @@
+// Package bashexec is the public executor core that the bash executors share
+// (bash-local, bash-sandbox, bash-ssh) and that an executor written in another module
+// reuses: the common Config (the YAML keys cwd, timeoutMs, maxTimeoutMs,
+// maxOutputBytes, maxSpillBytes and graceMs, with their defaults and messages),
+// Resolve (the only place defaults and caps apply), and an Executor that projects one
+// started process into the seam's shell.Execution — results, consuming reads with
+// UTF-8 hold-back, the failed-start handle, copied results — exactly as the contract
+// in package shell requires.
+//
+// Where the process runs is a Spawner's business: Local runs `bash -c` on this host
+// through the subprocess service; a remote executor brings its own Spawner. What a
+// call runs can be adjusted per call with Options.Prepare (a sandbox wraps or
+// redirects the spawn and adds its facts to the result).
+//
+// A new executor is typically a plugin of a few dozen lines:
+//
+//	type Config struct {
+//		bashexec.Config `yaml:",inline"`
+//	}
+//	func (c *Config) Validate() error { return c.Config.Check("bash-nice") }
+//
+//	Apply: func(a *container.Activation, config any) error {
+//		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
+//		…
+//		ex, err := bashexec.New(bashexec.Local(sup), config.(*Config).Config, bashexec.Options{
+//			Name: "bash-nice",
+//			Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
+//				cmd.Argv = append([]string{"nice", "-n", "10"}, cmd.Argv...)
+//				return nil, nil
+//			},
+//		})
+//		…
+//		return a.Provide(shell.Service, ex)
+//	}
+//
+// and package shelltest proves it honours the seam.
+package bashexec
