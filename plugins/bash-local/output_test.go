@@ -145,7 +145,7 @@ func TestSpillFileIsTheWholeStream(t *testing.T) {
 	fi, _ := os.Stat(res.Stdout.SpillPath)
 	dir := filepath.Dir(res.Stdout.SpillPath)
 	di, _ := os.Stat(dir)
-	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 || filepath.Dir(dir) != spillRoot {
+	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 || filepath.Dir(filepath.Dir(dir)) != spillRoot {
 		t.Errorf("file %v, dir %v (%s under %s)", fi.Mode().Perm(), di.Mode().Perm(), dir, spillRoot)
 	}
 	// Reloading the executor keeps the file; disposing the subprocess service removes it.

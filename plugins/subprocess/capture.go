@@ -38,15 +38,20 @@ type Chunk struct {
 	Lossy bool
 }
 
-// Stream is one captured output stream of a Process. Its methods are safe for
-// concurrent use while the process runs.
+// Stream is one captured output stream: a bounded in-memory tail and, once that
+// overflows, a spill file holding the whole stream (see Capture). A Process has two;
+// Spool.NewStream makes others. Write and Close are for the one producer of the stream;
+// the reading methods are safe for concurrent use at any time.
 type Stream struct {
-	limits Capture
-	budget *spillBudget                     // the Supervisor's; nil = unlimited
-	open   func() (*os.File, string, error) // creates the spill file
+	limits   Capture
+	sp       *Spool // nil: never spills
+	owner    *spoolOwner
+	fileName string
 
-	// spill is owned by the goroutine that writes the stream, then by finish.
-	spill *os.File
+	// wmu serialises Write and Close; spill and closed are owned under it.
+	wmu    sync.Mutex
+	spill  *os.File
+	closed bool
 
 	mu         sync.Mutex
 	buf        []byte // ring: grows to limits.MaxBytes, then wraps
@@ -55,54 +60,53 @@ type Stream struct {
 	spillTried bool
 	// file is set while the spill file holds everything captured so far. Once a
 	// stream's file is dropped it never spills again, so a path, once withdrawn, is
-	// never reported again; the budget may also delete the file of a finished
-	// process (file.gone), which withdraws its path too.
+	// never reported again; the spool may also delete the file of a closed stream
+	// (file.gone), which withdraws its path too.
 	file *spillFile
 }
 
-func newStream(limits Capture, budget *spillBudget, open func() (*os.File, string, error)) *Stream {
-	return &Stream{limits: limits, budget: budget, open: open}
+// Write appends p to the stream: the tail keeps the last MaxBytes bytes; the spill file,
+// once started, gets everything (until SpillMaxBytes, or until the spool's budget has
+// no room left, when it is deleted). It never fails: trouble with the spill file (no
+// room, a disk error, a spill directory that was tampered with) leaves the stream with
+// its tail only. Writes after Close are discarded.
+func (s *Stream) Write(p []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if !s.closed {
+		s.write(p)
+	}
+	return len(p), nil
 }
 
-// write appends p to the stream: the ring keeps the tail; the spill file, once started,
-// gets everything (until the spill cap, or until the spill budget has no room left, when
-// it is deleted).
+// write is Write under wmu.
 func (s *Stream) write(p []byte) {
 	n := int64(len(p))
 	s.mu.Lock()
 	total := s.total + n
-	var drop *os.File
-	var dropFile *spillFile
+	drop := false
 	switch {
 	case total > s.limits.MaxBytes && !s.spillTried:
 		// First overflow: nothing was dropped yet, so the ring holds the whole stream.
 		s.spillTried = true
-		if s.limits.SpillMaxBytes > 0 && total <= s.limits.SpillMaxBytes {
+		if s.sp != nil && s.limits.SpillMaxBytes > 0 && total <= s.limits.SpillMaxBytes {
 			s.startSpillLocked()
 		}
 	case s.spill != nil && total > s.limits.SpillMaxBytes:
-		drop, dropFile = s.spill, s.file
-		s.spill, s.file = nil, nil
+		drop = true
 	}
 	s.ringWrite(p)
 	s.total = total
-	f, sf := s.spill, s.file
 	s.mu.Unlock()
 
-	if drop != nil {
-		drop.Close()
-		s.budget.delete(dropFile)
-		return
-	}
-	if f != nil {
-		// Only this goroutine writes the file, so sf.size needs no lock.
-		if !s.budget.reserve(n) {
-			s.abandonSpill()
-			return
-		}
-		sf.size += n
-		if _, err := f.Write(p); err != nil {
-			s.abandonSpill()
+	switch {
+	case s.spill == nil:
+	case drop, s.file.gone.Load(), !s.sp.reserve(n, s.owner):
+		s.dropSpill()
+	default:
+		s.file.size += n // only the writer touches size while the stream is open
+		if _, err := s.spill.Write(p); err != nil {
+			s.dropSpill()
 		}
 	}
 }
@@ -111,47 +115,57 @@ func (s *Stream) write(p []byte) {
 // budget has room for it.
 func (s *Stream) startSpillLocked() {
 	n := int64(len(s.buf))
-	if !s.budget.reserve(n) {
+	if !s.sp.reserve(n, s.owner) {
 		return
 	}
-	f, path, err := s.open()
+	f, sf, err := s.sp.create(s.owner, s.fileName)
 	if err != nil {
-		s.budget.release(n)
+		s.sp.release(n)
 		return
 	}
-	sf := &spillFile{path: path, size: n}
+	sf.size = n
 	if _, err := f.Write(s.buf); err != nil {
 		f.Close()
-		s.budget.delete(sf)
+		s.sp.delete(sf)
 		return
 	}
 	s.spill, s.file = f, sf
 }
 
-// abandonSpill deletes an incomplete spill file (a failed write, no room in the budget).
-func (s *Stream) abandonSpill() {
+// dropSpill deletes an incomplete spill file (past the cap, a failed write, no room in
+// the budget, a closed spool).
+func (s *Stream) dropSpill() {
 	s.mu.Lock()
-	f, sf := s.spill, s.file
-	s.spill, s.file = nil, nil
+	sf := s.file
+	s.file = nil
 	s.mu.Unlock()
-	if f != nil {
-		f.Close()
-		s.budget.delete(sf)
-	}
+	s.spill.Close()
+	s.spill = nil
+	s.sp.delete(sf)
 }
 
-// finish closes the spill file once the stream has ended. It returns the file when it
-// holds the complete stream, for the budget to retire.
-func (s *Stream) finish() *spillFile {
-	s.mu.Lock()
-	f, sf := s.spill, s.file
-	s.spill = nil
-	s.mu.Unlock()
-	if f == nil {
-		return nil
+// Close ends the stream: its spill file is closed and, if it holds the complete stream,
+// handed to the spool's budget (which may delete it to make room for newer output, or
+// at once when its owner has ended). The tail and a kept spill file stay readable.
+// Close is idempotent.
+func (s *Stream) Close() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return
 	}
-	f.Close()
-	return sf
+	s.closed = true
+	var sf *spillFile
+	if s.spill != nil {
+		s.spill.Close()
+		s.spill = nil
+		s.mu.Lock()
+		sf = s.file
+		s.mu.Unlock()
+	}
+	if s.sp != nil {
+		s.sp.closeStream(s.owner, sf)
+	}
 }
 
 func (s *Stream) ringWrite(p []byte) {

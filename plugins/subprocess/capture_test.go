@@ -72,8 +72,8 @@ func TestCaptureKeepsTailAndSpillsWholeStream(t *testing.T) {
 		if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
 			t.Errorf("modes: file %v dir %v", fi.Mode().Perm(), di.Mode().Perm())
 		}
-		if filepath.Dir(out.SpillPath) != sup.SpillDir() {
-			t.Errorf("spill %s outside SpillDir %s", out.SpillPath, sup.SpillDir())
+		if filepath.Dir(out.SpillPath) != filepath.Join(sup.SpillDir(), "no-session") {
+			t.Errorf("spill %s outside SpillDir %s/no-session", out.SpillPath, sup.SpillDir())
 		}
 	})
 	t.Run("past the spill cap", func(t *testing.T) {

@@ -299,31 +299,62 @@ func removeStale(parent, prefix string, remove func(path string)) {
 	}
 }
 
-// signalCgroup sends sig to every process of the cgroup dir and its descendants. The pids
-// come from cgroup.procs, so the cgroup is frozen meanwhile where the kernel allows it: a
-// frozen process cannot exit (short of a SIGKILL from elsewhere), so no listed pid can be
-// freed and reused by an unrelated process before its signal goes out. Where freezing is
-// unavailable or does not complete in time, the pids are signalled unfrozen.
-func signalCgroup(dir string, sig syscall.Signal) {
+// signalCgroup sends sig to every process of the cgroup dir and its descendants, and
+// reports whether it could list them. The pids come from cgroup.procs, so the cgroup
+// is frozen meanwhile where the kernel allows it: a frozen process cannot exit (short
+// of a SIGKILL from elsewhere), so no listed pid can be freed and reused by an
+// unrelated process before its signal goes out. Where freezing is unavailable or does
+// not complete in time, the pids are signalled unfrozen.
+func signalCgroup(dir string, sig syscall.Signal) bool {
 	if freezeCgroup(dir) {
 		defer thawCgroup(dir)
 	}
-	signalCgroupProcs(dir, sig)
+	return signalCgroupProcs(dir, sig)
 }
 
-func signalCgroupProcs(dir string, sig syscall.Signal) {
+func signalCgroupProcs(dir string, sig syscall.Signal) bool {
 	data, err := os.ReadFile(dir + "/cgroup.procs")
-	if err == nil {
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-				_ = unix.Kill(pid, sig)
-			}
+	if err != nil {
+		return false
+	}
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			_ = unix.Kill(pid, sig)
 		}
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if e.IsDir() {
 			signalCgroupProcs(filepath.Join(dir, e.Name()), sig)
+		}
+	}
+	return true
+}
+
+// awaitCgroupEmpty waits until the cgroup dir has no live process, reporting gone, or
+// until the deadline passes. ok is false when the cgroup cannot be watched (no
+// inotify, a runtime poller that refuses the descriptor): the caller polls instead.
+func awaitCgroupEmpty(dir string, deadline time.Time) (gone, ok bool) {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return false, false
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	defer f.Close()
+	// Watch first, then look: a change between the two is not missed.
+	if _, err := unix.InotifyAddWatch(fd, dir+"/cgroup.events", unix.IN_MODIFY); err != nil {
+		return false, false
+	}
+	if f.SetReadDeadline(deadline) != nil {
+		return false, false
+	}
+	var buf [512]byte
+	for {
+		if !cgroupPopulated(dir) {
+			return true, true
+		}
+		if _, err := f.Read(buf[:]); err != nil {
+			return false, errors.Is(err, os.ErrDeadlineExceeded)
 		}
 	}
 }

@@ -28,7 +28,7 @@ func TestReaderStartingAfterDrainDeadlineKeepsBufferedBytes(t *testing.T) {
 	if err := r.SetReadDeadline(time.Now()); err != nil {
 		t.Fatalf("pipes must be pollable: %v", err)
 	}
-	s := newStream(Capture{MaxBytes: 1 << 20}, nil, nil)
+	s := &Stream{limits: Capture{MaxBytes: 1 << 20}}
 	p := &Process{}
 	p.readers.Add(1)
 	done := make(chan struct{})

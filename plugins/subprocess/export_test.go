@@ -12,10 +12,10 @@ func (s *Supervisor) UsesCgroups() bool {
 // SpillBytes is the total size of the Supervisor's spill files: bytes are counted
 // before they are written and uncounted once their file is deleted, so the files on
 // disk never hold more, and SpillBytes never exceeds SpillBudget.
-func (s *Supervisor) SpillBytes() int64 { return s.budget.used.Load() }
+func (s *Supervisor) SpillBytes() int64 { return s.spool.Used() }
 
 // SpillBudget is the limit on SpillBytes (Options.SpillBudgetBytes, defaulted).
-func (s *Supervisor) SpillBudget() int64 { return s.budget.limit }
+func (s *Supervisor) SpillBudget() int64 { return s.spool.Budget() }
 
 // Cgroup is the directory of the tree's cgroup, or "" when the tree runs under its
 // process group only.

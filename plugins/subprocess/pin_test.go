@@ -52,65 +52,57 @@ func readPid(t *testing.T, path string) int {
 	return pids[0]
 }
 
-// escalationScenario spawns a tree whose leader dies on SIGTERM while a member ignores
-// it, closes its pipes and exits once gate exists; it kills the tree and returns once
-// the leader is dead and the member is gone, with the SIGKILL escalation still pending
-// (ok false if the process settled before that could be seen: a starved machine).
-func escalationScenario(t *testing.T, sup *subprocess.Supervisor, graceMs int64) (p *subprocess.Process, ok bool) {
+// escalation is a killed tree whose leader died on SIGTERM while a member ignores it:
+// the SIGKILL escalation is pending, the member holds the tree alive until gate exists.
+type escalation struct {
+	p        *subprocess.Process
+	member   int
+	gate     string
+	killedAt time.Time
+}
+
+// escalationScenario spawns such a tree, kills it and returns once the leader is dead
+// (a zombie: the Supervisor has not reaped it) and the member runs on.
+func escalationScenario(t *testing.T, sup *subprocess.Supervisor, graceMs int64) escalation {
 	t.Helper()
 	dir := t.TempDir()
 	pidFile, gate := filepath.Join(dir, "member"), filepath.Join(dir, "gate")
 	spec := bashSpec(`(trap "" TERM; exec >/dev/null 2>&1 </dev/null; echo $BASHPID > ` + pidFile +
 		`; while [ ! -e ` + gate + ` ]; do sleep 0.01; done) & wait`)
 	spec.GraceMs = graceMs
-	p = spawn(t, sup, spec)
+	p := spawn(t, sup, spec)
 	member := readPid(t, pidFile)
 	t.Cleanup(func() { proctest.KillPids(member) })
+	killedAt := time.Now()
 	p.Kill()
 	proctest.WaitFor(t, 10*time.Second, "the leader to die", func() bool { return proctest.Gone(p.Pid()) })
-	touch(t, gate)
-	proctest.WaitFor(t, 10*time.Second, "the member to exit", func() bool { return proctest.Gone(member) })
-	select {
-	case <-p.Done():
-		return p, false
-	default:
-		return p, true
-	}
+	return escalation{p: p, member: member, gate: gate, killedAt: killedAt}
 }
 
-// A killed tree whose member outlived the leader: until the escalation has run, the
-// leader stays a zombie, even once the member is gone and the group is otherwise empty;
-// then it is reaped.
-func TestLeaderPinsTheGroupUntilTheEscalation(t *testing.T) {
+// A killed tree whose member outlived the leader: while the member runs, the leader
+// stays a zombie (its id, the group's, cannot be reused); once the member is gone the
+// process settles at once, long before the escalation would have run, and the leader
+// is reaped.
+func TestLeaderPinsTheGroupUntilTheTreeIsGone(t *testing.T) {
 	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
-		for _, grace := range []int64{2000, 10000} {
-			p, ok := escalationScenario(t, sup, grace)
-			if !ok {
-				t.Logf("settled before the checks with graceMs %d; retrying with more", grace)
-				waitDone(t, p, 20*time.Second)
-				continue
-			}
-			pinned := zombieChild(p.Pid())
-			groupErr := syscall.Kill(-p.Pid(), 0)
-			select {
-			case <-p.Done():
-				t.Logf("settled during the checks with graceMs %d; retrying with more", grace)
-				continue
-			default:
-			}
-			if !pinned || groupErr != nil {
-				t.Errorf("escalation pending, member gone: leader %d zombie child %v, kill(-pgid, 0) = %v; want the zombie to hold the group id", p.Pid(), pinned, groupErr)
-			}
-			ex := waitDone(t, p, 20*time.Second)
-			if ex.Signal != "SIGTERM" || ex.Reason != subprocess.ReasonKill {
-				t.Errorf("exit %+v", ex)
-			}
-			if zombieChild(p.Pid()) {
-				t.Errorf("leader %d not reaped once the killed tree settled", p.Pid())
-			}
-			return
+		e := escalationScenario(t, sup, 20000)
+		if !zombieChild(e.p.Pid()) || syscall.Kill(-e.p.Pid(), 0) != nil {
+			t.Errorf("member running, escalation pending: leader %d zombie child %v, kill(-pgid, 0) = %v; want the zombie to hold the group id",
+				e.p.Pid(), zombieChild(e.p.Pid()), syscall.Kill(-e.p.Pid(), 0))
 		}
-		t.Fatal("the machine was too slow to observe the escalation window")
+		select {
+		case <-e.p.Done():
+			t.Fatal("settled while a member of the tree runs")
+		default:
+		}
+		touch(t, e.gate)
+		ex := waitDone(t, e.p, 10*time.Second) // the escalation is 20 s away
+		if ex.Signal != "SIGTERM" || ex.Reason != subprocess.ReasonKill {
+			t.Errorf("exit %+v", ex)
+		}
+		if zombieChild(e.p.Pid()) {
+			t.Errorf("leader %d not reaped once the killed tree settled", e.p.Pid())
+		}
 	})
 }
 
@@ -274,31 +266,32 @@ func reusedGroupIDInNamespace(t *testing.T) {
 		c := claimer{t}
 		sup := subprocess.New(subprocess.Options{DisableCgroups: true, SpillRoot: t.TempDir()})
 		defer sup.Close()
-		for _, grace := range []int64{2000, 10000} {
-			p, ok := escalationScenario(t, sup, grace)
-			if !ok {
-				waitDone(t, p, 20*time.Second)
-				continue
-			}
-			// The group is empty but for the zombie leader: the id must not be free.
-			if victim := c.claim(p.Pid()); victim != nil {
-				t.Errorf("group id %d was reused while its SIGKILL escalation was pending", p.Pid())
-				waitDone(t, p, 20*time.Second)
-				survives(t, victim, "escalation")
-				return
-			}
-			waitDone(t, p, 20*time.Second)
-			// Settled and reaped: the id is free, and nothing signals it any more.
-			victim := c.claim(p.Pid())
-			if victim == nil {
-				t.Fatalf("group id %d still held after the process settled", p.Pid())
-			}
-			waitDone(t, spawn(t, sup, bashSpec("exit 0")), 10*time.Second)
-			sup.Close()
-			survives(t, victim, "escalation, then Close")
+		const grace = 2 * time.Second
+		e := escalationScenario(t, sup, grace.Milliseconds())
+		// The member runs and the escalation is pending: the id must not be free.
+		if victim := c.claim(e.p.Pid()); victim != nil {
+			t.Errorf("group id %d was reused while its SIGKILL escalation was pending", e.p.Pid())
+			touch(t, e.gate)
+			waitDone(t, e.p, 20*time.Second)
+			survives(t, victim, "escalation")
 			return
 		}
-		t.Fatal("the machine was too slow to observe the escalation window")
+		touch(t, e.gate)
+		waitDone(t, e.p, 20*time.Second)
+		// Settled and reaped: the id is free, and nothing signals it any more, not even
+		// the escalation that was pending (it was cancelled).
+		victim := c.claim(e.p.Pid())
+		if victim == nil {
+			t.Fatalf("group id %d still held after the process settled", e.p.Pid())
+		}
+		for until := e.killedAt.Add(grace + 500*time.Millisecond); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+			if st := proctest.State(victim.Process.Pid); st == 0 || st == 'Z' {
+				break // survives reports it
+			}
+		}
+		waitDone(t, spawn(t, sup, bashSpec("exit 0")), 10*time.Second)
+		sup.Close()
+		survives(t, victim, "the escalation's time, then Close")
 	})
 	t.Run("lingering tree at Close", func(t *testing.T) {
 		c := claimer{t}

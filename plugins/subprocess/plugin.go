@@ -40,7 +40,8 @@ func (c *Config) Validate() error {
 
 // Plugin declares the subprocess service. Its activation owns one Supervisor; ending the
 // activation (profile teardown, harness exit) closes it, which kills and reaps every
-// process tree it still owns. Executor reloads never touch it.
+// process tree it still owns. Executor reloads never touch it. When a harness session
+// ends, the spill files of its processes (Spec.Owner = the session id) are deleted.
 var Plugin = container.Plugin{
 	Name:    "subprocess",
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
@@ -58,6 +59,8 @@ var Plugin = container.Plugin{
 		ctx.SetDetail("process isolation: " + sup.Isolation())
 		ctx.Logger().Info("subprocess: process isolation", "mode", sup.Isolation())
 		ctx.Defer(sup.Close)
+		// A session's spill files go with it (Spec.Owner is the session id).
+		ctx.OnSessionEnd(sup.Spool().EndOwner)
 		return ctx.Provide(Service, sup)
 	},
 }

@@ -2,8 +2,12 @@ package subprocess_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +83,38 @@ func TestPluginRejectsUnknownIsolation(t *testing.T) {
 	err := rt.Compose("test", []container.Row{{ID: "subprocess", Plugin: "subprocess", Config: map[string]any{"isolation": "vm"}}})
 	if err == nil || !strings.Contains(err.Error(), `subprocess: isolation must be "auto" or "process-group", got "vm"`) {
 		t.Errorf("Compose error %v", err)
+	}
+}
+
+// The end of a harness session deletes its processes' spill files, and only theirs.
+func TestPluginSessionEndDeletesTheSessionsSpills(t *testing.T) {
+	proctest.NoLeftovers(t)
+	rt := newRuntime(t)
+	if err := rt.Compose("test", []container.Row{{ID: "subprocess", Plugin: "subprocess", Config: map[string]any{"spillRoot": t.TempDir()}}}); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := rt.Lookup(subprocess.Service)
+	sup := v.(*subprocess.Supervisor)
+	spill := func(owner string) *subprocess.Process {
+		spec := zeros([]int{5000})
+		spec.Owner = owner
+		p := spawn(t, sup, spec)
+		waitDone(t, p, 10*time.Second)
+		if p.Stdout().SpillPath() == "" {
+			t.Fatalf("owner %q: no spill", owner)
+		}
+		return p
+	}
+	mine, theirs := spill("session-1"), spill("session-2")
+	minePath := mine.Stdout().SpillPath()
+	if filepath.Base(filepath.Dir(minePath)) != "s-session-1" {
+		t.Errorf("spill path %s", minePath)
+	}
+	rt.EndSession("session-1")
+	if _, err := os.Stat(minePath); mine.Stdout().SpillPath() != "" || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the ended session's spill: %q (%v)", mine.Stdout().SpillPath(), err)
+	}
+	if _, err := os.Stat(theirs.Stdout().SpillPath()); err != nil {
+		t.Errorf("another session's spill: %v", err)
 	}
 }

@@ -125,9 +125,10 @@ type Process struct {
 	// sigMu orders every signal to the tree with the leader's release and the cgroup's
 	// recycling: the group is signalled by number only while the leader is an unreaped
 	// zombie (which keeps the id from being reused), the cgroup only while it is ours.
-	sigMu   sync.Mutex
-	reaped  bool // the leader was reaped (here or, wrongly, elsewhere): its id may be reused
-	cgFreed bool // the cgroup was recycled or removed
+	sigMu    sync.Mutex
+	reaped   bool // the leader was reaped (here or, wrongly, elsewhere): its id may be reused
+	cgFreed  bool // the cgroup was recycled or removed
+	termSent bool // the tree got its SIGTERM
 
 	mu         sync.Mutex
 	exited     bool // leader exited (it stays a zombie until release)
@@ -137,6 +138,7 @@ type Process struct {
 	exit       Exit
 	deadline   *time.Timer
 	escalation *time.Timer
+	escalateAt time.Time // when escalation fires
 	stopCtx    func() bool
 }
 
@@ -153,7 +155,9 @@ func (p *Process) Stderr() *Stream { return p.stderr }
 
 // Done is closed when the process has settled: the leader exited, the output pipes
 // reached EOF or the drain bound (graceMs after the leader's exit) passed, and, if the
-// tree was being killed, the SIGKILL escalation ran (or the tree was already gone). A
+// tree was being killed, the tree is gone or the SIGKILL escalation ran. A killed tree
+// settles promptly once nothing is left of it (within a few milliseconds in cgroup
+// mode, within 50 ms in process-group mode), never waiting out graceMs for nothing. A
 // killed tree's leader is reaped by then, and so, in cgroup mode, is the leader of a
 // tree that left nothing behind. Any other leader (a `cmd &` left running; in
 // process-group mode every tree that was not killed) stays a zombie until a sweep of
@@ -178,9 +182,9 @@ func (p *Process) State() State {
 	return p.exit.State()
 }
 
-// Kill ends the tree: SIGTERM to the process group (and, in cgroup mode, to every
-// process of the cgroup) now, then, after the grace period, SIGKILL to the group and
-// to the whole cgroup (cgroup.kill) if anything is left.
+// Kill ends the tree: SIGTERM now — to every process of the cgroup in cgroup mode, to
+// the process group otherwise; each process gets it once — then, after the grace
+// period, SIGKILL to the whole cgroup (cgroup.kill) and the group if anything is left.
 // It returns false once the process has settled; calling it again is harmless. If the
 // leader already exited by itself, Kill still ends what is left of its tree but the
 // exit status stays the leader's own.
@@ -203,6 +207,7 @@ func (p *Process) kill(reason Reason, cause error, explicit bool) bool {
 		p.exit.Reason, p.exit.Cause = reason, cause
 	}
 	p.callbacks.Add(1)
+	p.escalateAt = time.Now().Add(p.grace)
 	p.escalation = time.AfterFunc(p.grace, p.escalate)
 	p.mu.Unlock()
 	p.signal(syscall.SIGTERM)
@@ -217,23 +222,31 @@ func (p *Process) escalate() {
 	close(p.escalated)
 }
 
-// signal sends sig to the tree: to the process group by number, and in cgroup mode to
-// every process of the cgroup, which reaches members that left the group (setsid
-// daemons); SIGKILL goes through cgroup.kill. Once the leader is reaped the group is no
-// longer signalled (its id may belong to an unrelated process by then), and once the
-// cgroup is recycled neither is the cgroup (it may serve another command).
+// signal sends sig to the tree. In cgroup mode that is every process of the cgroup,
+// which holds the whole tree, members that left the group (setsid daemons) included;
+// SIGKILL goes through cgroup.kill (and to the group too). Otherwise it goes to the
+// process group by number. A process gets at most one SIGTERM per teardown: the first
+// SIGTERM to the tree is its only one. Once the leader is reaped the group is no longer
+// signalled (its id may belong to an unrelated process by then), and once the cgroup is
+// recycled neither is the cgroup (it may serve another command).
 func (p *Process) signal(sig syscall.Signal) {
 	p.sigMu.Lock()
 	defer p.sigMu.Unlock()
+	if sig == syscall.SIGTERM {
+		if p.termSent {
+			return
+		}
+		p.termSent = true
+	}
+	if p.cg != nil && !p.cgFreed {
+		if sig == syscall.SIGKILL {
+			p.cg.kill()
+		} else if signalCgroup(p.cg.path, sig) {
+			return
+		}
+	}
 	if !p.reaped {
 		_ = syscall.Kill(-p.pid, sig)
-	}
-	switch {
-	case p.cg == nil || p.cgFreed:
-	case sig == syscall.SIGKILL:
-		p.cg.kill()
-	default:
-		signalCgroup(p.cg.path, sig)
 	}
 }
 
@@ -253,6 +266,38 @@ func (p *Process) treeAlive() bool {
 	return groupAlive(p.pid)
 }
 
+// awaitTreeGone waits until no process of the tree (other than zombies) is left, and
+// reports true then; it gives up, reporting false, when the escalation is due (at
+// escalateAt) or has run. A cgroup says when it empties (cgroup.events changes, seen
+// through inotify in the runtime's poller); a process group does not, so it is looked
+// at again after 1, 2, 4… up to 50 ms. A member that has closed its pipes may still be
+// exiting, so a single look right after the pipes' EOF is not enough.
+func (p *Process) awaitTreeGone(escalateAt time.Time) bool {
+	if p.cg != nil {
+		if gone, ok := awaitCgroupEmpty(p.cg.path, escalateAt); ok {
+			return gone
+		}
+	}
+	delay := time.Millisecond
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		if !p.treeAlive() {
+			return true
+		}
+		t.Reset(delay)
+		select {
+		case <-p.escalated:
+			return false
+		case <-t.C:
+		}
+		delay = min(2*delay, maxTreePoll)
+	}
+}
+
+// maxTreePoll is the longest interval between two looks at a dying process group.
+const maxTreePoll = 50 * time.Millisecond
+
 // readLoop copies one pipe into its stream until EOF, or until the drain deadline
 // passes; then whatever the pipe still buffers is taken without waiting, so that a
 // reader scheduled late never loses bytes the command wrote before it exited.
@@ -267,7 +312,7 @@ func (p *Process) readLoop(f *os.File, s *Stream) {
 		buf := *bp
 		n, err := f.Read(buf)
 		if n > 0 {
-			s.write(buf[:n])
+			s.Write(buf[:n])
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -309,7 +354,7 @@ func drainBuffered(f *os.File, s *Stream, buf []byte) {
 		}); err != nil || rerr != nil || n <= 0 {
 			return
 		}
-		s.write(buf[:n])
+		s.Write(buf[:n])
 		total += n
 	}
 }
@@ -380,17 +425,20 @@ func (p *Process) wait() {
 	_ = p.rOut.Close()
 	_ = p.rErr.Close()
 	// From now on the budget may delete the spill files to make room for newer output.
-	p.sup.budget.retire(p.stdout.finish(), p.stderr.finish())
+	p.stdout.Close()
+	p.stderr.Close()
 	if p.stdinDone != nil {
 		<-p.stdinDone
 	}
 
 	p.mu.Lock()
 	p.settling = true
-	killing, escalation := p.killing, p.escalation
+	killing, escalation, escalateAt := p.killing, p.escalation, p.escalateAt
 	p.mu.Unlock()
 	if killing {
-		if !p.treeAlive() && escalation.Stop() {
+		// The tree got SIGTERM: settle as soon as it is gone, or else once the SIGKILL
+		// escalation has run.
+		if p.awaitTreeGone(escalateAt) && escalation.Stop() {
 			p.callbacks.Done()
 		} else {
 			<-p.escalated

@@ -86,19 +86,12 @@ func diskSample(t *testing.T, dir string) (sum int64, ok bool) {
 	return sum, true
 }
 
-// fileSizes sums the sizes of the files in dir ("" = none yet) and lists the files it
-// counted; files deleted while it looks are skipped.
+// fileSizes sums the sizes of the files below dir ("" = none yet) and lists the files
+// it counted; files deleted while it looks are skipped.
 func fileSizes(t *testing.T, dir string) (sum int64, counted []string) {
 	t.Helper()
-	if dir == "" {
-		return 0, nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		fi, err := e.Info()
+	for _, path := range spillFiles(t, dir) {
+		fi, err := os.Lstat(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -106,20 +99,33 @@ func fileSizes(t *testing.T, dir string) (sum int64, counted []string) {
 			t.Fatal(err)
 		}
 		sum += fi.Size()
-		counted = append(counted, filepath.Join(dir, e.Name()))
+		counted = append(counted, path)
 	}
 	return sum, counted
 }
 
+// spillFiles lists the files below dir (in its owner directories), sorted; files and
+// directories deleted while it looks are skipped.
 func spillFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
+	if dir == "" {
+		return nil
 	}
 	var names []string
-	for _, e := range entries {
-		names = append(names, filepath.Join(dir, e.Name()))
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			names = append(names, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	sort.Strings(names)
 	return names

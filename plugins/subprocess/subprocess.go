@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,14 +37,11 @@ type Options struct {
 	// DisableCgroups forces process-group-only isolation even where cgroup v2 is
 	// writable (for tests, or hosts whose cgroup setup must not be touched).
 	DisableCgroups bool
-	// SpillRoot is the directory in which the Supervisor creates its private spill
-	// directory (default os.TempDir()).
+	// SpillRoot is the directory in which the Supervisor's Spool creates its private
+	// spill directory (default os.TempDir()); see SpoolOptions.Root.
 	SpillRoot string
-	// SpillBudgetBytes bounds the total size of the spill files in the spill directory
-	// (≤ 0 means DefaultSpillBudgetBytes). When a spill write would pass it, the spill
-	// files of finished processes are deleted, oldest first, to make room; if that
-	// cannot make room, the writing stream stops spilling (its file is deleted and it
-	// keeps its in-memory tail only). A deleted file's path is never reported again.
+	// SpillBudgetBytes bounds the total size of the spill files (≤ 0 means
+	// DefaultSpillBudgetBytes); see SpoolOptions.BudgetBytes.
 	SpillBudgetBytes int64
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
@@ -76,6 +72,9 @@ type Spec struct {
 	// Deadline, when non-zero, kills the tree when it passes (Exit.Reason
 	// ReasonTimeout). The spawn context aborts it (ReasonAbort).
 	Deadline time.Time
+	// Owner is the harness session the process runs for ("" = none): its spill files
+	// go to that owner's directory of the Spool, and count as its own in the budget.
+	Owner string
 	// Start, when set, starts the leader in place of the Supervisor's own fork and
 	// exec (see Starter); the Supervisor owns the tree all the same.
 	Start Starter
@@ -124,9 +123,7 @@ type Supervisor struct {
 	closing    bool        // Close started: no more sweeps are scheduled
 	sweepTimer *time.Timer // the next sweep, if one is scheduled
 	sweepAt    time.Time   // when it runs
-	spillDir   string
-	spillErr   error
-	budget     *spillBudget
+	spool      *Spool
 
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
@@ -158,7 +155,7 @@ func New(opts Options) *Supervisor {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.budget = newSpillBudget(opts.SpillBudgetBytes, s.log)
+	s.spool = NewSpool(SpoolOptions{Root: opts.SpillRoot, BudgetBytes: opts.SpillBudgetBytes, Logger: s.log})
 	if opts.DisableCgroups {
 		s.isolation = "process group only (cgroups disabled by configuration)"
 		return s
@@ -182,11 +179,12 @@ func (s *Supervisor) Isolation() string {
 }
 
 // SpillDir is the private spill directory ("" until the first spill).
-func (s *Supervisor) SpillDir() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.spillDir
-}
+func (s *Supervisor) SpillDir() string { return s.spool.Dir() }
+
+// Spool is where the Supervisor's processes capture their output. Other executors may
+// capture through it too (Spool.NewStream), sharing its directory and budget; it is
+// closed with the Supervisor.
+func (s *Supervisor) Spool() *Spool { return s.spool }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
 // fail before anything runs; an operating-system failure to start is a *SpawnError.
@@ -248,8 +246,6 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		escalated: make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	p.stdout = newStream(spec.Stdout, s.budget, func() (*os.File, string, error) { return s.openSpill(p.id, "stdout") })
-	p.stderr = newStream(spec.Stderr, s.budget, func() (*os.File, string, error) { return s.openSpill(p.id, "stderr") })
 
 	var closeAfterStart []*os.File
 	cleanup := func() {
@@ -360,6 +356,9 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		pidfd = -1 // the Starter reports the exit
 	}
 	p.pid, p.pidfd, p.cg, p.cgRoot = pid, pidfd, cg, cgRoot
+	id := strconv.FormatUint(p.id, 10)
+	p.stdout = s.spool.newStream(spec.Owner, spec.Stdout, id+"-stdout.log")
+	p.stderr = s.spool.newStream(spec.Owner, spec.Stderr, id+"-stderr.log")
 
 	s.mu.Lock()
 	s.live[p] = struct{}{}
@@ -518,52 +517,6 @@ func (s *Supervisor) disableCgroups(reason string) {
 	}
 }
 
-// openSpill creates a spill file for one stream in the private spill directory, which
-// is made (0700, uniquely named) on first use.
-func (s *Supervisor) openSpill(id uint64, stream string) (*os.File, string, error) {
-	s.mu.Lock()
-	if s.spillDir == "" && s.spillErr == nil {
-		root := s.opts.SpillRoot
-		if root == "" {
-			root = os.TempDir()
-		}
-		// Named after this process, so that a later harness can tell a dead one's
-		// leftovers (removed here) from a live one's.
-		removeStale(root, "dsh-spill-", func(dir string) {
-			if fi, err := os.Stat(dir); err == nil {
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() {
-					_ = os.RemoveAll(dir)
-				}
-			}
-		})
-		dir, err := os.MkdirTemp(root, "dsh-spill-"+strconv.Itoa(os.Getpid())+"-")
-		if err == nil {
-			err = os.Chmod(dir, 0o700)
-		}
-		if err != nil {
-			s.spillErr = err
-			s.log.Warn("subprocess: cannot create the spill directory; long output keeps its tail only", "err", err)
-		}
-		s.spillDir = dir
-	}
-	dir, derr := s.spillDir, s.spillErr
-	s.mu.Unlock()
-	if derr != nil {
-		return nil, "", derr
-	}
-	path := filepath.Join(dir, strconv.FormatUint(id, 10)+"-"+stream+".log")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, "", err
-	}
-	return f, path, nil
-}
-
 // forget drops a settled process; a tree that may live on is remembered (with its
 // leader unreaped) until a sweep finds it empty, or Close ends it.
 func (s *Supervisor) forget(p *Process, lingering bool) {
@@ -691,7 +644,6 @@ func (s *Supervisor) Close() {
 		trees := s.lingering
 		s.lingering = nil
 		home := s.cgHome
-		spillDir := s.spillDir
 		s.mu.Unlock()
 		endTrees(trees)
 		for _, t := range trees {
@@ -711,14 +663,7 @@ func (s *Supervisor) Close() {
 			}
 		}
 		// Every process has settled: its files are retired, and now withdrawn.
-		s.budget.close()
-		if spillDir != "" {
-			if err := os.RemoveAll(spillDir); err != nil {
-				s.log.Warn("subprocess: cannot remove the spill directory", "err", err)
-			} else {
-				s.budget.used.Store(0)
-			}
-		}
+		s.spool.Close()
 	})
 }
 

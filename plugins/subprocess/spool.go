@@ -1,0 +1,558 @@
+package subprocess
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultSpillBudgetBytes is the default total size of a Spool's spill files (1 GiB).
+const DefaultSpillBudgetBytes = 1 << 30
+
+// SpoolOptions configure a Spool. The zero value is ready to use.
+type SpoolOptions struct {
+	// Root is the directory in which the Spool creates its private spill directory
+	// (default os.TempDir()). It must not lie inside anything a sandboxed command may
+	// write: the Spool never follows a symlink below Root, but it trusts Root itself.
+	Root string
+	// BudgetBytes bounds the total size of the spill files (≤ 0 means
+	// DefaultSpillBudgetBytes). When a spill write would pass it, finished streams'
+	// files are deleted to make room: the writing owner's own first, then other
+	// owners', oldest first; the file of a stream that is still open is never deleted
+	// for another stream. If that cannot make room, the writing stream stops spilling
+	// (its file is deleted and it keeps its in-memory tail only). A deleted file's path
+	// is never reported again.
+	BudgetBytes int64
+	// Logger receives warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Spool owns captured output: a private spill directory (0700) under a root, one
+// subdirectory (0700) per owner (a harness session), and the byte budget of every spill
+// file in it. Streams made by NewStream keep a bounded in-memory tail and, once that
+// overflows, a spill file holding the whole stream (see Capture). The Supervisor
+// captures through a Spool of its own; other executors (a remote executor, say) may
+// make their own Spool or share the Supervisor's (Supervisor.Spool).
+//
+// Layout: <Root>/dsh-spill-<pid>-<random>/<owner dir>/<n>[-<stream>].log. Every
+// directory and file below Root is created with O_EXCL semantics and opened relative
+// to a held descriptor of its parent without following symlinks; before a file is
+// created the directories' paths are checked to still name the held directories, so a
+// directory replaced by a symlink makes the spill fail (the stream keeps its tail and
+// reports no spill path) instead of writing through it. The spill directory is removed
+// by Close; one left by a dead process is removed by the next Spool spilling under the
+// same root.
+//
+// All methods are safe for concurrent use.
+type Spool struct {
+	root  string
+	limit int64
+	used  atomic.Int64 // bytes reserved for spill files; never more than limit
+	log   *slog.Logger
+	seq   atomic.Uint64
+
+	mu          sync.Mutex
+	dir         string // the private spill directory, "" until the first spill
+	dirFD       int    // its open descriptor (holding the instance lock), or -1
+	dirIno      inode
+	dirErr      error // why the directory cannot be used
+	owners      map[string]*spoolOwner
+	files       map[*spillFile]struct{} // every spill file that exists
+	retired     []*spillFile            // complete files of closed streams, oldest first
+	reclaimable int64                   // sum of the retired files' sizes
+	closed      bool
+}
+
+// spoolOwner is one owner's share of the spool: its directory (made on its first
+// spill, removed once it holds no file) and its streams.
+type spoolOwner struct {
+	id      string
+	dirName string
+	fd      int   // the open owner directory, or -1
+	files   int   // spill files that exist in it
+	streams int   // open streams
+	ended   bool  // EndOwner was called: files of streams closing now are deleted
+	ino     inode // the directory's identity, to check its path before each new file
+}
+
+// spillFile is one spill file. Its path is reported only while it is not gone; once
+// gone (deleted, or about to be) it is never reported again.
+type spillFile struct {
+	path  string
+	name  string // within its owner's directory
+	owner *spoolOwner
+	// size is the bytes reserved for the file in the budget: owned by the stream's
+	// writer while it spills, then (once retired) by the spool under its lock.
+	size int64
+	gone atomic.Bool
+}
+
+// reportedPath is the path to report for f: "" when there is no file or it is gone.
+func (f *spillFile) reportedPath() string {
+	if f == nil || f.gone.Load() {
+		return ""
+	}
+	return f.path
+}
+
+type inode struct{ dev, ino uint64 }
+
+// NewSpool returns a Spool. Nothing is created on disk until a stream first spills.
+func NewSpool(opts SpoolOptions) *Spool {
+	sp := &Spool{root: opts.Root, limit: opts.BudgetBytes, log: opts.Logger, dirFD: -1,
+		owners: map[string]*spoolOwner{}, files: map[*spillFile]struct{}{}}
+	if sp.root == "" {
+		sp.root = os.TempDir()
+	}
+	if sp.limit <= 0 {
+		sp.limit = DefaultSpillBudgetBytes
+	}
+	if sp.log == nil {
+		sp.log = slog.Default()
+	}
+	return sp
+}
+
+// NewStream returns an open stream owned by owner ("" = no session), bounded by limits
+// (a negative MaxBytes or SpillMaxBytes counts as 0). Its spill file, if it needs one,
+// is <spill dir>/<owner dir>/<n>.log. The stream must be closed when it ends.
+func (sp *Spool) NewStream(owner string, limits Capture) *Stream {
+	return sp.newStream(owner, limits, strconv.FormatUint(sp.seq.Add(1), 10)+".log")
+}
+
+// newStream is NewStream with the spill file's name chosen by the caller; names must
+// not repeat within the spool.
+func (sp *Spool) newStream(owner string, limits Capture, fileName string) *Stream {
+	limits.MaxBytes = max(limits.MaxBytes, 0)
+	limits.SpillMaxBytes = max(limits.SpillMaxBytes, 0)
+	sp.mu.Lock()
+	o := sp.owners[owner]
+	if o == nil {
+		o = &spoolOwner{id: owner, dirName: ownerDirName(owner), fd: -1}
+		sp.owners[owner] = o
+	}
+	o.ended = false
+	o.streams++
+	sp.mu.Unlock()
+	return &Stream{limits: limits, sp: sp, owner: o, fileName: fileName}
+}
+
+// ownerDirName is the directory name of an owner: "no-session" for "", "s-<owner>" for
+// a short name of letters, digits, '-' and '_', else "h-" and a hash of it.
+func ownerDirName(owner string) string {
+	if owner == "" {
+		return "no-session"
+	}
+	if len(owner) <= 64 && strings.Trim(owner, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == "" {
+		return "s-" + owner
+	}
+	sum := sha256.Sum256([]byte(owner))
+	return "h-" + hex.EncodeToString(sum[:16])
+}
+
+// Dir is the private spill directory ("" until the first spill).
+func (sp *Spool) Dir() string {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.dir
+}
+
+// Used is the total size of the spool's spill files: bytes are counted before they are
+// written and uncounted once their file is deleted, so the files on disk never hold
+// more, and Used never exceeds Budget.
+func (sp *Spool) Used() int64 { return sp.used.Load() }
+
+// Budget is the limit on Used (SpoolOptions.BudgetBytes, defaulted).
+func (sp *Spool) Budget() int64 { return sp.limit }
+
+// EndOwner ends an owner (a session ended): its closed streams' spill files are
+// deleted now, and those of its streams still open when they close; its directory goes
+// once empty. A later NewStream for the same owner starts it afresh.
+func (sp *Spool) EndOwner(owner string) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	o := sp.owners[owner]
+	if o == nil {
+		return
+	}
+	o.ended = true
+	kept := sp.retired[:0]
+	for _, f := range sp.retired {
+		if f.owner == o {
+			sp.reclaimable -= f.size
+			sp.deleteLocked(f)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	clear(sp.retired[len(kept):])
+	sp.retired = kept
+	sp.forgetOwnerLocked(o)
+}
+
+// Close withdraws every spill file (no path is reported any more) and removes the
+// spill directory. Streams still open keep their in-memory tails and stop spilling.
+// Close is idempotent.
+func (sp *Spool) Close() {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed {
+		return
+	}
+	sp.closed = true
+	for f := range sp.files {
+		f.gone.Store(true)
+	}
+	sp.files, sp.retired, sp.reclaimable = nil, nil, 0
+	for _, o := range sp.owners {
+		if o.fd >= 0 {
+			unix.Close(o.fd)
+			o.fd = -1
+		}
+	}
+	if sp.dir == "" {
+		return
+	}
+	// Open streams notice the closed spool at their next write (their file is gone).
+	if err := os.RemoveAll(sp.dir); err != nil {
+		sp.log.Warn("subprocess: cannot remove the spill directory", "err", err)
+	} else {
+		sp.used.Store(0)
+	}
+	if sp.dirFD >= 0 {
+		unix.Close(sp.dirFD) // releases the instance lock
+		sp.dirFD = -1
+	}
+}
+
+// tryReserve takes n bytes of the budget if they fit.
+func (sp *Spool) tryReserve(n int64) bool {
+	for {
+		cur := sp.used.Load()
+		if cur > sp.limit-n {
+			return false
+		}
+		if sp.used.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+// reserve takes n bytes of the budget for a spill write by a stream of owner. When they
+// do not fit, retired files are deleted until they do: owner's own, oldest first, then
+// other owners', oldest first. Before each deletion it checks that deleting every
+// retired file would make room; when it would not, reserve fails without deleting
+// more. Writers reserve without the lock, so bytes freed by one deletion may be taken
+// by another stream meanwhile: reserve can then delete some files and still fail (the
+// bytes went to output that needed them).
+func (sp *Spool) reserve(n int64, owner *spoolOwner) bool {
+	if sp.tryReserve(n) {
+		return true
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for {
+		if sp.tryReserve(n) {
+			return true
+		}
+		if len(sp.retired) == 0 || sp.used.Load()-sp.reclaimable > sp.limit-n {
+			return false
+		}
+		i := slices.IndexFunc(sp.retired, func(f *spillFile) bool { return f.owner == owner })
+		if i < 0 {
+			i = 0
+		}
+		f := sp.retired[i]
+		sp.retired = slices.Delete(sp.retired, i, i+1)
+		sp.reclaimable -= f.size
+		sp.deleteLocked(f)
+	}
+}
+
+// release returns n bytes to the budget.
+func (sp *Spool) release(n int64) {
+	if n != 0 {
+		sp.used.Add(-n)
+	}
+}
+
+// delete removes f's file and returns its bytes to the budget.
+func (sp *Spool) delete(f *spillFile) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.deleteLocked(f)
+}
+
+// deleteLocked removes f's file (through its owner's directory descriptor, never by
+// path) and returns its bytes to the budget. f is marked gone first, so that no reader
+// is given its path once the file may be missing. If the file cannot be removed its
+// bytes stay reserved: the budget must never undercount the disk.
+func (sp *Spool) deleteLocked(f *spillFile) {
+	if !f.gone.CompareAndSwap(false, true) || sp.closed {
+		return
+	}
+	delete(sp.files, f)
+	o := f.owner
+	if o.fd >= 0 {
+		if err := unix.Unlinkat(o.fd, f.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			sp.log.Warn("subprocess: cannot remove a spill file", "path", f.path, "err", errnoText(err))
+			return
+		}
+	}
+	sp.release(f.size)
+	o.files--
+	sp.forgetOwnerLocked(o)
+}
+
+// closeStream records that a stream of o ended; file, when not nil, is its complete
+// spill file, which the budget may now delete to make room (at once, if the owner
+// ended or the spool is closed).
+func (sp *Spool) closeStream(o *spoolOwner, file *spillFile) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	o.streams--
+	switch {
+	case file == nil:
+	case sp.closed:
+		file.gone.Store(true)
+	case o.ended:
+		sp.deleteLocked(file)
+	default:
+		sp.retired = append(sp.retired, file)
+		sp.reclaimable += file.size
+	}
+	sp.forgetOwnerLocked(o)
+}
+
+// forgetOwnerLocked removes o's directory once it holds no file, and o itself once it
+// has no stream either and has ended.
+func (sp *Spool) forgetOwnerLocked(o *spoolOwner) {
+	if o.files == 0 && o.fd >= 0 && !sp.closed {
+		unix.Close(o.fd)
+		o.fd = -1
+		// Not through a symlink: unlinkat of a symlink with AT_REMOVEDIR fails.
+		if err := unix.Unlinkat(sp.dirFD, o.dirName, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			sp.log.Warn("subprocess: cannot remove a spill directory", "path", filepath.Join(sp.dir, o.dirName), "err", errnoText(err))
+		}
+	}
+	if o.ended && o.streams == 0 && o.files == 0 && sp.owners[o.id] == o {
+		delete(sp.owners, o.id)
+	}
+}
+
+// errSpoolClosed is why a stream of a closed spool does not spill.
+var errSpoolClosed = errors.New("subprocess: the spool is closed")
+
+// create makes a spill file for a stream of o: <dir>/<owner dir>/<name>, mode 0600,
+// created exclusively through the owner directory's descriptor. Nothing is created when
+// a directory's path no longer names the directory the spool holds (it was moved, or
+// replaced by a symlink).
+func (sp *Spool) create(o *spoolOwner, name string) (*os.File, *spillFile, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed {
+		return nil, nil, errSpoolClosed
+	}
+	if err := sp.initLocked(); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDirPath(sp.dir, sp.dirIno); err != nil {
+		sp.dirErr = err // for good: every later spill fails at once (and quietly)
+		sp.log.Warn("subprocess: the spill directory was moved or replaced; long output keeps its tail only", "err", err)
+		return nil, nil, err
+	}
+	ownerPath := sp.dir + "/" + o.dirName
+	if o.fd < 0 {
+		fd, ino, err := makePrivateDir(sp.dirFD, o.dirName, ownerPath, true)
+		if err != nil {
+			sp.log.Warn("subprocess: cannot create a spill directory; long output keeps its tail only", "err", err)
+			return nil, nil, err
+		}
+		o.fd, o.ino = fd, ino
+	}
+	if err := checkDirPath(ownerPath, o.ino); err != nil {
+		sp.log.Warn("subprocess: a spill directory was moved or replaced; long output keeps its tail only", "err", err)
+		return nil, nil, err
+	}
+	fd, err := unix.Openat(o.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		err = &opError{op: "create", path: ownerPath + "/" + name, err: err}
+		sp.log.Warn("subprocess: cannot create a spill file; long output keeps its tail only", "err", err)
+		return nil, nil, err
+	}
+	if err := unix.Fchmod(fd, 0o600); err != nil { // the umask may have taken bits
+		unix.Close(fd)
+		_ = unix.Unlinkat(o.fd, name, 0)
+		return nil, nil, err
+	}
+	path := ownerPath + "/" + name
+	o.files++
+	f := &spillFile{path: path, name: name, owner: o}
+	sp.files[f] = struct{}{}
+	return os.NewFile(uintptr(fd), path), f, nil
+}
+
+// initLocked creates the private spill directory on first use: a uniquely named 0700
+// directory under the root, held open and locked (flock) for the spool's lifetime, so
+// that another process can tell a live spool's directory from a dead one's. Leftovers
+// of dead processes are removed first.
+func (sp *Spool) initLocked() error {
+	if sp.dirFD >= 0 || sp.dirErr != nil {
+		return sp.dirErr
+	}
+	err := func() error {
+		rootFD, err := unix.Open(sp.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return &opError{op: "open", path: sp.root, err: err}
+		}
+		defer unix.Close(rootFD)
+		removeDeadInstances(rootFD, sp.root, spillPrefix, func(name string) {
+			_ = os.RemoveAll(filepath.Join(sp.root, name)) // never follows a symlink below root
+		})
+		for range 10 {
+			suffix := make([]byte, 6)
+			_, _ = rand.Read(suffix)
+			name := spillPrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(suffix)
+			path := filepath.Join(sp.root, name)
+			fd, ino, err := makePrivateDir(rootFD, name, path, false)
+			if errors.Is(err, unix.EEXIST) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				unix.Close(fd)
+				_ = unix.Unlinkat(rootFD, name, unix.AT_REMOVEDIR)
+				return &opError{op: "lock", path: path, err: err}
+			}
+			sp.dir, sp.dirFD, sp.dirIno = path, fd, ino
+			return nil
+		}
+		return fmt.Errorf("cannot find a free spill directory name under %s", sp.root)
+	}()
+	if err != nil {
+		sp.dirErr = err
+		sp.log.Warn("subprocess: cannot create the spill directory; long output keeps its tail only", "err", err)
+	}
+	return err
+}
+
+// spillPrefix starts the name of every spill directory: dsh-spill-<pid>-<random>.
+const spillPrefix = "dsh-spill-"
+
+// makePrivateDir creates the directory name under parentFD (or, with reuse, takes the
+// one that exists: an owner directory that could not be removed), opens it without
+// following a symlink and makes sure it is a directory of this user with mode 0700.
+// path names it in errors.
+func makePrivateDir(parentFD int, name, path string, reuse bool) (int, inode, error) {
+	created := true
+	if err := unix.Mkdirat(parentFD, name, 0o700); err != nil {
+		if !reuse || !errors.Is(err, unix.EEXIST) {
+			return -1, inode{}, &opError{op: "mkdir", path: path, err: err}
+		}
+		created = false
+	}
+	fd, err := unix.Openat(parentFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, inode{}, &opError{op: "open", path: path, err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, inode{}, &opError{op: "stat", path: path, err: err}
+	}
+	if int(st.Uid) != os.Geteuid() || (!created && st.Mode&0o077 != 0) {
+		unix.Close(fd)
+		return -1, inode{}, fmt.Errorf("spill directory %s is not private to this user (owner %d, mode %#o)", path, st.Uid, st.Mode&0o7777)
+	}
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		unix.Close(fd)
+		return -1, inode{}, &opError{op: "chmod", path: path, err: err}
+	}
+	return fd, inode{uint64(st.Dev), st.Ino}, nil
+}
+
+// checkDirPath checks that path names (without following a final symlink) the
+// directory whose identity is want.
+func checkDirPath(path string, want inode) error {
+	var named unix.Stat_t
+	if err := unix.Lstat(path, &named); err != nil {
+		return &opError{op: "lstat", path: path, err: err}
+	}
+	if uint64(named.Dev) != want.dev || named.Ino != want.ino {
+		return fmt.Errorf("%s no longer names the spill directory (moved, or replaced by a symlink)", path)
+	}
+	return nil
+}
+
+// removeDeadInstances calls remove for every directory entry of parent named
+// <prefix><pid>-<suffix> whose owner is dead: no process holds its lock (flock) and
+// no process has its pid. Both must hold: the lock protects a live instance in another
+// pid namespace, the pid an instance of an older dsh that took no lock.
+func removeDeadInstances(parentFD int, parent, prefix string, remove func(name string)) {
+	entries, err := readDirNames(parentFD)
+	if err != nil {
+		return
+	}
+	for _, name := range entries {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue
+		}
+		if instanceLocked(parentFD, name) {
+			continue
+		}
+		remove(name)
+	}
+}
+
+// instanceLocked reports whether a live process holds the lock of directory name (or
+// it cannot be told: not a directory of this user, unreadable).
+func instanceLocked(parentFD int, name string) bool {
+	fd, err := unix.Openat(parentFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || int(st.Uid) != os.Geteuid() {
+		return true
+	}
+	return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil
+}
+
+// readDirNames lists the entries of the open directory fd (which it does not close).
+func readDirNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(dup)
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	if _, err := unix.Seek(dup, 0, 0); err != nil {
+		return nil, err
+	}
+	return f.Readdirnames(-1)
+}
