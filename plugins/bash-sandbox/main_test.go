@@ -236,12 +236,13 @@ func attack(op string, args []string) error {
 			syscall.PtraceDetach(pid)
 		}
 		return err
-	case "userns":
-		_, _, e := syscall.RawSyscall(syscall.SYS_UNSHARE, syscall.CLONE_NEWUSER, 0, 0)
-		if e != 0 {
-			return e
+	case "userns": // a child in a new user namespace (unshare(2) needs one thread)
+		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}})
+		if err == nil {
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, 0, nil)
 		}
-		return nil
+		return err
 	case "fds": // the open descriptors, other than the one listing them
 		entries, err := os.ReadDir("/proc/self/fd")
 		if err != nil {

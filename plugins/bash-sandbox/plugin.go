@@ -334,6 +334,28 @@ func (s *sandbox) protected(ws string, dshEnv map[string]string) []string {
 	return out
 }
 
+// hidden are the directories the namespace backend covers with an empty tmpfs: the
+// spill root, unless it lies in /tmp (which the sandbox replaces with the session's own)
+// or holds a writable root (hiding it would hide the root too).
+func (s *sandbox) hidden(ns bool, writable []string) []string {
+	if !ns {
+		return nil
+	}
+	root := s.sup.Spool().Root()
+	if canon, err := filepath.EvalSymlinks(root); err == nil {
+		root = canon
+	}
+	if root == "" || within(root, "/tmp") {
+		return nil
+	}
+	for _, w := range writable {
+		if within(w, root) {
+			return nil
+		}
+	}
+	return []string{root}
+}
+
 // prepare decides how one call runs: its policy is spec.Sandbox (tool-bash resolves it
 // for the calling session, with an approved escalation) or, without one, the default
 // policy of a call without a session. danger-full-access runs bash directly; the
@@ -396,10 +418,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 			}
 		}
 	}
-	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots}
-	if dir := s.sup.SpillDir(); dir != "" && ns {
-		conf.hide = []string{dir}
-	}
+	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots, hide: s.hidden(ns, writable)}
 	b, err := sess.box(s.sup, conf, protect)
 	if err != nil {
 		// The sandbox could not be built: the call is a runner failure (exit 125 and

@@ -162,6 +162,10 @@ func ownerDirName(owner string) string {
 	return "h-" + hex.EncodeToString(sum[:16])
 }
 
+// Root is the directory the spill directory is created in (SpoolOptions.Root,
+// defaulted). A sandbox hides it from its commands.
+func (sp *Spool) Root() string { return sp.root }
+
 // Dir is the private spill directory ("" until the first spill).
 func (sp *Spool) Dir() string {
 	sp.mu.Lock()
