@@ -46,7 +46,7 @@ func forConfinedModes(t *testing.T, setup stackSetup, fn func(t *testing.T, st *
 // error).
 func attackLine(t *testing.T, st *stack, s *container.Session, op string, args ...string) string {
 	t.Helper()
-	cmd := helper(t) + " __dsh_sandbox_test_helper " + op
+	cmd := helper(t) + " " + op
 	for _, a := range args {
 		cmd += " '" + a + "'"
 	}
@@ -76,18 +76,18 @@ func TestConfinedNoPrivilege(t *testing.T) {
 			want string
 		}{
 			{"mknod-block", []string{disk}, mknod},
-			{"socket", []string{"2", "3", "1"}, "operation not permitted"},                 // AF_INET SOCK_RAW ICMP: no CAP_NET_RAW
-			{"socket", []string{"17", "3", "0"}, "permission denied"},                      // AF_PACKET: the seccomp filter
-			{"socket", []string{"10", "3", "58"}, "operation not permitted"},               // AF_INET6 raw ICMPv6
-			{"sethostname", nil, "operation not permitted"},                                // no CAP_SYS_ADMIN
-			{"lo-down", nil, "operation not permitted"},                                    // no CAP_NET_ADMIN
-			{"userns", nil, "no space left on device"},                                     // nested user namespaces disabled
-			{"write", []string{"/proc/sys/kernel/hostname"}, "read-only file system"},      // /proc/sys read-only
-			{"write", []string{"/sys/fs/cgroup/cgroup.procs"}, "read-only file system"},    // no cgroup escape
-			{"write", []string{"/proc/sysrq-trigger"}, "no such file or directory"},        // not even shown
-			{"read", []string{"/sys/kernel/security/lsm"}, "no such file or directory"},    // securityfs not mounted
-			{"socketpair", nil, "ok"},                                                      // what pipelines need still works
-			{"socket", []string{"2", "1", "0"}, "ok"},                                      // a TCP socket may exist (connect is denied)
+			{"socket", []string{"2", "3", "1"}, "operation not permitted"},              // AF_INET SOCK_RAW ICMP: no CAP_NET_RAW
+			{"socket", []string{"17", "3", "0"}, "permission denied"},                   // AF_PACKET: the seccomp filter
+			{"socket", []string{"10", "3", "58"}, "operation not permitted"},            // AF_INET6 raw ICMPv6
+			{"sethostname", nil, "operation not permitted"},                             // no CAP_SYS_ADMIN
+			{"lo-down", nil, "operation not permitted"},                                 // no CAP_NET_ADMIN
+			{"userns", nil, "no space left on device"},                                  // nested user namespaces disabled
+			{"write", []string{"/proc/sys/kernel/hostname"}, "read-only file system"},   // /proc/sys read-only
+			{"write", []string{"/sys/fs/cgroup/cgroup.procs"}, "read-only file system"}, // no cgroup escape
+			{"write", []string{"/proc/sysrq-trigger"}, "no such file or directory"},     // not even shown
+			{"read", []string{"/sys/kernel/security/lsm"}, "no such file or directory"}, // securityfs not mounted
+			{"socketpair", nil, "ok"},                                                   // what pipelines need still works
+			{"socket", []string{"2", "1", "0"}, "ok"},                                   // a TCP socket may exist (connect is denied)
 		} {
 			if tc.args != nil && tc.args[0] == "/sys/kernel/security/lsm" {
 				if _, err := os.Stat(tc.args[0]); err == nil {
@@ -193,8 +193,8 @@ func TestConfinedProtectedPaths(t *testing.T) {
 		profile := filepath.Join(conf, "profile.yaml")
 		home := filepath.Join(ws, "dsh-home")
 		for path, text := range map[string]string{
-			base:    "plugins: []\n",
-			profile: "extends: ./base.yaml\nplugins: []\n",
+			base:                                  "plugins: []\n",
+			profile:                               "extends: ./base.yaml\nplugins: []\n",
 			filepath.Join(ws, ".dsh", "settings"): "x\n",
 			filepath.Join(home, "serve-token"):    "secret\n",
 		} {
@@ -236,8 +236,8 @@ func TestConfinedProtectedPaths(t *testing.T) {
 			}
 		}
 		for path, text := range map[string]string{
-			base:    "plugins: []\n",
-			profile: "extends: ./base.yaml\nplugins: []\n",
+			base:                                  "plugins: []\n",
+			profile:                               "extends: ./base.yaml\nplugins: []\n",
 			filepath.Join(ws, ".dsh", "settings"): "x\n",
 			filepath.Join(home, "serve-token"):    "secret\n",
 		} {
@@ -381,7 +381,9 @@ func TestConfinedNoTmux(t *testing.T) {
 	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, s *container.Session, ws string) {
 		for _, sock := range []string{filepath.Join(canonTempDir(t), "tmux.sock"), filepath.Join(ws, "tmux.sock")} {
 			tmux := func(args ...string) *exec.Cmd {
-				return exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...)
+				cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...)
+				cmd.Env = append(os.Environ(), "SHELL=/bin/sh") // nobody's login shell is nologin
+				return cmd
 			}
 			if out, err := tmux("new-session", "-d", "-s", "dsh", "sleep 300").CombinedOutput(); err != nil {
 				t.Fatalf("tmux: %v\n%s", err, out)

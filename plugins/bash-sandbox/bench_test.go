@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 

@@ -1,19 +1,15 @@
 package bashsandbox_test
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"strconv"
+	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"go.uber.org/goleak"
 
@@ -21,22 +17,17 @@ import (
 )
 
 // TestMain dispatches the sandbox first, exactly as dsh's main does: the tests start
-// session sandboxes by re-executing this test binary with the hidden argument. It also
-// serves as the attack helper (see helperMain) when a confined command runs a copy of
-// it.
+// session sandboxes by re-executing this test binary with the hidden argument.
 //
 // The commands the stack tests run inherit this process's environment: their messages
 // must be the English ones the denial classifier and the exact assertions read.
 func TestMain(m *testing.M) {
 	bashsandbox.MaybeRunLauncher()
-	if len(os.Args) > 1 && os.Args[1] == helperArg {
-		os.Exit(helperMain(os.Args[2:]))
-	}
 	os.Setenv("LC_ALL", "C")
 	code := m.Run()
-	helperDir.Do(func() {}) // no helper copy made after this point
-	if helperPath != "" {
-		os.RemoveAll(filepath.Dir(helperPath))
+	helperOnce.Do(func() {}) // no helper built after this point
+	if helperDir != "" {
+		os.RemoveAll(helperDir)
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -90,179 +81,60 @@ func noProcessLeft(t *testing.T) {
 	})
 }
 
-// The attack helper: this test binary, copied where a confined command can run it (the
-// build directory lies in the host's /tmp, which the sandbox hides), makes the system
-// calls an attacker would and prints "ok" or the error.
-const helperArg = "__dsh_sandbox_test_helper"
-
+// The attack helper (testdata/attackhelper): a small static program a confined command
+// runs to make the system calls bash cannot. It is built once per test binary, outside
+// the temp dirs (the sandbox hides the host's /tmp), or taken from
+// $DSH_SANDBOX_HELPER (the unprivileged re-run gets the one its parent built).
 var (
-	helperDir  sync.Once
+	helperOnce sync.Once
 	helperPath string
+	helperErr  error
 )
 
-// helper returns the path of the attack helper, copying this binary on first use to a
-// directory outside the temp dirs (under the user's cache directory).
+// helper returns the path of the attack helper, building it on first use.
 func helper(t testing.TB) string {
 	t.Helper()
-	helperDir.Do(func() {
+	helperOnce.Do(func() {
+		if p := os.Getenv("DSH_SANDBOX_HELPER"); p != "" {
+			helperPath = p
+			return
+		}
 		base, err := os.UserCacheDir()
+		if err == nil {
+			err = os.MkdirAll(base, 0o755)
+		}
+		var dir string
+		if err == nil {
+			dir, err = os.MkdirTemp(base, "dsh-sandbox-helper-")
+		}
 		if err != nil {
+			helperErr = err
 			return
 		}
-		if os.MkdirAll(base, 0o755) != nil {
-			return
-		}
-		dir, err := os.MkdirTemp(base, "dsh-sandbox-helper-")
-		if err != nil {
-			return
-		}
-		os.Chmod(dir, 0o755)
-		src, err := os.Open(os.Args[0])
-		if err != nil {
-			return
-		}
-		defer src.Close()
-		dst, err := os.OpenFile(filepath.Join(dir, "helper"), os.O_CREATE|os.O_WRONLY, 0o755)
-		if err != nil {
-			return
-		}
-		_, err = io.Copy(dst, src)
-		if dst.Close() != nil || err != nil {
-			return
-		}
-		helperPath = dst.Name()
+		helperDir = dir
+		helperPath, helperErr = buildHelper(dir)
 	})
-	if helperPath == "" {
-		t.Skip("no directory for the attack helper outside the temp dirs")
+	if helperErr != nil {
+		t.Skipf("no attack helper: %v", helperErr)
 	}
 	return helperPath
 }
 
-// helperMain runs one attack and prints "ok" or the error; it exits 0 either way (the
-// output is the verdict), 2 for a usage error.
-func helperMain(args []string) int {
-	if len(args) == 0 {
-		fmt.Println("usage")
-		return 2
-	}
-	err := attack(args[0], args[1:])
-	if err == nil {
-		fmt.Println("ok")
-	} else {
-		fmt.Println(errText(err))
-	}
-	return 0
-}
+// helperDir is the directory the helper was built in (removed after the tests).
+var helperDir string
 
-func errText(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno.Error()
+// buildHelper builds the attack helper into dir (static, so it runs anywhere).
+func buildHelper(dir string) (string, error) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	return err.Error()
-}
-
-func attack(op string, args []string) error {
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
+	out := filepath.Join(dir, "attackhelper")
+	cmd := exec.Command(goTool, "build", "-o", out, "./testdata/attackhelper")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the attack helper: %v\n%s", err, b)
 	}
-	switch op {
-	case "socket": // family type [protocol]
-		fam, _ := strconv.Atoi(arg(0))
-		typ, _ := strconv.Atoi(arg(1))
-		proto, _ := strconv.Atoi(arg(2))
-		fd, err := syscall.Socket(fam, typ, proto)
-		if err == nil {
-			syscall.Close(fd)
-		}
-		return err
-	case "socketpair":
-		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-		if err == nil {
-			syscall.Close(fds[0])
-			syscall.Close(fds[1])
-		}
-		return err
-	case "connect-unix": // path or @abstract
-		c, err := net.Dial("unix", arg(0))
-		if err == nil {
-			c.Write([]byte("hello from the sandbox\n"))
-			c.Close()
-		}
-		return unwrap(err)
-	case "udp": // host:port
-		c, err := net.Dial("udp", arg(0))
-		if err != nil {
-			return unwrap(err)
-		}
-		defer c.Close()
-		_, err = c.Write([]byte("udp from the sandbox"))
-		return unwrap(err)
-	case "sethostname":
-		return syscall.Sethostname([]byte("dsh-sandbox-attack"))
-	case "lo-down": // what `ip link set lo down` asks the kernel
-		s, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
-		if err != nil {
-			s, err = syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW, 0)
-			if err != nil {
-				return err
-			}
-		}
-		defer syscall.Close(s)
-		var ifr [40]byte
-		copy(ifr[:], "lo")
-		_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(s), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0])))
-		if e != 0 {
-			return e
-		}
-		return nil
-	case "mknod-block": // path
-		return syscall.Mknod(arg(0), syscall.S_IFBLK|0o600, 0x0800) // 8:0, a disk
-	case "read": // path
-		_, err := os.ReadFile(arg(0))
-		return unwrap(err)
-	case "write": // path
-		return unwrap(os.WriteFile(arg(0), []byte("written from the sandbox\n"), 0o644))
-	case "kill": // pid
-		pid, _ := strconv.Atoi(arg(0))
-		return syscall.Kill(pid, syscall.SIGTERM)
-	case "ptrace": // pid
-		pid, _ := strconv.Atoi(arg(0))
-		err := syscall.PtraceAttach(pid)
-		if err == nil {
-			syscall.PtraceDetach(pid)
-		}
-		return err
-	case "userns": // a child in a new user namespace (unshare(2) needs one thread)
-		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}})
-		if err == nil {
-			var ws syscall.WaitStatus
-			syscall.Wait4(pid, &ws, 0, nil)
-		}
-		return err
-	case "fds": // the open descriptors, other than the one listing them
-		entries, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			return err
-		}
-		var fds []string
-		for _, e := range entries {
-			if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && !strings.HasPrefix(target, "/proc/") {
-				fds = append(fds, e.Name())
-			}
-		}
-		return errors.New("fds " + strings.Join(fds, " "))
-	}
-	return errors.New("unknown attack " + op)
-}
-
-func unwrap(err error) error {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return err
+	os.Chmod(dir, 0o755)
+	return out, nil
 }
