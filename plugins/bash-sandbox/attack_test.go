@@ -475,3 +475,19 @@ func TestConfinedSpillFilesHidden(t *testing.T) {
 		}
 	})
 }
+
+// The approval prompt shows what it approves: an escalation whose command hides its
+// head behind `\r\x1b[2K` reaches the user escaped, whole.
+func TestApprovalPromptEscapesTheCommand(t *testing.T) {
+	st := newStack(t, stackSetup{approval: "ask"})
+	ws := workspace(t)
+	p := &prompter{answer: container.Declined}
+	s := &container.Session{ID: "escape", Cwd: ws, Prompter: p}
+	res := st.bash(t, s, "rm -rf ~\r\x1b[2Kls", "sandbox_permissions", "workspace-write", "justification", "list\r\x1b[2Kfiles")
+	expect(t, res, `Error: the user rejected escalating this command to "workspace-write"`, true)
+	q := p.asked()
+	if len(q) != 1 || !strings.Contains(q[0], "Command:\n  rm -rf ~\\r\\x1b[2Kls\n") || !strings.Contains(q[0], "Justification: list\\r\\x1b[2Kfiles\n") ||
+		strings.ContainsAny(q[0], "\r\x1b") {
+		t.Fatalf("the question: %q", q)
+	}
+}
