@@ -81,10 +81,10 @@ func TestCallInheritedDescriptorDoesNotLeak(t *testing.T) {
 	}
 	defer f.Close()
 	cmd := exec.Command(dshBin, "call", "--profile", "sandbox", "--workspace", ws, "bash",
-		`{"command":"ls /proc/$$/fd | tr '\\n' ' '; echo pwned >&3","description":"Write to an inherited descriptor"}`)
+		`{"command":"for n in $(seq 3 64); do test -e /proc/$$/fd/$n && echo open $n; done; echo checked; echo pwned >&3","description":"Write to an inherited descriptor"}`)
 	cmd.ExtraFiles = []*os.File{f} // fd 3 in dsh, inherited as `exec 3>>leak` would
 	out, _ := cmd.CombinedOutput()
-	want := "0 1 2 \n[stderr]\nbash: line 1: 3: Bad file descriptor\n[exit code: 1]"
+	want := "checked\n[stderr]\nbash: line 1: 3: Bad file descriptor\n[exit code: 1]"
 	if string(out) != want {
 		t.Fatalf("output:\n got %q\nwant %q", out, want)
 	}

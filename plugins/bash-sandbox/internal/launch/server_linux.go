@@ -100,6 +100,9 @@ type server struct {
 	pmu sync.Mutex // serialises protect (mounts)
 	pr  protector
 
+	rmu      sync.Mutex
+	rulesets map[string]cachedRuleset // by policy
+
 	// mu orders starts with orphan scans: a scan never reaps a leader that is being
 	// registered (starting > 0 makes it wait).
 	mu       sync.Mutex
@@ -228,10 +231,9 @@ func (s *server) start(m Start, fds []int) {
 	go func() {
 		// This goroutine's thread is confined and dies with it.
 		var f forked
-		rs, flags, err := newRuleset(m.Policy, s.pinned)
+		rs, flags, err := s.ruleset(m.Policy)
 		if err == nil {
 			err = confineThread(rs, flags, s.filter, s.dropCaps, s.lastCap)
-			syscall.Close(rs)
 		} else {
 			runtime.LockOSThread()
 		}
@@ -297,6 +299,35 @@ func (s *server) start(m Start, fds []int) {
 	go s.await(l)
 }
 
+// ruleset returns the Landlock ruleset of p, made once per distinct policy and kept
+// (a ruleset may restrict any number of threads; each restriction is a domain of its
+// own, so commands still cannot signal or trace each other).
+func (s *server) ruleset(p Policy) (int, uint32, error) {
+	key := p.Mode + "\x00" + p.WorkspaceRoot + "\x00" + p.Network
+	for _, r := range p.WritableRoots {
+		key += "\x00" + r
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if r, ok := s.rulesets[key]; ok {
+		return r.fd, r.flags, nil
+	}
+	fd, flags, err := newRuleset(p, s.pinned)
+	if err != nil {
+		return -1, 0, err
+	}
+	if s.rulesets == nil {
+		s.rulesets = map[string]cachedRuleset{}
+	}
+	s.rulesets[key] = cachedRuleset{fd, flags}
+	return fd, flags, nil
+}
+
+type cachedRuleset struct {
+	fd    int
+	flags uint32
+}
+
 // await waits for l's exit without reaping it and reports it (Exited).
 func (s *server) await(l *leader) {
 	var info siginfo
@@ -340,7 +371,9 @@ func (s *server) await(l *leader) {
 	if release {
 		s.release(l.id)
 	}
-	s.scan()
+	s.mu.Lock()
+	s.scanLaterLocked()
+	s.mu.Unlock()
 }
 
 // release reaps the leader of command id (dsh is done signalling its group).
@@ -362,12 +395,13 @@ func (s *server) release(id uint64) {
 	for waitid(pPID, uintptr(l.pid), &info, syscall.WEXITED|syscall.WNOHANG) == syscall.EINTR {
 	}
 	l.pidfd.Close()
-	s.scan()
 }
 
 // scan reaps exited orphans: descendants of the commands that were re-parented to this
 // process (the init of the PID namespace, or a subreaper). Leaders are never reaped
-// here. While some children other than leaders live on, it looks again later.
+// here. It runs a little after a leader exits (scans coalesce: one per scanDelay at
+// most), and again while some children other than leaders live on; an orphan's zombie
+// lingers that long, holding nothing but its pid.
 func (s *server) scan() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -400,11 +434,14 @@ func (s *server) scan() {
 	}
 }
 
+// scanDelay is how long after an exit the orphans are looked for.
+const scanDelay = 100 * time.Millisecond
+
 func (s *server) scanLaterLocked() {
 	if s.scanAt != nil {
 		return
 	}
-	s.scanAt = time.AfterFunc(250*time.Millisecond, func() {
+	s.scanAt = time.AfterFunc(scanDelay, func() {
 		s.mu.Lock()
 		s.scanAt = nil
 		s.mu.Unlock()
