@@ -159,6 +159,26 @@ func confineThread(ruleset int, flags uint32, filter []syscall.SockFilter, dropC
 	return nil
 }
 
+// filterProcess installs filter on every thread of this process (SECCOMP_FILTER_FLAG_TSYNC),
+// after setting no_new_privs, which the kernel then sets on every thread too. Threads
+// made later inherit it from the thread that makes them.
+func filterProcess(filter []syscall.SockFilter) error {
+	const seccompFilterFlagTsync = 1
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); e != 0 {
+		return errors.New("prctl(PR_SET_NO_NEW_PRIVS): " + e.Error())
+	}
+	prog := syscall.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	r, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, seccompFilterFlagTsync, uintptr(unsafe.Pointer(&prog)))
+	runtime.KeepAlive(filter)
+	if e != 0 {
+		return e
+	}
+	if r != 0 {
+		return errors.New("thread " + strconv.Itoa(int(r)) + " could not be synchronised")
+	}
+	return nil
+}
+
 // holdsCap reports whether the calling thread has capability c in its effective set.
 func holdsCap(c int) bool {
 	hdr := capHeader{version: linuxCapVersion3}

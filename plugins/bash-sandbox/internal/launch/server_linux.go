@@ -93,7 +93,7 @@ type server struct {
 	ns       bool
 	network  string
 	pinned   map[string]int // the pinned workspace root's descriptor, by path
-	filter   []syscall.SockFilter
+	filter   []syscall.SockFilter // per command; nil: the process-wide one suffices
 	dropCaps bool
 	lastCap  int
 
@@ -165,7 +165,13 @@ func (s *server) setup(payload []byte, fds []int) error {
 	s.dropCaps = holdsCap(capSetpcap)
 	s.lastCap = lastCapability()
 	if s.network == NetworkDeny && SeccompSupported {
-		s.filter = denyNetworkFilter(filterArches, !s.ns)
+		// The filter is the same for every command of the session: installed once, on
+		// every thread of this process (which makes no socket of its own from now on),
+		// it is inherited by each command thread and its fork — compiling a filter per
+		// command would cost more than the rest of the confinement.
+		if err := filterProcess(denyNetworkFilter(filterArches, !s.ns)); err != nil {
+			return errors.New("seccomp: " + err.Error())
+		}
 	}
 	return nil
 }
