@@ -17,7 +17,7 @@ func RequiredABI(p Policy) int {
 }
 
 // Enforcement says how completely the running host enforces p: "full" when the kernel's
-// Landlock ABI reaches RequiredABI(p) (and, with the network denied, the launcher can
+// Landlock ABI reaches RequiredABI(p) (and, with the network denied, the sandbox can
 // also filter socket(2), see seccomp.go), "partial" when only part of
 // the policy is enforced, "" for a policy that is not a confined mode.
 func Enforcement(p Policy) string {
@@ -81,7 +81,7 @@ const (
 	restrictSelfLogSubdomainsOff             // ABI 7
 )
 
-// The rights the launcher grants (the same groups as go-landlock's RODirs, RWFiles and
+// The rights the sandbox grants (the same groups as go-landlock's RODirs, RWFiles and
 // RWDirs).
 const (
 	accessFSRead  = accessFSExecute | accessFSReadFile | accessFSReadDir

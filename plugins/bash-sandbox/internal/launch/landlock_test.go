@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The launcher speaks to the kernel with its own constants; they must be the kernel's.
+// The sandbox speaks to the kernel with its own constants; they must be the kernel's.
 func TestKernelConstants(t *testing.T) {
 	eq := func(name string, got, want uint64) {
 		t.Helper()

@@ -1,21 +1,24 @@
-// Package launch is the sandbox launcher: the code that runs inside the re-executed dsh
-// binary, restricts that fresh process with Landlock (and a seccomp filter) and execs
-// the command. Package bashsandbox documents the contract and re-exports what executors
-// need.
+// Package launch is the session sandbox: the code that runs inside the re-executed dsh
+// binary (SessionArg), builds the session's namespaces and mount tree once, and then
+// starts each command it is sent from a thread it confines first (Landlock,
+// capabilities, no_new_privs; the seccomp filter is process-wide); and the control
+// protocol both sides speak (Setup, Start, Reply, Release over Conn). It also holds the
+// runner-failure stub (FailArg). Package bashsandbox documents the contract.
 //
 // # Why a package of its own, with so few imports
 //
-// Its init function dispatches the launcher. Go initialises packages one at a time,
+// Its init function dispatches the sandbox. Go initialises packages one at a time,
 // always taking the first package in import-path order whose imports are all
 // initialised. This package imports only errors, os, runtime, strconv, sync, syscall,
-// unicode/utf8, unicode/utf16 and unsafe — packages initialised before package os, or
-// without initialisation of their own — so it is initialised right after package os,
-// and a launcher process execs its command before the rest of the binary (dsh's MCP,
-// HTTP, YAML, fx and crypto packages) is initialised at all. Every confined command pays the launcher's start-up,
-// so the imports are restricted on purpose (imports_test.go enforces the list): that is
-// why this package speaks Landlock and seccomp through raw system calls and parses its
-// policy JSON itself, instead of using go-landlock, x/sys/unix and encoding/json, each
-// of which would postpone the dispatch behind dozens of other packages' initialisation.
+// time and unsafe — packages initialised before package os, or without initialisation
+// of their own — so it is initialised right after package os, and a sandbox process
+// runs before the rest of the binary (dsh's MCP, HTTP, YAML, fx and crypto packages) is
+// initialised at all: it stays a small Go program, whatever the binary links. The
+// imports are restricted on purpose (imports_test.go enforces the list): that is why
+// this package speaks Landlock, seccomp, the mount API and its protocol through raw
+// system calls and its own encoding, instead of using go-landlock, x/sys/unix and
+// encoding/json, each of which would postpone the dispatch behind dozens of other
+// packages' initialisation.
 package launch
 
 import (
@@ -32,7 +35,7 @@ const SessionArg = "__dsh_sandbox_session"
 // FailArg is the hidden first argument of the runner-failure stub: the process writes
 // "dsh-sandbox: <argument 2>" as its only stderr line and exits 125. It stands in for a
 // command the sandbox could not start confined, so the failure reaches the caller the
-// way a failed launcher's always has.
+// way the per-command launcher's failures always have (one line, exit 125).
 const FailArg = "__dsh_sandbox_fail"
 
 // RunnerFailureExitCode is the exit status of a sandbox runner that failed before the
@@ -44,7 +47,7 @@ const RunnerFailurePrefix = "dsh-sandbox: "
 
 // The modes (the values of shell.ModeReadOnly, shell.ModeWorkspaceWrite and
 // shell.ModeDangerFullAccess; this package does not import the seam, which would pull
-// the container runtime into the launcher's initialisation).
+// the container runtime into the sandbox's initialisation).
 const (
 	ModeReadOnly         = "read-only"
 	ModeWorkspaceWrite   = "workspace-write"
