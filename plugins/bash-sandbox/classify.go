@@ -7,7 +7,7 @@ import (
 )
 
 // denialPhrases are the strerror texts of the errors a confined command sees when the
-// sandbox refuses: EACCES (Landlock file and network denials, the MPTCP filter), EROFS,
+// sandbox refuses: EACCES (Landlock file and network denials, the socket filter), EROFS (the read-only mounts),
 // and EPERM (signals to processes outside the sandbox).
 var denialPhrases = []string{"Permission denied", "Read-only file system", "Operation not permitted"}
 

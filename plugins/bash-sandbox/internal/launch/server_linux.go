@@ -92,7 +92,7 @@ type server struct {
 	exe      int // the dsh binary (O_PATH), for the runner-failure stub
 	ns       bool
 	network  string
-	pinned   map[string]int // the pinned workspace root's descriptor, by path
+	pinned   map[string]int       // the pinned workspace root's descriptor, by path
 	filter   []syscall.SockFilter // per command; nil: the process-wide one suffices
 	dropCaps bool
 	lastCap  int
