@@ -23,7 +23,7 @@ func BenchmarkStart(b *testing.B) {
 			go func() {
 				var err error
 				if confine {
-					err = confineThread(rs, flags, nil, holdsCap(capSetpcap), lastCapability())
+					err = confineThread(rs, flags, holdsCap(capSetpcap), lastCapability())
 				} else {
 					runtime.LockOSThread()
 				}

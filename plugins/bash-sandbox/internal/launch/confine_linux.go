@@ -115,14 +115,14 @@ func addPathRule(rulesetFd int, r pathRule, pinned int) error {
 
 // confineThread locks the calling goroutine to its OS thread for good (the thread dies
 // with the goroutine) and confines that thread, which then starts the command: the
-// child inherits the thread's credentials, seccomp filter and Landlock domain, all of
-// which are per-thread. In order: no_new_privs; the securebits that stop root from
-// regaining capabilities at exec, the bounding set emptied and the ambient set cleared
-// (when dropCaps: this needs CAP_SETPCAP, which the sandbox holds in its user
-// namespace, or as root); no capabilities at all; the Landlock domain of ruleset (a new
-// one per command, so commands cannot signal or trace each other); the seccomp filter,
-// when filter is not empty.
-func confineThread(ruleset int, flags uint32, filter []syscall.SockFilter, dropCaps bool, lastCap int) error {
+// child inherits the thread's credentials and Landlock domain, which are per-thread (and
+// the seccomp filter, which filterProcess put on every thread). In order: no_new_privs;
+// the securebits that stop root from regaining capabilities at exec, the bounding set
+// emptied and the ambient set cleared (when dropCaps: this needs CAP_SETPCAP, which the
+// sandbox holds in its user namespace, or as root); no capabilities at all; the
+// Landlock domain of ruleset (a new one per command, so commands cannot signal or trace
+// each other).
+func confineThread(ruleset int, flags uint32, dropCaps bool, lastCap int) error {
 	runtime.LockOSThread() // never unlocked
 	if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); e != 0 {
 		return errors.New("prctl(PR_SET_NO_NEW_PRIVS): " + e.Error())
@@ -147,14 +147,6 @@ func confineThread(ruleset int, flags uint32, filter []syscall.SockFilter, dropC
 	}
 	if _, _, e := syscall.RawSyscall(sysLandlockRestrictSelf, uintptr(ruleset), uintptr(flags), 0); e != 0 {
 		return errors.New("landlock: restrict: " + e.Error())
-	}
-	if len(filter) > 0 {
-		prog := syscall.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-		_, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, 0, uintptr(unsafe.Pointer(&prog)))
-		runtime.KeepAlive(filter)
-		if e != 0 {
-			return errors.New("seccomp: " + e.Error())
-		}
 	}
 	return nil
 }

@@ -93,7 +93,6 @@ type server struct {
 	ns       bool
 	network  string
 	pinned   map[string]int       // the pinned workspace root's descriptor, by path
-	filter   []syscall.SockFilter // per command; nil: the process-wide one suffices
 	dropCaps bool
 	lastCap  int
 
@@ -239,7 +238,7 @@ func (s *server) start(m Start, fds []int) {
 		var f forked
 		rs, flags, err := s.ruleset(m.Policy)
 		if err == nil {
-			err = confineThread(rs, flags, s.filter, s.dropCaps, s.lastCap)
+			err = confineThread(rs, flags, s.dropCaps, s.lastCap)
 		} else {
 			runtime.LockOSThread()
 		}
