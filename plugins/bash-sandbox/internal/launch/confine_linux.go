@@ -113,16 +113,26 @@ func addPathRule(rulesetFd int, r pathRule, pinned int) error {
 	return nil
 }
 
-// confineThread locks the calling goroutine to its OS thread for good (the thread dies
-// with the goroutine) and confines that thread, which then starts the command: the
-// child inherits the thread's credentials and Landlock domain, which are per-thread (and
-// the seccomp filter, which filterProcess put on every thread). In order: no_new_privs;
-// the securebits that stop root from regaining capabilities at exec, the bounding set
-// emptied and the ambient set cleared (when dropCaps: this needs CAP_SETPCAP, which the
-// sandbox holds in its user namespace, or as root); no capabilities at all; the
-// Landlock domain of ruleset (a new one per command, so commands cannot signal or trace
-// each other).
+// confineThread confines the calling thread for one command: prepareThread, then
+// restrictThread. It locks the goroutine to its thread for good.
 func confineThread(ruleset int, flags uint32, dropCaps bool, lastCap int) error {
+	if err := prepareThread(dropCaps, lastCap); err != nil {
+		return err
+	}
+	return restrictThread(ruleset, flags)
+}
+
+// prepareThread locks the calling goroutine to its OS thread for good (the thread dies
+// with the goroutine) and takes from that thread everything a command must not have,
+// whatever its policy: no_new_privs; the securebits that stop root from regaining
+// capabilities at exec, the bounding set emptied and the ambient set cleared (when
+// dropCaps: this needs CAP_SETPCAP, which the sandbox holds in its user namespace, or
+// as root); no capabilities at all. The thread then starts one command, after
+// restrictThread: the child inherits the thread's credentials and Landlock domain, which
+// are per-thread (and the seccomp filter, which filterProcess put on every thread).
+// The sandbox prepares spare threads ahead of the commands: emptying the bounding set
+// takes a credential change per capability.
+func prepareThread(dropCaps bool, lastCap int) error {
 	runtime.LockOSThread() // never unlocked
 	if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); e != 0 {
 		return errors.New("prctl(PR_SET_NO_NEW_PRIVS): " + e.Error())
@@ -145,6 +155,12 @@ func confineThread(ruleset int, flags uint32, dropCaps bool, lastCap int) error 
 	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
 		return errors.New("capset: " + e.Error())
 	}
+	return nil
+}
+
+// restrictThread puts the calling (prepared) thread in a new Landlock domain of ruleset:
+// one per command, so commands cannot signal or trace each other.
+func restrictThread(ruleset int, flags uint32) error {
 	if _, _, e := syscall.RawSyscall(sysLandlockRestrictSelf, uintptr(ruleset), uintptr(flags), 0); e != 0 {
 		return errors.New("landlock: restrict: " + e.Error())
 	}

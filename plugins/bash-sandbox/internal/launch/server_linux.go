@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -102,6 +101,8 @@ type server struct {
 	rmu      sync.Mutex
 	rulesets map[string]cachedRuleset // by policy
 
+	spares chan spare
+
 	// mu orders starts with orphan scans: a scan never reaps a leader that is being
 	// registered (starting > 0 makes it wait).
 	mu       sync.Mutex
@@ -172,6 +173,10 @@ func (s *server) setup(payload []byte, fds []int) error {
 			return errors.New("seccomp: " + err.Error())
 		}
 	}
+	s.spares = make(chan spare, spareThreads)
+	for range spareThreads {
+		s.makeSpare()
+	}
 	return nil
 }
 
@@ -233,14 +238,16 @@ func (s *server) start(m Start, fds []int) {
 		confined error // why confinement failed: the runner-failure stub ran instead
 	}
 	done := make(chan forked, 1)
-	go func() {
+	s.onSpare(func(prepared error) {
 		// This goroutine's thread is confined and dies with it.
 		var f forked
-		rs, flags, err := s.ruleset(m.Policy)
+		err := prepared
 		if err == nil {
-			err = confineThread(rs, flags, s.dropCaps, s.lastCap)
-		} else {
-			runtime.LockOSThread()
+			var rs int
+			var flags uint32
+			if rs, flags, err = s.ruleset(m.Policy); err == nil {
+				err = restrictThread(rs, flags)
+			}
 		}
 		if err != nil {
 			f.confined = err
@@ -250,7 +257,7 @@ func (s *server) start(m Start, fds []int) {
 			f.pid, f.err = syscall.ForkExec(m.Path, m.Argv, attr)
 		}
 		done <- f
-	}()
+	})
 	f := <-done
 
 	s.mu.Lock()
@@ -302,6 +309,39 @@ func (s *server) start(m Start, fds []int) {
 	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid}).Encode(), dup)
 	syscall.Close(dup)
 	go s.await(l)
+}
+
+// Spare threads: goroutines locked to threads already prepared for a command
+// (prepareThread), waiting for one. Each start takes one and has another made, so the
+// thread's creation and the costly part of its confinement are off the command's path.
+const spareThreads = 2
+
+// spare is a prepared thread waiting for its one job; err says why it could not be
+// prepared (the job then starts the runner-failure stub).
+type spare struct {
+	job chan func(prepared error)
+}
+
+// makeSpare starts a spare thread.
+func (s *server) makeSpare() {
+	go func() {
+		err := prepareThread(s.dropCaps, s.lastCap) // locks the goroutine to its thread
+		sp := spare{job: make(chan func(error), 1)}
+		s.spares <- sp
+		(<-sp.job)(err)
+	}()
+}
+
+// onSpare runs job on a prepared thread (a spare, or a new one when none is ready),
+// which dies when job returns.
+func (s *server) onSpare(job func(prepared error)) {
+	select {
+	case sp := <-s.spares:
+		s.makeSpare()
+		sp.job <- job
+	default:
+		go func() { job(prepareThread(s.dropCaps, s.lastCap)) }()
+	}
 }
 
 // ruleset returns the Landlock ruleset of p, made once per distinct policy and kept
