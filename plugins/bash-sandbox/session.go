@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
@@ -95,18 +96,35 @@ func (s *session) end() {
 	for _, b := range boxes {
 		b.retire()
 	}
-	go func() {
+	cleanup := func() {
 		for _, b := range boxes {
 			<-b.proc.Done()
 		}
 		if dir != "" {
 			_ = os.RemoveAll(dir)
+			_ = os.Remove(filepath.Dir(dir)) // the base, when no other session has a directory in it
 		}
 		if p != nil {
 			p.dir.Close()
 		}
-	}()
+	}
+	// Idle sandboxes exit at once: clean up before returning (a `dsh call` exits right
+	// after its session ends). One still running commands is waited for in the
+	// background.
+	deadline := time.After(endWait)
+	for _, b := range boxes {
+		select {
+		case <-b.proc.Done():
+		case <-deadline:
+			go cleanup()
+			return
+		}
+	}
+	cleanup()
 }
+
+// endWait bounds how long a session's end waits for its sandboxes to exit.
+const endWait = 2 * time.Second
 
 // workspace pins dir as the session's workspace root the first time (the session's
 // start, as far as the sandbox can tell) and returns the pin; later calls check that
@@ -133,7 +151,14 @@ func (s *session) dirs() (tmp, stage string, err error) {
 		if err != nil {
 			return "", "", err
 		}
-		dir, err := os.MkdirTemp(base, "s")
+		var dir string
+		for range 3 { // the base goes when its last session does; make it again
+			if err = os.Mkdir(base, 0o700); err == nil || errors.Is(err, os.ErrExist) {
+				if dir, err = os.MkdirTemp(base, "s"); err == nil {
+					break
+				}
+			}
+		}
 		if err != nil {
 			return "", "", fmt.Errorf("bash-sandbox: session directory: %w", err)
 		}

@@ -7,7 +7,9 @@
 // writable each tree also lives in a cgroup of its own, so that a kill reaches
 // descendants that left the process group (setsid, double fork). Executors (bash-local,
 // bash-sandbox) spawn through the Supervisor; an executor reload never touches it, and
-// closing it kills and reaps every tree it still owns.
+// closing it kills and reaps every tree it still owns. A tree's leader may also be
+// started elsewhere — by a sandbox process that stays its parent — through a Starter
+// (Spec.Start): the Supervisor owns that tree all the same.
 package subprocess
 
 import (
