@@ -175,7 +175,7 @@ func TestConfinedPrivateTmp(t *testing.T) {
 // core.fsmonitor, no profile rewrite (not even by moving its directory away), and the
 // next unconfined git runs nothing planted.
 func TestConfinedProtectedPaths(t *testing.T) {
-	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, s *container.Session, ws string) {
+	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, _ *container.Session, ws string) {
 		git := func(args ...string) string {
 			cmd := exec.Command("git", args...)
 			cmd.Dir = ws
@@ -213,7 +213,7 @@ func TestConfinedProtectedPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.lookup(t)
-		s = session("protected-"+mode, ws)
+		s := session("protected-"+mode, ws)
 		attacks := []string{
 			"echo 'touch pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
 			"git config core.fsmonitor 'touch pwned-fsmonitor'",
@@ -288,13 +288,13 @@ func TestConfinedProtectedPathAppears(t *testing.T) {
 // writable parent would — confined calls fail closed with an infrastructure error
 // naming the workspace, and nothing runs. From inside, the workspace cannot be moved.
 func TestConfinedWorkspacePinned(t *testing.T) {
-	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, s *container.Session, _ string) {
+	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, _ *container.Session, _ string) {
 		parent := outsideTempDir(t, "dsh-sandbox-pin-")
 		ws := filepath.Join(parent, "proj")
 		if err := os.Mkdir(ws, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		s = session("pinned-"+st.defaultMode(), ws)
+		s := session("pinned-"+st.defaultMode(), ws)
 		expect(t, st.bash(t, s, "pwd"), ws+"\n", false)
 		res := st.bash(t, s, "cd .. && mv proj p2")
 		if !strings.Contains(res.Text, "mv: cannot move 'proj' to 'p2': ") || !strings.Contains(res.Text, deniedMarker(st.defaultMode())) {

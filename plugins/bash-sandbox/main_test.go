@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -127,7 +126,7 @@ var helperDir string
 func buildHelper(dir string) (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("no go tool to build the attack helper: %v", err)
 	}
 	out := filepath.Join(dir, "attackhelper")
 	cmd := exec.Command(goTool, "build", "-o", out, "./testdata/attackhelper")

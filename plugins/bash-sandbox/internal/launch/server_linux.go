@@ -379,7 +379,7 @@ func (s *server) await(l *leader) {
 	rc, err := l.pidfd.SyscallConn()
 	exited := false
 	if err == nil {
-		err = rc.Read(func(fd uintptr) bool {
+		_ = rc.Read(func(fd uintptr) bool {
 			for {
 				info = siginfo{}
 				switch e := waitid(pPIDFD, fd, &info, syscall.WEXITED|syscall.WNOHANG|wNowait); e {
