@@ -91,7 +91,7 @@ type server struct {
 	exe      int // the dsh binary (O_PATH), for the runner-failure stub
 	ns       bool
 	network  string
-	pinned   map[string]int       // the pinned workspace root's descriptor, by path
+	pinned   map[string]int // the pinned workspace root's descriptor, by path
 	dropCaps bool
 	lastCap  int
 
