@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,9 +22,11 @@ import (
 // cgroupRoot is the per-harness cgroup v2 directory under which every command gets a
 // child cgroup of its own. Empty cgroups of settled commands are kept (with their
 // directory fd open) for reuse, up to maxFreeCgroups, which saves a mkdir, an open and
-// an rmdir per command.
+// an rmdir per command. The directory is held open and locked (flock) while the
+// harness lives, which tells a live harness's directory from a dead one's.
 type cgroupRoot struct {
-	dir string
+	dir    string
+	lockFD int
 
 	mu   sync.Mutex
 	free []*cgroup
@@ -34,12 +37,13 @@ const maxFreeCgroups = 8
 // newCgroupRoot finds the cgroup v2 hierarchy this process lives in and creates a
 // uniquely named directory for this harness below its own cgroup. It fails, with the
 // reason, when cgroup v2 is absent, not writable, or lacks cgroup.kill (Linux < 5.14).
-func newCgroupRoot() (*cgroupRoot, error) {
+// What dead harnesses left there is killed and removed first.
+func newCgroupRoot(log *slog.Logger) (*cgroupRoot, error) {
 	base, err := ownCgroup2Dir()
 	if err != nil {
 		return nil, err
 	}
-	removeStale(base, "dsh-", func(dir string) { _ = removeCgroupDir(dir) })
+	killDeadInstances(base, log)
 	suffix := make([]byte, 4)
 	if _, err := rand.Read(suffix); err != nil {
 		return nil, err
@@ -52,7 +56,75 @@ func newCgroupRoot() (*cgroupRoot, error) {
 		_ = unix.Rmdir(dir)
 		return nil, fmt.Errorf("cgroup v2 at %s has no writable cgroup.kill (Linux 5.14 or newer is needed): %s", base, errnoText(err))
 	}
-	return &cgroupRoot{dir: dir}, nil
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		_ = unix.Rmdir(dir)
+		return nil, fmt.Errorf("cgroup v2 at %s: cannot lock %s: %s", base, dir, errnoText(err))
+	}
+	return &cgroupRoot{dir: dir, lockFD: fd}, nil
+}
+
+// close removes the harness's cgroup directory (what is left below it must be empty)
+// and releases its lock.
+func (r *cgroupRoot) close() error {
+	r.drain()
+	err := removeCgroupDir(r.dir)
+	unix.Close(r.lockFD)
+	return err
+}
+
+// killDeadInstances kills and removes what harnesses that died left below base: their
+// cgroup directories (dsh-<pid>-<random>) whose lock nobody holds and whose pid is
+// gone. A harness killed with SIGKILL leaves its commands running there, unless its
+// watchdog ended them.
+func killDeadInstances(base string, log *slog.Logger) {
+	baseFD, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(baseFD)
+	killed, instances := 0, 0
+	removeDeadInstances(baseFD, base, "dsh-", func(name string) {
+		dir := filepath.Join(base, name)
+		if n := populatedCgroups(dir); n > 0 {
+			killed += n
+			instances++
+			_ = writeSmallFile(dir+"/cgroup.kill", "1")
+			if gone, ok := awaitCgroupEmpty(dir, time.Now().Add(5*time.Second)); !gone && !ok {
+				for i := 0; i < 500 && cgroupPopulated(dir); i++ {
+					time.Sleep(10 * time.Millisecond) // no inotify: start-up only
+				}
+			}
+		}
+		if err := removeCgroupDir(dir); err != nil {
+			log.Warn("subprocess: cannot remove the cgroup of a dead harness", "err", err)
+		}
+	})
+	if killed > 0 {
+		log.Warn("subprocess: killed the commands that dead dsh instances left running", "cgroups", killed, "instances", instances)
+	}
+}
+
+// populatedCgroups counts the populated cgroups directly below dir (one per command), or
+// 1 if only dir itself holds processes.
+func populatedCgroups(dir string) int {
+	if !cgroupPopulated(dir) {
+		return 0
+	}
+	n := 0
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() && cgroupPopulated(filepath.Join(dir, e.Name())) {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 // ownCgroup2Dir returns the directory of this process's cgroup in the cgroup v2
@@ -273,30 +345,6 @@ func errnoText(err error) string {
 		}
 	}
 	return err.Error()
-}
-
-// removeStale removes what harnesses that died without cleaning up left in parent:
-// entries named <prefix><pid>-<suffix> whose pid no longer exists. remove must refuse
-// anything still in use (rmdir of a populated cgroup fails).
-func removeStale(parent, prefix string, remove func(path string)) {
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		pidText, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-			remove(filepath.Join(parent, e.Name()))
-		}
-	}
 }
 
 // signalCgroup sends sig to every process of the cgroup dir and its descendants, and

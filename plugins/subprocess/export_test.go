@@ -28,3 +28,11 @@ func (p *Process) Cgroup() string {
 
 // Sweep runs a sweep of the lingering trees now (it normally runs on a timer).
 func (s *Supervisor) Sweep() { s.sweep() }
+
+// WatchdogPid is the crash-cleanup watchdog's pid (0 if it did not start).
+func (s *Supervisor) WatchdogPid() int {
+	if s.watchdog == nil {
+		return 0
+	}
+	return s.watchdog.pid
+}

@@ -110,6 +110,8 @@ type Process struct {
 	grace   time.Duration
 	cg      *cgroup     // nil when the tree is tracked by its process group only
 	cgRoot  *cgroupRoot // where cg returns when the tree is gone
+	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
+	watchdog *watchdogProc
 
 	stdout, stderr *Stream
 	rOut, rErr     *os.File // parent ends of the output pipes

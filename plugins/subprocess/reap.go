@@ -152,6 +152,7 @@ func (p *Process) awaitPidfd() (exitStatus, bool) {
 func (p *Process) lost() exitStatus {
 	p.sigMu.Lock()
 	p.reaped = true
+	p.watchdog.untrack(p.pid)
 	p.sigMu.Unlock()
 	p.sup.log.Warn("subprocess: a command's leader was reaped outside the supervisor; its process group can no longer be signalled", "pid", p.pid)
 	return exitStatus{signal: syscall.SIGKILL}
@@ -163,6 +164,7 @@ func (p *Process) lost() exitStatus {
 func (p *Process) lostStarted(err error) exitStatus {
 	p.sigMu.Lock()
 	p.reaped = true
+	p.watchdog.untrack(p.pid)
 	p.sigMu.Unlock()
 	p.signal(syscall.SIGKILL) // the cgroup only, now
 	p.note = "[subprocess: " + err.Error() + "]\n"
@@ -180,6 +182,7 @@ func (p *Process) release() {
 		return
 	}
 	p.reaped = true
+	p.watchdog.untrack(p.pid) // before the id may be reused
 	if p.started != nil {
 		p.started.Release()
 		return

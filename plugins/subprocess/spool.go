@@ -162,8 +162,8 @@ func ownerDirName(owner string) string {
 	return "h-" + hex.EncodeToString(sum[:16])
 }
 
-// Root is the directory the spill directory is created in (SpoolOptions.Root,
-// defaulted). A sandbox hides it from its commands.
+// Root is the directory under which the spill directory is made (SpoolOptions.Root,
+// defaulted). A sandbox must keep it out of every root a confined command may write.
 func (sp *Spool) Root() string { return sp.root }
 
 // Dir is the private spill directory ("" until the first spill).

@@ -76,8 +76,8 @@ func mode(t *testing.T, path string) fs.FileMode {
 // spool's 0700 directory; EndOwner and Close withdraw and remove what they end.
 func TestSpoolStream(t *testing.T) {
 	sp, _ := newSpool(t, 1<<20)
-	if sp.Dir() != "" || sp.Budget() != 1<<20 {
-		t.Fatalf("new spool: dir %q budget %d", sp.Dir(), sp.Budget())
+	if sp.Dir() != "" || sp.Budget() != 1<<20 || sp.Root() == "" {
+		t.Fatalf("new spool: dir %q budget %d root %q", sp.Dir(), sp.Budget(), sp.Root())
 	}
 	s := sp.NewStream("sess-1", subprocess.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20})
 	want := seqOutput(3000)
@@ -92,7 +92,7 @@ func TestSpoolStream(t *testing.T) {
 	if wantPath := filepath.Join(dir, "s-sess-1", "1.log"); out.SpillPath != wantPath || s.SpillPath() != wantPath {
 		t.Fatalf("spill path %q, want %q", out.SpillPath, wantPath)
 	}
-	if !strings.HasPrefix(filepath.Base(dir), "dsh-spill-") || mode(t, dir) != fs.ModeDir|0o700 ||
+	if filepath.Dir(dir) != sp.Root() || !strings.HasPrefix(filepath.Base(dir), "dsh-spill-") || mode(t, dir) != fs.ModeDir|0o700 ||
 		mode(t, filepath.Dir(out.SpillPath)) != fs.ModeDir|0o700 || mode(t, out.SpillPath) != 0o600 {
 		t.Errorf("modes: %v %v %v", mode(t, dir), mode(t, filepath.Dir(out.SpillPath)), mode(t, out.SpillPath))
 	}
@@ -276,7 +276,9 @@ func TestSpoolRefusesAPlantedFileName(t *testing.T) {
 // spill directory with a symlink; the next command's spill is not written through it.
 func TestSupervisorSpillSurvivesACommandSwappingTheDirectory(t *testing.T) {
 	proctest.NoLeftovers(t)
-	sup := newSup(t, true)
+	logs := &logBuffer{}
+	sup := subprocess.New(subprocess.Options{DisableCgroups: true, SpillRoot: t.TempDir(), Logger: logs.logger()})
+	t.Cleanup(sup.Close)
 	spillOf(t, sup, 5000)
 	dir := sup.SpillDir()
 	target := t.TempDir()
@@ -293,6 +295,9 @@ func TestSupervisorSpillSurvivesACommandSwappingTheDirectory(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(target); len(entries) != 0 {
 		t.Errorf("the Supervisor wrote through the symlink: %v", entries)
+	}
+	if !strings.Contains(logs.String(), "the spill directory was moved or replaced") {
+		t.Errorf("no warning; logs:\n%s", logs)
 	}
 	sup.Close()
 	os.Remove(dir)
@@ -449,4 +454,18 @@ func TestSpoolConcurrentWriters(t *testing.T) {
 	if used, disk := sp.Used(), diskUsage(t, sp.Dir()); used != disk {
 		t.Errorf("Used %d, on disk %d", used, disk)
 	}
+}
+
+func TestSpoolDefaults(t *testing.T) {
+	sp := subprocess.NewSpool(subprocess.SpoolOptions{})
+	defer sp.Close()
+	if sp.Root() != os.TempDir() || sp.Budget() != subprocess.DefaultSpillBudgetBytes || sp.Used() != 0 || sp.Dir() != "" {
+		t.Errorf("defaults: root %q budget %d used %d dir %q", sp.Root(), sp.Budget(), sp.Used(), sp.Dir())
+	}
+	s := sp.NewStream("", subprocess.Capture{MaxBytes: -5, SpillMaxBytes: -1}) // negative limits count as 0
+	s.Write([]byte("abc"))
+	if out := s.Output(); out.Text != "" || !out.Truncated || out.Bytes != 3 || out.SpillPath != "" {
+		t.Errorf("a stream keeping nothing: %+v", out)
+	}
+	s.Close()
 }

@@ -1,15 +1,3 @@
-// Package subprocess provides the `subprocess` service: the Supervisor that owns every
-// process tree the harness spawns and the output those trees produce.
-//
-// Every child leads a new session (no controlling terminal), gets the managed
-// environment (credentials and stale DSH_* scrubbed), and has its stdout and stderr
-// captured with a bounded in-memory tail plus a capped spill file. Where cgroup v2 is
-// writable each tree also lives in a cgroup of its own, so that a kill reaches
-// descendants that left the process group (setsid, double fork). Executors (bash-local,
-// bash-sandbox) spawn through the Supervisor; an executor reload never touches it, and
-// closing it kills and reaps every tree it still owns. A tree's leader may also be
-// started elsewhere — by a sandbox process that stays its parent — through a Starter
-// (Spec.Start): the Supervisor owns that tree all the same.
 package subprocess
 
 import (
@@ -126,6 +114,7 @@ type Supervisor struct {
 	sweepTimer *time.Timer // the next sweep, if one is scheduled
 	sweepAt    time.Time   // when it runs
 	spool      *Spool
+	watchdog   *watchdogProc // nil if it could not start
 
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
@@ -150,25 +139,37 @@ const (
 	sweepMax = 5 * time.Second
 )
 
-// New returns a Supervisor. It sets up cgroup isolation when possible; Isolation says
-// which mode is active and why.
+// New returns a Supervisor. It sets up cgroup isolation when possible (Isolation says
+// which mode is active and why), killing what dead harnesses left running in their
+// cgroups, and starts the crash-cleanup watchdog.
 func New(opts Options) *Supervisor {
 	s := &Supervisor{opts: opts, log: opts.Logger, live: map[*Process]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	closeInheritedFDs()
 	s.spool = NewSpool(SpoolOptions{Root: opts.SpillRoot, BudgetBytes: opts.SpillBudgetBytes, Logger: s.log})
 	if opts.DisableCgroups {
 		s.isolation = "process group only (cgroups disabled by configuration)"
-		return s
-	}
-	root, err := newCgroupRoot()
-	if err != nil {
+	} else if root, err := newCgroupRoot(s.log); err != nil {
 		s.isolation = "process group only (" + err.Error() + ")"
-		return s
+	} else {
+		s.cgRoot, s.cgHome = root, root
+		s.isolation = "cgroup v2 at " + root.dir
 	}
-	s.cgRoot, s.cgHome = root, root
-	s.isolation = "cgroup v2 at " + root.dir
+	// A harness that is the init of its pid namespace needs no watchdog: when it dies,
+	// the kernel kills every process of the namespace.
+	if os.Getpid() != 1 {
+		dir := ""
+		if s.cgHome != nil {
+			dir = s.cgHome.dir
+		}
+		wd, err := startWatchdog(dir, s.log)
+		if err != nil {
+			s.log.Warn("subprocess: no crash-cleanup watchdog; if the harness is killed, its commands keep running", "err", err)
+		}
+		s.watchdog = wd
+	}
 	return s
 }
 
@@ -358,6 +359,11 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		pidfd = -1 // the Starter reports the exit
 	}
 	p.pid, p.pidfd, p.cg, p.cgRoot = pid, pidfd, cg, cgRoot
+	if cg == nil {
+		// Without a cgroup, the group is what the watchdog can kill if the harness dies.
+		p.watchdog = s.watchdog
+		s.watchdog.track(pid)
+	}
 	id := strconv.FormatUint(p.id, 10)
 	p.stdout = s.spool.newStream(spec.Owner, spec.Stdout, id+"-stdout.log")
 	p.stderr = s.spool.newStream(spec.Owner, spec.Stderr, id+"-stderr.log")
@@ -615,8 +621,8 @@ func treesAlive(trees []lingerTree) []bool {
 // Close disposes the Supervisor: no new spawns; every live tree is killed (SIGTERM, then
 // SIGKILL after its grace period) and waited for, and its process settles as killed;
 // trees left behind by finished commands are ended too; then the cgroups and the spill
-// directory are removed. Finished processes keep their results. Close is idempotent and
-// returns when everything is done.
+// directory are removed, and the watchdog is told to exit. Finished processes keep
+// their results. Close is idempotent and returns when everything is done.
 func (s *Supervisor) Close() {
 	s.closeOnce.Do(func() {
 		s.life.Lock()
@@ -659,17 +665,18 @@ func (s *Supervisor) Close() {
 		s.sweeping.Unlock()
 		s.sweepers.Wait()
 		if home != nil {
-			home.drain()
-			if err := removeCgroupDir(home.dir); err != nil {
+			if err := home.close(); err != nil {
 				s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)
 			}
 		}
 		// Every process has settled: its files are retired, and now withdrawn.
 		s.spool.Close()
+		// Nothing is left for the watchdog to clean up: it exits.
+		s.watchdog.stop()
 	})
 }
 
-// endTrees ends lingering trees: SIGTERM to each group (and each cgroup member), then,
+// endTrees ends lingering trees: SIGTERM to each tree (its cgroup, or its group), then,
 // once the longest grace period has passed, SIGKILL to whatever is left. A group is
 // signalled only while its leader is unreaped (see Process.signal), so no group id can
 // have been reused.

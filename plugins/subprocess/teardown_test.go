@@ -118,10 +118,10 @@ func TestTimeoutSettlesPromptlyOnceTheTreeIsGone(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var gaps []time.Duration
-		runConcurrently(t, 5, 50, 150, func() bool {
+		runConcurrently(t, 10, 50, 200, func() bool {
 			spec := bashSpec(`(` + background + ` echo $!); exec sleep 30`)
 			spec.GraceMs = 3000
-			deadline := time.Now().Add(300 * time.Millisecond)
+			deadline := time.Now().Add(150 * time.Millisecond)
 			spec.Deadline = deadline
 			p, err := sup.Spawn(t.Context(), spec)
 			if err != nil {
@@ -160,7 +160,7 @@ func TestTimeoutSettlesPromptlyOnceTheTreeIsGone(t *testing.T) {
 				t.Errorf("exit %+v", ex)
 			}
 			if gap > 250*time.Millisecond {
-				t.Errorf("settled %v after the tree was gone (timeout at +300ms, grace 3s); want within 250ms", gap)
+				t.Errorf("settled %v after the tree was gone (timeout at +150ms, grace 3s); want within 250ms", gap)
 			}
 			mu.Lock()
 			gaps = append(gaps, gap)

@@ -1,0 +1,76 @@
+// Package subprocess provides the `subprocess` service: the Supervisor that owns every
+// process tree the harness spawns and the output those trees produce, and the Spool
+// that captures output for it and for other executors.
+//
+// # Process trees
+//
+// Every child leads a new session (no controlling terminal: a /dev/tty prompt fails
+// fast), gets the managed environment (credentials and stale DSH_* scrubbed) and has
+// exactly stdin, stdout and stderr open: New marks every other descriptor of the
+// harness close-on-exec (close_range, or a walk of /proc/self/fd on older kernels), so
+// one the harness inherited without close-on-exec (`exec 7>>file; dsh …`) reaches no
+// command. Where cgroup v2 is writable each tree also lives in a cgroup of its own,
+// below a per-harness directory, so that a kill reaches descendants that left the
+// process group (setsid, double fork). Executors (bash-local, bash-sandbox) spawn
+// through the Supervisor; an executor reload never touches it, and closing it kills and
+// reaps every tree it still owns. A tree's leader may also be started elsewhere — by a
+// sandbox process that stays its parent — through a Starter (Spec.Start): the
+// Supervisor owns that tree all the same (pipes, cgroup, signals, drain, settle,
+// sweep); only the start, the exit status and the reaping come from the Starter.
+//
+// # Teardown
+//
+// A timeout, an abort, Kill or Close sends SIGTERM once, then SIGKILL after graceMs if
+// anything is left. Each process receives at most one SIGTERM per teardown: in cgroup
+// mode the signal goes to every process of the cgroup (which is frozen while its
+// members are listed and signalled, so no listed pid can be reused meanwhile) and not
+// also to the group; otherwise it goes to the process group. A killed tree settles
+// (Process.Done) as soon as nothing is left of it — cgroup.events is watched through
+// inotify, a process group is looked at after 1, 2, 4… up to 50 ms — never waiting out
+// graceMs for an empty tree. After the leader exits, the output pipes get at most
+// graceMs to drain. The leader stays an unreaped zombie until nothing will signal its
+// group any more, so a group id is never signalled once it may belong to an unrelated
+// process.
+//
+// # Captured output and spill files
+//
+// Each stream keeps its last MaxBytes bytes in memory; on the first overflow a spill
+// file receives the whole stream so far and everything after, until SpillMaxBytes,
+// past which the file is deleted and only the tail remains. Spill files live in
+// <root>/dsh-spill-<pid>-<random>/<owner>/ (root: SpoolOptions.Root, by default the
+// system temp directory; <owner> is "no-session", "s-<session id>", or "h-" and a hash
+// for an id that is not a plain name). Directories are 0700 and files 0600, all
+// created exclusively (mkdirat, O_CREAT|O_EXCL) relative to held directory descriptors
+// with O_NOFOLLOW; before a file is created, the directories' paths are checked to
+// still name the held directories. A spill directory moved away or replaced by a
+// symlink, an owner directory replaced by a symlink, a symlink planted at a file's name:
+// each makes that spill fail (the stream keeps its tail, reports no spill path — shown
+// as "(unavailable)" — and a warning is logged); nothing is ever written through a
+// symlink. What this layer cannot do is keep a process of the same user from reading
+// or replacing files it can reach: the modes stop other users, and a confined command
+// must be kept from the spill root by its sandbox (a mount namespace that shows it no
+// host temp directory, and a root outside every writable root).
+//
+// The spill files of a Spool share a budget (SpoolOptions.BudgetBytes, 1 GiB by
+// default): every byte is reserved before it is written. When a write would pass it,
+// closed streams' files are deleted — the writing owner's own first, then other owners',
+// oldest first — and the file of another owner's still-open stream is never taken; a
+// stream that cannot make room stops spilling. When a session ends (Spool.EndOwner; the
+// plugin wires it to the container's session end) its files are deleted.
+//
+// # Crash cleanup
+//
+// New starts a watchdog: the harness binary re-executed with a hidden argument,
+// dispatched from the init function of a package with a minimal import set (so it runs
+// before the rest of the binary is initialised; MaybeRunWatchdog states the contract).
+// It is detached (no child of the harness), leads its own session, holds none of the
+// harness's stdio and lives outside the cgroup it guards. It reads a pipe whose only
+// write end the harness holds: when that closes because the harness died (SIGKILL, a
+// crash), it writes cgroup.kill on the harness's cgroup directory — ending foreground
+// and background commands, setsid escapees and nohup children alike — SIGKILLs the
+// process groups of commands that have no cgroup, removes the directory and exits;
+// after a normal Close it just exits. A new Supervisor also kills and removes what dead
+// harnesses left in their cgroup directories (logged at WARN with the count). A
+// directory belongs to a dead harness when no process holds its lock (flock, held by a
+// live harness) and its pid is gone.
+package subprocess

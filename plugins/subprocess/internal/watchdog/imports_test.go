@@ -1,0 +1,57 @@
+package watchdog
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The watchdog is dispatched from init, right after package os is initialised; any
+// other import (fmt, strings, x/sys/unix…) would postpone it behind other packages'
+// initialisation.
+func TestImportsStayMinimal(t *testing.T) {
+	allowed := map[string]bool{"os": true, "syscall": true, "unsafe": true}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); !allowed[path] {
+				t.Errorf("%s imports %q; the watchdog may import only os, syscall and unsafe", name, path)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no source files")
+	}
+}
+
+func TestWatchParsesMessages(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.WriteString("+12\n+13\n-12\n+x\n+1\n+0\n-99\n+1234567890123\n+14")
+		w.WriteString("\n+15") // no newline: ignored at EOF
+		w.Close()
+	}()
+	got := watch(r)
+	if len(got) != 2 || !got[13] || !got[14] {
+		t.Errorf("groups %v; want 13 and 14", got)
+	}
+}

@@ -1,0 +1,209 @@
+// Package watchdog is the subprocess Supervisor's crash cleanup: a small process,
+// started with each Supervisor, that outlives the harness only to end what the harness
+// started when the harness itself dies without cleaning up (SIGKILL, a crash).
+//
+// The Supervisor starts it as the harness binary re-executed with the hidden argument
+// Arg, in two stages: the first ("detach") starts the watchdog proper ("run"), reports
+// its pid on stdout and exits, so that the watchdog is no child of the harness (it is
+// reparented to init or the nearest subreaper: nothing that waits for the harness's
+// children sees it, and the harness never has to reap it). The watchdog's stdin is the
+// read end of a pipe whose only write end the harness holds; its stdout and stderr are
+// /dev/null (it never holds the harness's stdio, so a client waiting for the harness's
+// EOF gets it), it leads a session of its own (a terminal's or a process group's
+// signals for the harness do not reach it) and it lives in the harness's own cgroup,
+// not the one it guards. The harness writes "+<pgid>\n" for each command it tracks by
+// process group only, and "-<pgid>\n" before that group's id may be reused. When the
+// pipe reaches EOF — the harness closed the Supervisor, exited or died — the watchdog
+// writes cgroup.kill on the cgroup directory, SIGKILLs the groups it was told about,
+// waits (up to 5 s) for the cgroup to empty, removes it and exits. After a normal
+// Close there is nothing left to kill, and it exits at once.
+//
+// # Why a package of its own, with so few imports
+//
+// Its init function dispatches the watchdog, like the sandbox launcher: Go initialises
+// a package as soon as its imports are, and this package imports only os, syscall and
+// unsafe, so it runs right after package os, before the rest of the binary (MCP, HTTP,
+// YAML, fx…) is initialised at all. Every binary that links the subprocess package
+// links this one, so re-executing such a binary with Arg always reaches the watchdog.
+package watchdog
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// Arg is the hidden first argument that turns a binary linking this package into the
+// watchdog.
+const Arg = "__dsh_subprocess_watchdog"
+
+// init dispatches the watchdog as early as the binary's initialisation allows (see the
+// package documentation).
+func init() { Main() }
+
+// Stages, the argument after Arg.
+const (
+	StageDetach = "detach"
+	StageRun    = "run"
+)
+
+// Main runs the watchdog when this process was started as one (os.Args[1] == Arg;
+// then os.Args[2] is the stage and os.Args[3] the cgroup directory, or "") and never
+// returns in that case. Otherwise it returns immediately.
+func Main() {
+	if len(os.Args) < 2 || os.Args[1] != Arg {
+		return
+	}
+	if len(os.Args) != 4 {
+		syscall.Exit(2)
+	}
+	stage, cgroup := os.Args[2], os.Args[3]
+	switch stage {
+	case StageDetach:
+		// The watchdog proper gets this process's stdin (the harness's pipe) and its
+		// stderr (/dev/null) for stdout and stderr; its pid goes to this stdout.
+		pid, err := syscall.ForkExec("/proc/self/exe", []string{os.Args[0], Arg, StageRun, cgroup}, &syscall.ProcAttr{
+			Dir:   "/",
+			Env:   []string{},
+			Files: []uintptr{0, 2, 2},
+			Sys:   &syscall.SysProcAttr{Setsid: true},
+		})
+		if err != nil {
+			syscall.Exit(1)
+		}
+		syscall.Write(1, append(itoa(pid), '\n'))
+		syscall.Exit(0)
+	case StageRun:
+		// Nothing else may read this process's memory or environment (a same-user
+		// command reading /proc/<pid>/mem, say): it runs as the harness.
+		const prSetDumpable = 4
+		syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
+		cleanup(cgroup, watch(os.Stdin))
+		// Straight out: nothing to flush, and a race-enabled build's os.Exit would
+		// first sleep a second (the race detector's atexit_sleep_ms).
+		syscall.Exit(0)
+	}
+	syscall.Exit(2)
+}
+
+func itoa(n int) []byte {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return b[i:]
+		}
+	}
+}
+
+// watch reads the Supervisor's messages until EOF (or a read error) and returns the
+// process groups it was told about and not told to forget.
+func watch(in *os.File) map[int]bool {
+	groups := map[int]bool{}
+	var buf [4096]byte
+	var line []byte
+	for {
+		n, err := in.Read(buf[:])
+		for _, c := range buf[:n] {
+			if c != '\n' {
+				if len(line) < 32 {
+					line = append(line, c)
+				}
+				continue
+			}
+			if len(line) > 1 {
+				if pgid, ok := atoi(line[1:]); ok && pgid > 1 {
+					switch line[0] {
+					case '+':
+						groups[pgid] = true
+					case '-':
+						delete(groups, pgid)
+					}
+				}
+			}
+			line = line[:0]
+		}
+		if err != nil {
+			return groups
+		}
+	}
+}
+
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 10 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// cleanup ends every process of the cgroup directory (and below) and of the groups,
+// then removes the cgroup directory.
+func cleanup(cgroup string, groups map[int]bool) {
+	if cgroup != "" {
+		writeFile(cgroup+"/cgroup.kill", "1")
+	}
+	for pgid := range groups {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	if cgroup == "" {
+		return
+	}
+	for i := 0; i < 500 && populated(cgroup); i++ {
+		ts := syscall.Timespec{Nsec: 10_000_000}
+		syscall.Nanosleep(&ts, nil)
+	}
+	removeTree(cgroup)
+}
+
+func writeFile(path, content string) {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	syscall.Write(fd, []byte(content))
+	syscall.Close(fd)
+}
+
+// populated reports whether the cgroup has a live process (false once it is gone).
+func populated(dir string) bool {
+	fd, err := syscall.Open(dir+"/cgroup.events", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(fd)
+	var buf [256]byte
+	n, err := syscall.Read(fd, buf[:])
+	if err != nil || n <= 0 {
+		return false
+	}
+	const key = "populated 1"
+	s := unsafe.String(&buf[0], n)
+	for i := 0; i+len(key) <= len(s); i++ {
+		if s[i:i+len(key)] == key {
+			return true
+		}
+	}
+	return false
+}
+
+// removeTree removes the cgroup directory dir and the cgroups below it.
+func removeTree(dir string) {
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if e.IsDir() {
+				removeTree(dir + "/" + e.Name())
+			}
+		}
+	}
+	syscall.Rmdir(dir)
+}

@@ -1,0 +1,149 @@
+package subprocess
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess/internal/watchdog"
+)
+
+// MaybeRunWatchdog runs the Supervisor's crash-cleanup watchdog when this process was
+// started as one (the binary re-executed with a hidden argument) and never returns in
+// that case; otherwise it returns at once. The watchdog's package dispatches it from
+// its init function already, in every binary that links this package, before most of
+// the binary is initialised; calling this first thing in main documents the contract
+// (as bashsandbox.MaybeRunLauncher does for the sandbox launcher).
+func MaybeRunWatchdog() { watchdog.Main() }
+
+// watchdogProc is the Supervisor's end of its watchdog (see package internal/watchdog):
+// the write end of the pipe the watchdog reads, which closes when the harness exits or
+// dies. The watchdog is no child of the harness: nothing reaps it here.
+type watchdogProc struct {
+	pid int
+	log *slog.Logger
+
+	mu     sync.Mutex
+	fd     int // the pipe's write end (non-blocking, close-on-exec), -1 once closed
+	warned bool
+}
+
+// startWatchdog starts the watchdog for the cgroup directory cgroupDir ("" without
+// cgroups) and returns once it runs.
+func startWatchdog(cgroupDir string, log *slog.Logger) (*watchdogProc, error) {
+	var in [2]int
+	if err := unix.Pipe2(in[:], unix.O_CLOEXEC); err != nil {
+		return nil, &opError{op: "pipe", err: err}
+	}
+	pid, err := detachWatchdog(in[0], cgroupDir)
+	unix.Close(in[0])
+	if err != nil {
+		unix.Close(in[1])
+		return nil, err
+	}
+	if err := unix.SetNonblock(in[1], true); err != nil {
+		log.Warn("subprocess: the crash-cleanup pipe stays blocking", "err", err)
+	}
+	return &watchdogProc{pid: pid, log: log, fd: in[1]}, nil
+}
+
+// detachWatchdog runs the watchdog's first stage with stdin, which starts the watchdog,
+// reports its pid and exits; it returns that pid.
+func detachWatchdog(stdin int, cgroupDir string) (int, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		w.Close()
+		return 0, err
+	}
+	// /proc/self/exe is this very binary even if its file was replaced or deleted since.
+	stage, err := syscall.ForkExec("/proc/self/exe", []string{os.Args[0], watchdog.Arg, watchdog.StageDetach, cgroupDir}, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: []uintptr{uintptr(stdin), w.Fd(), devnull.Fd()},
+	})
+	w.Close()
+	devnull.Close()
+	if err != nil {
+		return 0, &opError{op: "exec", path: "/proc/self/exe", err: err}
+	}
+	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	out, rerr := io.ReadAll(r)
+	if rerr != nil {
+		_ = unix.Kill(stage, unix.SIGKILL)
+	}
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(stage, &ws, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if rerr != nil || err != nil || pid <= 0 {
+		return 0, fmt.Errorf("the watchdog did not start (first stage: %v, output %q, read: %v)", ws, out, rerr)
+	}
+	return pid, nil
+}
+
+// track tells the watchdog to SIGKILL process group pgid if the harness dies.
+func (w *watchdogProc) track(pgid int) { w.send('+', pgid) }
+
+// untrack tells the watchdog to forget pgid; it must come before the group's id may be
+// reused (before its leader is reaped).
+func (w *watchdogProc) untrack(pgid int) { w.send('-', pgid) }
+
+func (w *watchdogProc) send(op byte, pgid int) {
+	if w == nil {
+		return
+	}
+	var buf [24]byte
+	msg := append(strconv.AppendInt(append(buf[:0], op), int64(pgid), 10), '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return
+	}
+	_, err := unix.Write(w.fd, msg)
+	for errors.Is(err, unix.EINTR) {
+		_, err = unix.Write(w.fd, msg)
+	}
+	if err == nil {
+		return
+	}
+	// A full pipe (a stopped watchdog) loses this message; a broken one, the watchdog.
+	if !w.warned {
+		w.warned = true
+		w.log.Warn("subprocess: the crash-cleanup watchdog is not listening; a crash of the harness may leave commands running", "err", errnoText(err))
+	}
+	if errors.Is(err, unix.EPIPE) {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+}
+
+// stop closes the pipe, which makes the watchdog end what is left of the harness's
+// commands (nothing, after a Close that finished) and exit.
+func (w *watchdogProc) stop() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+}
