@@ -68,7 +68,7 @@ func Serve(ctlfd int) error {
 				s.shutdown()
 				return err
 			}
-			go s.start(m, fds)
+			s.start(m, fds)
 		case MsgRelease:
 			closeFDs(fds)
 			m, err := DecodeRelease(payload)
@@ -185,7 +185,12 @@ const capSetpcap = 8
 // start starts one command (it runs in its own goroutine) and answers Started or
 // Failed. fds are stdin, stdout, stderr and, when m.Cgroup, the cgroup directory.
 func (s *server) start(m Start, fds []int) {
-	defer closeFDs(fds)
+	closeOnReturn := true
+	defer func() {
+		if closeOnReturn {
+			closeFDs(fds)
+		}
+	}()
 	failed := func(r Reply) {
 		r.Type, r.ID = MsgFailed, m.ID
 		s.conn.Send(r.Encode())
@@ -229,25 +234,21 @@ func (s *server) start(m Start, fds []int) {
 	}
 	attr.Sys = sys
 
+	rs, flags, rerr := s.ruleset(m.Policy)
 	s.mu.Lock()
 	s.starting++
 	s.mu.Unlock()
-	type forked struct {
-		pid      int
-		err      error
-		confined error // why confinement failed: the runner-failure stub ran instead
-	}
-	done := make(chan forked, 1)
+	closeOnReturn = false
 	s.onSpare(func(prepared error) {
-		// This goroutine's thread is confined and dies with it.
+		// This goroutine's thread is confined, forks the command, answers, and dies.
+		defer closeFDs(fds)
 		var f forked
 		err := prepared
 		if err == nil {
-			var rs int
-			var flags uint32
-			if rs, flags, err = s.ruleset(m.Policy); err == nil {
-				err = restrictThread(rs, flags)
-			}
+			err = rerr
+		}
+		if err == nil {
+			err = restrictThread(rs, flags)
 		}
 		if err != nil {
 			f.confined = err
@@ -256,10 +257,19 @@ func (s *server) start(m Start, fds []int) {
 		} else {
 			f.pid, f.err = syscall.ForkExec(m.Path, m.Argv, attr)
 		}
-		done <- f
+		s.started(m, f, pidfd, failed)
 	})
-	f := <-done
+}
 
+// forked is how a start's fork went.
+type forked struct {
+	pid      int
+	err      error
+	confined error // why confinement failed: the runner-failure stub ran instead
+}
+
+// started registers the leader of a start that forked and answers Started (or Failed).
+func (s *server) started(m Start, f forked, pidfd int, failed func(Reply)) {
 	s.mu.Lock()
 	if f.err != nil {
 		s.starting--
