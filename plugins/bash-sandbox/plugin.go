@@ -399,6 +399,9 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	if err := pin.check(); err != nil {
 		return nil, err
 	}
+	if policy.WorkspaceRoot != "" && policy.WorkspaceRoot != pin.path {
+		return nil, fmt.Errorf("%s: the call's workspace root %q is not its session's, pinned at %q", pluginName, policy.WorkspaceRoot, pin.path)
+	}
 	protect := s.protected(pin.path, spec.DshEnv)
 	writable := append([]string{pin.path}, s.roots...)
 	ns := be.kind == BackendNamespaces
