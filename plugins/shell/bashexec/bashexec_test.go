@@ -372,3 +372,27 @@ func TestTruncatedTailStartsAtARuneBoundary(t *testing.T) {
 		t.Errorf("spill file has %d bytes", len(data))
 	}
 }
+
+// The session a request names owns its spill files: they go to that session's own
+// directory.
+func TestSpillFilesBelongToTheSession(t *testing.T) {
+	proctest.NoLeftovers(t)
+	ex := newExecutor(t, bashexec.DefaultConfig(), bashexec.Options{})
+	n := int64(10)
+	dirs := map[string]string{}
+	for _, session := range []string{"alpha", "beta", ""} {
+		spec, _ := ex.Resolve(shell.ExecRequest{Command: "seq 1 100", StdoutMaxBytes: &n, SessionID: session})
+		x, err := ex.Execute(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := x.Result(context.Background())
+		if err != nil || res.Stdout.SpillPath == "" {
+			t.Fatalf("%q: %+v %v", session, res.Stdout, err)
+		}
+		dirs[session] = filepath.Dir(res.Stdout.SpillPath)
+	}
+	if dirs["alpha"] == dirs["beta"] || dirs["alpha"] == dirs[""] || filepath.Dir(dirs["alpha"]) != filepath.Dir(dirs["beta"]) {
+		t.Errorf("spill directories %v: want one per session, side by side", dirs)
+	}
+}

@@ -26,6 +26,7 @@ func (l local) Spawn(ctx context.Context, cmd Command, lim Limits) (Process, err
 		Env:      cmd.Env,
 		DshEnv:   cmd.DshEnv,
 		Stdin:    cmd.Stdin,
+		Owner:    cmd.Owner,
 		Stdout:   lim.Stdout,
 		Stderr:   lim.Stderr,
 		GraceMs:  lim.GraceMs,
