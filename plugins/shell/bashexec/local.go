@@ -31,7 +31,6 @@ func (l local) Spawn(ctx context.Context, cmd Command, lim Limits) (Process, err
 		Stderr:   lim.Stderr,
 		GraceMs:  lim.GraceMs,
 		Deadline: lim.Deadline,
-		Owner:    cmd.Owner,
 		Start:    cmd.Start,
 	})
 	if err != nil {
