@@ -473,6 +473,10 @@ func (c *Conn) readFull(buf []byte, fds *[]int) error {
 		if err == nil {
 			err = rerr
 		}
+		if err == syscall.ECONNRESET {
+			// The peer died with data of ours unread: closed all the same.
+			return ErrClosed
+		}
 		if err != nil {
 			return err
 		}
