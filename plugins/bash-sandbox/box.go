@@ -213,7 +213,7 @@ func (b *box) read() {
 // fail marks the box dead: waiting starts fail, and every command whose exit is not
 // known yet is lost (in the namespaces it died with the sandbox, the init of its PID
 // namespace; without them the Supervisor kills its cgroup).
-func (b *box) fail(cause error) {
+func (b *box) fail(error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.err != nil {
@@ -222,7 +222,7 @@ func (b *box) fail(cause error) {
 	if b.closed {
 		b.err = errors.New("bash-sandbox: the session sandbox was closed")
 	} else {
-		b.err = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended (%v); the command was killed with it", b.proc.Pid(), cause)
+		b.err = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended; the command was killed with it", b.proc.Pid())
 	}
 	for id, ch := range b.waiting {
 		close(ch)

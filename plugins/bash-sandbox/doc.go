@@ -69,8 +69,8 @@
 // are done), and dies with the Supervisor. If it dies, every command in it dies too
 // (it is the init of their PID namespace; without namespaces the Supervisor kills their
 // cgroups), and their handles settle killed at once with a note
-// "[subprocess: bash-sandbox: the session sandbox (pid N) ended (…); the command was
-// killed with it]"; the session's next call starts a new sandbox. If the sandbox cannot
+// "[subprocess: bash-sandbox: the session sandbox (pid N) ended; the command was killed
+// with it]"; the session's next call starts a new sandbox. If the sandbox cannot
 // be built, the call is a runner failure: the runner-failure stub (the dsh binary again,
 // with a hidden argument) writes exactly one "dsh-sandbox: <message>" line and exits
 // 125, and Classify reports it as RunnerFailed, never as a denial.
