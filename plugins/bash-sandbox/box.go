@@ -182,13 +182,13 @@ func (b *box) read() {
 	for {
 		payload, fds, err := b.conn.Recv()
 		if err != nil {
-			b.fail(err)
+			b.fail()
 			return
 		}
 		r, err := launch.DecodeReply(payload)
 		if err != nil {
 			closeAll(fds)
-			b.fail(err)
+			b.fail()
 			return
 		}
 		b.mu.Lock()
@@ -213,7 +213,7 @@ func (b *box) read() {
 // fail marks the box dead: waiting starts fail, and every command whose exit is not
 // known yet is lost (in the namespaces it died with the sandbox, the init of its PID
 // namespace; without them the Supervisor kills its cgroup).
-func (b *box) fail(error) {
+func (b *box) fail() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.err != nil {
@@ -336,7 +336,7 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 	}
 	if err := b.conn.Send(m.Encode(), fds...); err != nil {
 		b.forget(id)
-		b.fail(err)
+		b.fail()
 		return nil, &subprocess.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
 	}
 	rep, ok := <-reply
@@ -363,7 +363,7 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 	if err != nil {
 		// It runs, and cannot be signalled by host pid: end it through its sandbox.
 		b.forget(id)
-		b.fail(err)
+		b.fail()
 		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
 	}
 	c.pid = pid

@@ -220,7 +220,7 @@ func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, protect []stri
 	}
 	go func() {
 		<-b.proc.Done()
-		b.fail(errors.New("the session sandbox process exited"))
+		b.fail()
 		if ex, _ := b.proc.Exit(); ex.Reason == subprocess.ReasonDispose {
 			endOwner(sup) // the Supervisor is closing: every session of it is over
 		}
