@@ -147,6 +147,10 @@ func (c *Context) OnSessionEnd(fn func(sessionID string)) {
 	}
 }
 
+// ProfileFiles are the files of the running composition's profile (see
+// Runtime.ProfileFiles). They may change with a reload; read them when needed.
+func (c *Context) ProfileFiles() []string { return c.rt.ProfileFiles() }
+
 // SetDetail records a short human-readable note shown in this row's status (for
 // example which process-isolation mode is active).
 func (c *Context) SetDetail(detail string) {

@@ -111,7 +111,7 @@ func startModule(lc fx.Lifecycle, rt *Runtime, loader *ProfileLoader, in moduleI
 			}
 			// Compose runs plugin code: honour the start deadline even if an apply hangs.
 			done := make(chan error, 1)
-			go func() { done <- rt.Compose(p.Name, p.Rows) }()
+			go func() { done <- rt.ComposeProfile(p) }()
 			select {
 			case err = <-done:
 			case <-ctx.Done():

@@ -102,16 +102,17 @@ type Runtime struct {
 
 	op sync.Mutex // serializes operations; plugin code runs while it is held
 
-	mu        sync.RWMutex // guards everything below; never held while plugin code runs
-	order     []*fiber
-	byID      map[string]*fiber
-	services  map[string]provision
-	consumers map[string][]*fiber // mounted fibers that inject the service, in mount order
-	providers map[string][]*fiber // mounted fibers that declare they provide the service
-	seq       uint64
-	profile   string
-	reloadErr string
-	closed    bool
+	mu           sync.RWMutex // guards everything below; never held while plugin code runs
+	order        []*fiber
+	byID         map[string]*fiber
+	services     map[string]provision
+	consumers    map[string][]*fiber // mounted fibers that inject the service, in mount order
+	providers    map[string][]*fiber // mounted fibers that declare they provide the service
+	seq          uint64
+	profile      string
+	profileFiles []string
+	reloadErr    string
+	closed       bool
 
 	subMu  sync.Mutex
 	subs   map[int]func()
@@ -430,6 +431,25 @@ func findCyclePath(rows []preparedRow) []cycleStep {
 // cascade. name labels the composition in status. Cost is O(rows + edges) plus the
 // plugins' own work.
 func (r *Runtime) Compose(name string, rows []Row) error {
+	return r.compose(name, rows, nil)
+}
+
+// ComposeProfile composes p (Compose with p's name and rows) and records p's files,
+// which plugins read through ProfileFiles while they apply and afterwards.
+func (r *Runtime) ComposeProfile(p *Profile) error {
+	return r.compose(p.Name, p.Rows, append([]string{}, p.Files...))
+}
+
+// ProfileFiles are the files of the running composition's profile (its own file, then
+// each base it extends, as read), or none for a built-in profile or rows composed
+// without a profile. A confining executor keeps them out of its commands' reach.
+func (r *Runtime) ProfileFiles() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]string(nil), r.profileFiles...)
+}
+
+func (r *Runtime) compose(name string, rows []Row, files []string) error {
 	defer r.notify()
 	r.op.Lock()
 	defer r.op.Unlock()
@@ -478,6 +498,7 @@ func (r *Runtime) Compose(name string, rows []Row) error {
 	r.order = order
 	r.rebuildIndexesLocked()
 	r.profile = name
+	r.profileFiles = files
 	r.mu.Unlock()
 	r.reconcile(r.pendingFibers())
 	return nil

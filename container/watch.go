@@ -168,7 +168,9 @@ func (r *Reloader) Reload() (err error) {
 		return nil
 	}
 	if err == nil {
-		err = r.rt.Compose(r.name, p.Rows)
+		named := *p
+		named.Name = r.name
+		err = r.rt.ComposeProfile(&named)
 	}
 	if err != nil {
 		r.log.Error("profile reload failed; the last good composition keeps running", "err", err)

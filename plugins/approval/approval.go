@@ -184,15 +184,15 @@ func question(req shell.ApprovalRequest) string {
 	if mode == "" {
 		fmt.Fprintf(&b, "dsh: %s asks for your approval.\n", tool)
 		if req.Command != "" {
-			fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(req.Command))
+			fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(escapeControls(req.Command)))
 		}
-		fmt.Fprintf(&b, "\nReason: %s\n", oneLine(req.Reason))
+		fmt.Fprintf(&b, "\nReason: %s\n", oneLine(escapeControls(req.Reason)))
 		b.WriteString("\nAccept to allow this once; decline to refuse.")
 		return b.String()
 	}
 	fmt.Fprintf(&b, "dsh: %s asks to run a command with wider sandbox access.\n", tool)
 	if req.Command != "" {
-		fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(req.Command))
+		fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(escapeControls(req.Command)))
 	}
 	fmt.Fprintf(&b, "\nRequested sandbox mode: %s", mode)
 	if d := modeDescription(mode); d != "" {
@@ -200,12 +200,12 @@ func question(req shell.ApprovalRequest) string {
 	}
 	b.WriteString("\n")
 	if req.Session != nil && req.Session.Cwd != "" {
-		fmt.Fprintf(&b, "Workspace: %s\n", req.Session.Cwd)
+		fmt.Fprintf(&b, "Workspace: %s\n", escapeControls(req.Session.Cwd))
 	}
 	if justification == "" {
 		justification = "(none given)"
 	}
-	fmt.Fprintf(&b, "Justification: %s\n", oneLine(justification))
+	fmt.Fprintf(&b, "Justification: %s\n", oneLine(escapeControls(justification)))
 	b.WriteString("\nAccept to run this one call in that mode; decline to refuse (the command will not run).")
 	return b.String()
 }

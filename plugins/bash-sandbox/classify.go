@@ -7,7 +7,7 @@ import (
 )
 
 // denialPhrases are the strerror texts of the errors a confined command sees when the
-// sandbox refuses: EACCES (Landlock file and network denials, the MPTCP filter), EROFS,
+// sandbox refuses: EACCES (Landlock file and network denials, the socket filter), EROFS (the read-only mounts),
 // and EPERM (signals to processes outside the sandbox).
 var denialPhrases = []string{"Permission denied", "Read-only file system", "Operation not permitted"}
 
@@ -15,11 +15,11 @@ var denialPhrases = []string{"Permission denied", "Read-only file system", "Oper
 type Verdict struct {
 	// Denied: the command failed because the sandbox refused an operation.
 	Denied bool
-	// RunnerFailed: the launcher itself failed; the command never ran.
+	// RunnerFailed: the sandbox runner itself failed; the command never ran.
 	RunnerFailed bool
 }
 
-// Classify reads how a command run through the launcher ended:
+// Classify reads how a command run in the sandbox ended:
 //   - a signal death (exitCode nil) is neither a denial nor a runner failure;
 //   - exit 125 with stderr consisting of exactly one "dsh-sandbox: …" line is a runner
 //     failure, never a denial (whatever the line says);
@@ -46,7 +46,7 @@ func classify(exitCode *int, stderr string, runnerPossible bool) Verdict {
 	return Verdict{}
 }
 
-// isRunnerFailureLine: the launcher writes one line and exits before anything else can
+// isRunnerFailureLine: a failed runner writes one line and exits before anything else can
 // write to stderr, so a runner failure's stderr is exactly that line.
 func isRunnerFailureLine(stderr string) bool {
 	line, ok := strings.CutSuffix(stderr, "\n")
@@ -61,7 +61,7 @@ func sandboxFacts(mode, enforcement string, r shell.RunResult) *shell.SandboxFac
 	if mode == shell.ModeDangerFullAccess {
 		return &shell.SandboxFacts{Mode: mode}
 	}
-	// The launcher's one line never overflows a stream: a truncated stream came from
+	// The runner's one line never overflows a stream: a truncated stream came from
 	// the command, so it cannot be a runner failure.
 	v := classify(r.ExitCode, r.Stderr.Text, !r.Stderr.Truncated)
 	return &shell.SandboxFacts{Mode: mode, Denied: v.Denied, RunnerFailed: v.RunnerFailed, Enforcement: enforcement}

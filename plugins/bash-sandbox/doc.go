@@ -1,91 +1,181 @@
 // Package bashsandbox is the bash-sandbox plugin: the confining `shell` provider and the
-// `sandboxPolicy` service (SPEC §8). It runs every command as `bash -c` through the
-// `subprocess` service, like bash-local (same configuration keys, same executor core),
-// but confined by Landlock, and it fails closed.
+// `sandboxPolicy` service. It runs every command as `bash -c` through the `subprocess`
+// service, like bash-local (same configuration keys, same executor core, same results),
+// but confined — and it fails closed.
 //
 // # The executor
 //
 // Each call's policy is the spec's Sandbox (the bash tool resolves it per session with
 // the sandboxPolicy service: an approved escalation, else the session's override, else
-// the default mode; the workspace root is the session's canonical cwd), or, without
-// one, the default mode with the configured root. Then:
+// the default mode; the workspace root is the session's), or, without one, the default
+// mode with the configured root. Then:
 //
 //   - danger-full-access runs bash directly, unconfined, and reports
 //     Sandbox{Mode: "danger-full-access", Denied: false};
 //   - read-only and workspace-write need a usable backend (Probe, once per process):
-//     otherwise Execute fails with the SPEC's fail-closed message (UnavailableError)
-//     and nothing runs. With one, bash runs through the launcher, and the result's
-//     Sandbox facts say whether the sandbox denied something (Classify), whether the
-//     launcher itself failed, and how completely the kernel enforces the policy.
+//     otherwise Execute fails with the fail-closed error (UnavailableError) and nothing
+//     runs. With one, bash is started by the session's sandbox, and the result's Sandbox
+//     facts say whether the sandbox denied something (Classify), whether the sandbox
+//     runner itself failed, and whether the host enforces every guarantee below
+//     ("full") or not ("partial").
 //
 // SandboxMode reports the configured default mode; the plugin also contributes the
 // `sandbox:policy` prompt section (order 110), per session.
 //
-// # The launcher
+// # The session sandbox
 //
-// Confinement is Landlock, applied by a small launcher: the dsh binary re-executes itself
-// with the hidden first argument LauncherArg. The harness process itself is never
-// restricted.
+// Each harness session gets one sandbox process: the dsh binary re-executed with the
+// hidden first argument SessionArg, once, when the session's first confined call runs.
+// The sandbox's package dispatches it from its init function, before the rest of the
+// binary is initialised (MaybeRunLauncher, called first thing in main, is the
+// documented dispatch; embedders call it in their own main, test packages in TestMain).
+// The Supervisor starts it like any command — in a cgroup of the harness's subtree,
+// captured, killed when the Supervisor closes — through a subprocess.Starter that adds
+// the namespaces:
 //
-//	argv = [<dsh binary>, LauncherArg, <policy JSON>, <program>, <args>...]
+//   - new user, mount, PID, IPC and UTS namespaces, and a network namespace (with only
+//     a loopback, brought up) when the network is denied. The user namespace maps each id
+//     to itself (as root every id, otherwise only the harness's own uid and gid), so
+//     files keep their owners and commands run as the harness's user;
+//   - a new root: the host's tree bound read-only, nosuid and nodev (submounts too);
+//     the session's private temp dir at /tmp; a small /dev (null, zero, full, random,
+//     urandom, tty bound from the host, a fresh devpts, a private /dev/shm); a fresh
+//     /proc for the PID namespace (with /proc/sys read-only, and nested user namespaces
+//     disabled through it); the workspace root, bound read-write from the directory
+//     pinned at session start; the configured writableRoots read-write; the spill root
+//     covered by an empty tmpfs unless it lies in /tmp; then each protected path bound
+//     read-only over itself (below).
 //
-// The launcher lives in its own package (internal/launch), whose init function
-// dispatches it: that package imports only what the Go runtime's own start-up
-// initialises anyway, so a launcher process confines itself and execs its command
-// before the rest of the binary's packages are initialised — its start-up is that of a
-// small Go program, whatever the binary links. MaybeRunLauncher, called first thing in
-// main (embedders: in their own main; tests: in TestMain or an init function), is the
-// documented dispatch and records that the binary dispatches the launcher; LauncherArgv
-// refuses to build a launcher argv in a binary that never called it (re-executing
-// such a binary could run its ordinary main, or a test binary's tests, recursively).
+// dsh talks to it over a unix socket (the internal launch package's protocol). For each
+// command it sends the argv, directory, environment and policy, with the command's
+// stdin, stdout, stderr and cgroup as descriptors; the sandbox starts the command from a
+// new OS thread of its own, which it first confines — no_new_privs, securebits that stop
+// root regaining capabilities, the bounding and ambient sets emptied, no capability
+// left, a new Landlock domain for the command's mode — then forks and execs from it
+// (the child inherits the thread's credentials and domain), with a new session, the
+// three descriptors only, into the command's cgroup (clone3 CLONE_INTO_CGROUP). The
+// thread then dies. The network filter (seccomp) is installed once on the whole
+// sandbox process, which creates no socket after its set-up, so every command inherits
+// it without paying for its compilation. The sandbox answers with the leader's pidfd,
+// from which dsh learns the host pid; it is the leader's parent (and the init of the
+// PID namespace, or a subreaper without one), so it reports the leader's exit without
+// reaping it (waitid WNOWAIT) and reaps it only when the Supervisor releases it — the
+// Supervisor's invariant holds: the leader's pid, which is the group id it signals,
+// cannot be reused while it may still be signalled. Orphans re-parented to the sandbox
+// are reaped a moment after they exit.
 //
-// The policy travels in argv[2] as a JSON LaunchPolicy (mode, workspace root, writable
-// roots, network) — never in the environment, so the confined command sees exactly the
-// environment its executor built; after the exec the policy is gone from the process's
-// argv too. The program is looked up in the launcher's PATH. On any failure before the
-// exec (bad policy, missing root, Landlock unavailable or failing, exec failing) the
-// launcher writes exactly one line "dsh-sandbox: <message>" to stderr and exits 125:
-// the command did not run. Classify reads that as a runner failure, never as a denial.
+// A session's sandbox lives until the session ends (its commands finish first), is
+// replaced when a reload changes its configuration (the old one ends once its commands
+// are done), and dies with the Supervisor. If it dies, every command in it dies too
+// (it is the init of their PID namespace; without namespaces the Supervisor kills their
+// cgroups), and their handles settle killed at once with a note
+// "[subprocess: bash-sandbox: the session sandbox (pid N) ended; the command was killed
+// with it]"; the session's next call starts a new sandbox. If the sandbox cannot
+// be built, the call is a runner failure: the runner-failure stub (the dsh binary again,
+// with a hidden argument) writes exactly one "dsh-sandbox: <message>" line and exits
+// 125, and Classify reports it as RunnerFailed, never as a denial.
 //
 // # What each mode permits
 //
-//   - read-only: read, list and execute everywhere; write only /dev/null, /dev/zero and
-//     /dev/full. /dev/tty and /dev/pts/* are not writable (commands run without a
-//     controlling terminal, and a confined command must not type into someone's
-//     terminal). A command's own stdio pipes (/dev/stdout, /dev/stderr, /dev/fd/N) are
-//     not filesystem objects and stay usable. Bash's here-documents work (bash 5.1+ uses
-//     pipes for them unless they exceed a pipe's capacity).
+//   - read-only: read, list and execute everywhere the sandbox shows; write only
+//     /dev/null, /dev/zero and /dev/full. /dev/tty and /dev/pts/* are not writable.
+//     A command's own stdio pipes stay usable.
 //   - workspace-write: additionally everything (create, write, truncate, remove, rename
-//     and link across directories) under the canonical workspace root and TempDirs():
-//     /tmp, /var/tmp, /dev/shm and $TMPDIR. Paths are resolved by the kernel, so a
-//     symlink in the workspace pointing outside grants nothing.
-//   - danger-full-access: no launcher at all.
+//     and link across directories) under the pinned workspace root, the session's
+//     private /tmp (TMPDIR=/tmp), the private /dev/shm and each configured
+//     writableRoots directory — except the protected paths.
+//   - danger-full-access: no sandbox at all.
 //
-// In both confined modes: device ioctls are denied; signals to processes outside the
-// sandbox fail with EPERM (ABI 6+); with network "deny", TCP connect and bind fail with
-// EACCES (ABI 4+; UDP from ABI 10), connections to abstract UNIX sockets outside the
-// sandbox are refused (ABI 6+), and a seccomp filter makes socket(2) with IPPROTO_MPTCP
-// fail with EACCES — Landlock does not cover Multipath TCP, which would otherwise bypass
-// the network rules. no_new_privs is set, so setuid programs gain nothing.
+// # Security model
 //
-// # Enforcement
+// A confined command, and everything it starts, cannot widen its own confinement, now
+// or later, nor act through a more privileged process. Each guarantee, the mechanism
+// behind it, and the test that attacks it (all in read-only and workspace-write, as
+// root; those marked * also as uid 65534, by TestUnprivileged):
 //
-// Enforcement(policy) is "full" when the running kernel's Landlock ABI reaches
-// RequiredABI(policy) — 3 for the file rules (truncate(2) is restricted from ABI 3), 4
-// when the network is denied — and the MPTCP filter exists for the architecture (amd64,
-// arm64); otherwise "partial". The hardening beyond SPEC §8 (ioctl, scopes, UDP) is
-// applied when available and does not count. A kernel without Landlock is not partial:
-// the probe fails and executors fail closed.
+//   - Writable set. The read-only root bind and Landlock. The host's /tmp is replaced
+//     by the session's own, removed when the session ends.
+//     TestConfinedPrivateTmp*, TestStackReadOnly*, TestStackWorkspaceWrite*.
+//   - Protected paths, read-only even in a writable root: .git and .dsh at the workspace
+//     root, every file of the running profile and each base it extends, $DSH_HOME.
+//     Read-only binds; their ancestors below the root are bound over themselves
+//     read-write, so a protected file cannot be moved away with its directory and
+//     replaced. A protected path that does not exist yet cannot be made read-only
+//     without writing to the workspace; the sandbox binds it before the first command
+//     after it appears (a `git init` works; the next command cannot plant a hook). A
+//     protected path that is a symlink inside a writable root fails the call.
+//     TestConfinedProtectedPaths*, TestConfinedProtectedPathAppears*,
+//     TestServeConfinedCannotRewriteItsProfile (cmd/dsh).
+//   - Pinned workspace. The root is resolved when the session is first seen and held
+//     open; every confined call checks that the path still names that directory, else
+//     fails with a WorkspaceMovedError naming it and nothing runs; the sandbox mounts
+//     the pinned directory itself. TestConfinedWorkspacePinned*.
+//   - No privilege. No capability in any set, an empty bounding set, no_new_privs 1,
+//     nested user namespaces disabled; mknod, raw and packet sockets, sethostname and
+//     interface changes are refused. Only descriptors 0–2: everything the sandbox
+//     inherited is close-on-exec, received descriptors too. TestConfinedNoPrivilege*,
+//     TestConfinedNoInheritedDescriptors*, TestCallInheritedDescriptorDoesNotLeak
+//     (cmd/dsh).
+//   - No reach outside (network "deny"). An empty network namespace (TCP and UDP reach
+//     only its loopback; Landlock denies TCP connect and bind there too); the seccomp
+//     filter refuses socket(2) for every family but AF_INET, AF_INET6 and AF_NETLINK —
+//     so no UNIX socket can be created (a read-only mount does not stop connect(2) to a
+//     host's tmux, ssh-agent or docker.sock), no packet, vsock or Bluetooth socket —
+//     and Multipath TCP, io_uring (which can open sockets) and socketcall(2).
+//     socketpair(2) works. Other processes: the PID namespace and a fresh /proc hide
+//     them, dsh included (dsh is not dumpable either); inside the session, each command
+//     is its own Landlock domain, so it cannot signal, trace or read the /proc files of
+//     another command or of the sandbox. TestConfinedNoReachOutside*,
+//     TestConfinedNoTmux*, TestConfinedOtherProcesses*, TestStackNetwork*.
+//   - The server never writes for the sandbox. Spill files live outside every writable
+//     root, in per-session directories the subprocess service creates without
+//     following symlinks; the sandbox shows none of them. TestConfinedSpillFilesHidden*.
+//   - Reloads are visible. A reload that widens confinement (a wider defaultMode, the
+//     network allowed, an added writable root, namespaces turned off, or the executor
+//     swapped for one that does not confine) is applied and logged at WARN as
+//     "profile reload widens confinement: <what>". TestReloadWideningIsLogged,
+//     TestServeWideningReloadIsLogged (cmd/dsh).
+//   - Approval prompts show the command and justification with control characters
+//     escaped (package approval). TestApprovalPromptEscapesTheCommand.
+//
+// What this costs users, with the network denied: programs cannot create UNIX sockets
+// (local IPC servers in test suites, ssh-agent, gpg-agent, D-Bus, X11, Docker), nor use
+// io_uring; a command's TCP servers cannot even listen on the sandbox's loopback.
+// Protected paths are read-only: `git commit` in workspace-write needs an escalation.
+// The host's /tmp (and its sockets) is not visible; TMPDIR is the session's own.
+//
+// # Enforcement and the Landlock-only fallback
+//
+// Where the host cannot create the namespaces (no unprivileged user namespaces), or the
+// configuration says `namespaces: off`, the sandbox process is started without them and
+// confines each command the same way — Landlock, capabilities, the seccomp filter
+// (which then also refuses UDP, raw and every non-stream inet socket, since no network
+// namespace contains them) — with the session's private temp dir as TMPDIR. What is
+// then missing is named by Missing and shown in the row's status detail, and results
+// report enforcement "partial": protected paths inside writable roots cannot be made
+// read-only (so the executor refuses to start when its writable roots hold a profile
+// file or $DSH_HOME, and workspace-write calls fail closed with an UnprotectableError
+// naming the path and the root while one exists — a workspace with a .git, typically);
+// other sessions' spill files (and the host's /tmp) stay readable; a host that has user
+// namespaces but has them turned off lets commands create nested ones; an unprivileged
+// harness cannot empty the bounding set. An older kernel's Landlock ABI also makes
+// enforcement partial (truncate below ABI 3, TCP below 4, scoping of signals and
+// abstract sockets below 6). TestFallbackLandlockOnly*, TestFallbackRefusesUnprotectableConfig.
+// A kernel without Landlock is not partial: the probe fails and confined calls fail
+// closed (TestStackFailClosed, TestNotDispatchedStartsNothing).
 //
 // # Known gaps
 //
-//   - UDP is restricted only from Landlock ABI 10; pathname UNIX sockets (e.g. a Docker
-//     socket) from ABI 9 with the network denied.
-//   - On amd64, 32-bit programs using socketcall(2) escape the MPTCP filter (its
-//     arguments are out of a seccomp filter's reach).
+//   - A protected path that does not exist when a command runs can be created by that
+//     command (see above); it is protected from the next command on.
+//   - A command's orphaned descendants' zombies linger up to a tenth of a second
+//     before the sandbox reaps them.
+//   - If the sandbox process dies, the kernel reaps its children at once; between that
+//     and dsh noticing the closed connection, the Supervisor could in theory signal a
+//     group id already reused (it would need a full pid wrap in that window).
 //   - The denial classifier reads English strerror texts: commands running under a
-//     non-English LC_MESSAGES/LANG report denials in their language and are then not
-//     recognised.
+//     non-English LC_MESSAGES/LANG report denials in their language, which are then not
+//     recognised. EBUSY (moving a protected mount point) is not counted as a denial.
 //   - A background job started before a profile swap keeps the executor it started
 //     with: a job started under bash-local stays unconfined to its end.
 package bashsandbox

@@ -70,7 +70,7 @@ func TestEscalationAllowedOnce(t *testing.T) {
 
 	res = st.bash(t, s, "touch "+first, escalate("workspace-write")...)
 	expect(t, res, "(no output)", false)
-	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(shell.ModeWorkspaceWrite, bashsandbox.NetworkDeny), false); got != want {
+	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(bashsandbox.NetworkDeny), false); got != want {
 		t.Fatalf("escalated call: sandbox value %s, want %s", got, want)
 	}
 	if !exists(first) {

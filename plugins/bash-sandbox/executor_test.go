@@ -1,9 +1,9 @@
 package bashsandbox_test
 
-// Items 2–6 of issue 5 through the real stack (see stack_test.go).
+// The executor through the real stack (see stack_test.go): what each mode permits,
+// the network, danger-full-access, failing closed, runner failures.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,13 +14,11 @@ import (
 	"github.com/dsh-dev/dsh/container"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"github.com/dsh-dev/dsh/plugins/shell"
-	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
 	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
 )
 
-// Item 2: read-only denies `touch <workspace>/x` with the denial marker, the escalation
-// hint and the exit code, in SPEC §5.4's order; reading anywhere and writing /dev/null
-// work.
+// Read-only denies `touch <workspace>/x` with the denial marker, the escalation hint and
+// the exit code, in SPEC §5.4's order; reading anywhere and writing /dev/null work.
 func TestStackReadOnly(t *testing.T) {
 	st := newStack(t, stackSetup{})
 	ws := workspace(t)
@@ -32,7 +30,7 @@ func TestStackReadOnly(t *testing.T) {
 	if !strings.HasSuffix(res.Text, "\n[sandbox: file access denied under read-only mode]\n"+escalationHint+"\n[exit code: 1]") {
 		t.Fatalf("marker order: %q", res.Text)
 	}
-	roFull := enforcement(shell.ModeReadOnly, bashsandbox.NetworkDeny)
+	roFull := enforcement(bashsandbox.NetworkDeny)
 	if got, want := sandboxOf(t, res), sandboxJSON("read-only", true, roFull, false); got != want {
 		t.Fatalf("sandbox value %s, want %s", got, want)
 	}
@@ -52,9 +50,9 @@ func TestStackReadOnly(t *testing.T) {
 	expect(t, st.bash(t, s, "echo failing >&2; exit 3"), "[stderr]\nfailing\n[exit code: 3]", false)
 }
 
-// Item 3: workspace-write writes the workspace and the temp dirs; /etc, $HOME and /root
-// stay denied, and a symlink in the workspace pointing outside cannot be written
-// through.
+// Workspace-write writes the workspace and the session's private /tmp; /etc, $HOME and
+// /root stay read-only, and a symlink in the workspace pointing outside cannot be
+// written through.
 func TestStackWorkspaceWrite(t *testing.T) {
 	st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": "workspace-write"}})
 	ws := workspace(t)
@@ -64,9 +62,9 @@ func TestStackWorkspaceWrite(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "sub/deeper/a.txt")); err != nil || string(b) != "one\n" {
 		t.Fatalf("workspace write: %q, %v", b, err)
 	}
-	res := st.bash(t, s, `f=$(mktemp) && echo data > "$f" && cat "$f" && rm "$f"`)
-	expect(t, res, "data\n", false)
-	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(shell.ModeWorkspaceWrite, bashsandbox.NetworkDeny), false); got != want {
+	res := st.bash(t, s, `f=$(mktemp) && echo data > "$f" && cat "$f" && rm "$f" && echo "$TMPDIR"`)
+	expect(t, res, "data\n/tmp\n", false)
+	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(bashsandbox.NetworkDeny), false); got != want {
 		t.Fatalf("sandbox value %s, want %s", got, want)
 	}
 
@@ -79,7 +77,11 @@ func TestStackWorkspaceWrite(t *testing.T) {
 		seen[dir] = true
 		target := filepath.Join(dir, fmt.Sprintf("dsh-sandbox-test-%d", os.Getpid()))
 		t.Cleanup(func() { os.Remove(target) })
-		expect(t, st.bash(t, s, "touch "+target), deniedText("touch: cannot touch '"+target+"': Permission denied", "workspace-write"), false)
+		why := "Read-only file system"
+		if dir == "/root" && os.Geteuid() != 0 {
+			why = "Permission denied" // not even searchable by this user
+		}
+		expect(t, st.bash(t, s, "touch "+target), deniedText("touch: cannot touch '"+target+"': "+why, "workspace-write"), false)
 		if exists(target) {
 			t.Fatalf("workspace-write created %s", target)
 		}
@@ -96,15 +98,17 @@ func TestStackWorkspaceWrite(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "escape-dir")); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, st.bash(t, s, "echo pwned > escape-file"), deniedText(bashPath(t)+": line 1: escape-file: Permission denied", "workspace-write"), false)
-	expect(t, st.bash(t, s, "touch escape-dir/new"), deniedText("touch: cannot touch 'escape-dir/new': Permission denied", "workspace-write"), false)
+	expect(t, st.bash(t, s, "echo pwned > escape-file"), deniedText(bashPath(t)+": line 1: escape-file: Read-only file system", "workspace-write"), false)
+	expect(t, st.bash(t, s, "touch escape-dir/new"), deniedText("touch: cannot touch 'escape-dir/new': Read-only file system", "workspace-write"), false)
 	if b, _ := os.ReadFile(victim); string(b) != "original\n" || exists(filepath.Join(outside, "new")) {
 		t.Fatalf("wrote outside the workspace through a symlink: victim %q", b)
 	}
 }
 
-// Item 4: with network deny (the default) a TCP connect to a listener on 127.0.0.1
-// fails in both confined modes; it works with network allow and in danger-full-access.
+// With network deny (the default) a TCP connect to a listener on the host's 127.0.0.1
+// fails in both confined modes (the sandbox has a network namespace of its own, whose
+// loopback Landlock closes too); it works with network allow and in
+// danger-full-access.
 func TestStackNetwork(t *testing.T) {
 	port, accepted := tcpListener(t)
 	connect := "exec 3<>/dev/tcp/127.0.0.1/" + port + " && echo connected"
@@ -129,14 +133,14 @@ func TestStackNetwork(t *testing.T) {
 		s := &container.Session{ID: "net-" + mode, Cwd: ws, SandboxMode: mode}
 		res := allow.bash(t, s, connect)
 		expect(t, res, "connected\n", false)
-		if got, want := sandboxOf(t, res), sandboxJSON(mode, false, enforcement(mode, bashsandbox.NetworkAllow), false); got != want {
+		if got, want := sandboxOf(t, res), sandboxJSON(mode, false, enforcement(bashsandbox.NetworkAllow), false); got != want {
 			t.Fatalf("sandbox value %s, want %s", got, want)
 		}
 	}
 	waitFor(t, "three accepted connections", func() bool { return accepted() == 3 })
 }
 
-// Item 5: danger-full-access runs unconfined and reports {mode: danger-full-access,
+// Danger-full-access runs unconfined and reports {mode: danger-full-access,
 // denied: false}, even for a failure that reads like a denial.
 func TestStackDangerFullAccess(t *testing.T) {
 	st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": "danger-full-access"}})
@@ -164,7 +168,7 @@ func TestStackDangerFullAccess(t *testing.T) {
 	}
 }
 
-// Item 6: with the backend forced unavailable, a confined call fails closed with the
+// With no usable backend, a confined call fails closed with the
 // SPEC message and nothing runs — foreground or background; danger-full-access needs
 // no backend and still runs.
 func TestStackFailClosed(t *testing.T) {
@@ -181,7 +185,7 @@ func TestStackFailClosed(t *testing.T) {
 	marker := filepath.Join(ws, "marker")
 	want := func(mode string) string {
 		return `Error: sandbox mode "` + mode + `" is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. ` +
-			bashsandbox.Remedy + " (landlock probe: forced by the test)"
+			bashsandbox.Remedy + " (sandbox probe: forced by the test)"
 	}
 	expect(t, st.bash(t, s, "touch "+marker), want("read-only"), true)
 	expect(t, st.bash(t, s, "touch "+marker, "run_in_background", true), want("read-only"), true)
@@ -196,81 +200,45 @@ func TestStackFailClosed(t *testing.T) {
 	expect(t, st.bash(t, danger, "touch "+marker+" && echo unconfined"), "unconfined\n", false)
 }
 
-// vanishingWorkspace is an env contributor that removes the session's workspace while
-// the call is prepared (after the bash tool resolved its policy, before the launch): the
-// launcher then finds no workspace root and fails.
-var vanishingWorkspace = container.Plugin{
-	Name:   "vanishing-workspace",
-	Inject: []string{shellenv.Service},
-	Apply: func(ctx *container.Context, _ any) error {
-		reg, err := container.Injected[*shellenv.Registry](ctx, shellenv.Service)
-		if err != nil {
-			return err
-		}
-		return reg.Register(ctx, shellenv.Contributor{
-			Name:      "vanish",
-			Variables: map[string]string{"DSH_VANISHED": "the workspace that was removed"},
-			Resolve: func(_ context.Context, call shellenv.Call) (map[string]string, error) {
-				if call.Session == nil || !strings.HasSuffix(call.Session.ID, "-vanish") {
-					return nil, nil
-				}
-				return map[string]string{"DSH_VANISHED": call.Session.Cwd}, os.RemoveAll(call.Session.Cwd)
-			},
-		})
-	},
-}
-
-// Item 6: a launcher failure (exit 125 and one dsh-sandbox line) renders the
-// runner-failure marker, never a denial, and the command did not run.
+// A session sandbox that cannot be built is a runner failure: exit 125 and one
+// "dsh-sandbox:" line, rendered as the runner-failure marker, never a denial; the
+// command did not run. Here a configured writable root vanished after the executor
+// started, so the sandbox cannot bind it.
 func TestStackRunnerFailure(t *testing.T) {
-	st := newStack(t, stackSetup{
-		bashConfig: map[string]any{"defaultMode": "workspace-write"},
-		extra:      []container.Plugin{vanishingWorkspace},
-		extraRows:  []container.Row{{ID: "vanish", Plugin: "vanishing-workspace"}},
-	})
+	extra := outsideTempDir(t, "dsh-sandbox-extra-")
+	st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": "workspace-write", "writableRoots": []any{extra}}})
+	if err := os.Remove(extra); err != nil {
+		t.Fatal(err)
+	}
 	ws := workspace(t)
-	elsewhere := canonTempDir(t)
-	marker := filepath.Join(elsewhere, "marker")
-	s := session("runner-vanish", ws)
-	res := st.bash(t, s, "touch "+marker, "workdir", elsewhere)
-	want := "[stderr]\ndsh-sandbox: workspace root " + ws + ": no such file or directory\n" +
+	marker := filepath.Join(ws, "marker")
+	res := st.bash(t, session("runner", ws), "touch "+marker)
+	want := "[stderr]\ndsh-sandbox: the session sandbox did not start: open_tree " + extra + ": no such file or directory\n" +
 		"[sandbox: the sandbox runner itself failed under workspace-write mode — the command did not run; this is a sandbox problem, not a command failure]\n" +
 		"[exit code: 125]"
 	expect(t, res, want, false)
-	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(shell.ModeWorkspaceWrite, bashsandbox.NetworkDeny), true); got != want {
+	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(bashsandbox.NetworkDeny), true); got != want {
 		t.Fatalf("sandbox value %s, want %s", got, want)
 	}
 	if exists(marker) {
-		t.Fatal("the command ran although the launcher failed")
+		t.Fatal("the command ran although the sandbox did not start")
 	}
+	// A command exiting 125 by itself, imitating the line among other output, is an
+	// ordinary failure.
+	if err := os.Mkdir(extra, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res = st.bash(t, session("runner-imitation", ws), `echo "some output" >&2; echo "dsh-sandbox: fake" >&2; exit 125`)
+	expect(t, res, "[stderr]\nsome output\ndsh-sandbox: fake\n[exit code: 125]", false)
+}
 
-	// The same through the executor directly, as an in-process caller with its own
-	// policy: a root that does not exist is a runner failure (the launcher's one line
-	// and exit 125), never a denial.
-	v, _ := st.rt.Lookup(shell.Service)
-	ex := v.(shell.Executor)
-	gone := filepath.Join(elsewhere, "gone")
-	spec, err := ex.Resolve(shell.ExecRequest{Command: "touch " + marker, Workdir: elsewhere,
-		Sandbox: &shell.SandboxPolicy{Mode: shell.ModeWorkspaceWrite, WorkspaceRoot: gone}})
-	if err != nil {
-		t.Fatal(err)
+// The runner-failure stub itself: one line, exit 125, classified as a runner failure.
+func TestRunnerFailureStub(t *testing.T) {
+	r := runArgv(t, t.TempDir(), os.Args[0], bashsandbox.FailArg, "the reason\nspans  lines")
+	if r.exit() != bashsandbox.RunnerFailureExitCode || r.stderr != "dsh-sandbox: the reason spans lines\n" || r.stdout != "" {
+		t.Fatalf("stub: %v", r)
 	}
-	execution, err := ex.Execute(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := execution.Result(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Sandbox == nil || !r.Sandbox.RunnerFailed || r.Sandbox.Denied {
-		t.Fatalf("facts %+v", r.Sandbox)
-	}
-	if r.ExitCode == nil || *r.ExitCode != 125 || r.Signal != "" ||
-		r.Stderr.Text != "dsh-sandbox: workspace root "+gone+": no such file or directory\n" || r.Stdout.Text != "" {
-		t.Fatalf("result %+v", r)
-	}
-	if exists(marker) {
-		t.Fatal("the command ran although the launcher failed")
+	if v := bashsandbox.Classify(r.code, r.stderr); !v.RunnerFailed || v.Denied {
+		t.Fatalf("classified %+v", v)
 	}
 }

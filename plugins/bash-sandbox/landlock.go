@@ -1,26 +1,69 @@
 package bashsandbox
 
-import "github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
+import (
+	"os"
+	"strings"
 
-// Enforcement values (the result of Enforcement, and shell.SandboxFacts.Enforcement).
+	"github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
+)
+
+// Enforcement values (shell.SandboxFacts.Enforcement).
 const (
-	// EnforcementFull: the host enforces everything the policy promises.
+	// EnforcementFull: the host provides every guarantee of a confined mode.
 	EnforcementFull = launch.EnforcementFull
-	// EnforcementPartial: an older kernel enforces only part of the policy.
+	// EnforcementPartial: some guarantee is missing on this host; Missing names each.
 	EnforcementPartial = launch.EnforcementPartial
 )
 
-// kernelABI is the Landlock ABI version of the running kernel (0 when Landlock is
-// unavailable). It only queries the kernel; nothing is restricted.
-func kernelABI() int { return launch.KernelABI() }
+// The guarantees a host can lack, as Missing names them.
+const (
+	MissingProtectedPaths = "read-only protected paths inside writable roots (no mount namespace: workspace-write calls fail closed while one exists)"
+	MissingSpillPrivacy   = "spill files hidden from confined commands (no mount namespace: other sessions' spill files stay readable)"
+	MissingNestedUserns   = "no nested user namespaces (namespaces are off: a command may create a user namespace and hold capabilities in it)"
+	MissingBoundingSet    = "an empty capability bounding set (not root and no user namespace)"
+	MissingTruncate       = "truncate(2) denied outside the writable set (Landlock ABI < 3)"
+	MissingTCP            = "TCP connect and bind denied (Landlock ABI < 4)"
+	MissingSignalScope    = "signals and abstract sockets scoped to the command (Landlock ABI < 6)"
+	MissingSocketFilter   = "UNIX, UDP, raw and Multipath TCP sockets denied (no seccomp filter for this architecture)"
+)
 
-// RequiredABI is the lowest Landlock ABI that enforces everything p promises: the file
-// rules need ABI 3 (truncate(2) is restricted from ABI 3 on), a denied network ABI 4
-// (TCP connect and bind).
-func RequiredABI(p LaunchPolicy) int { return launch.RequiredABI(p) }
+// Missing lists the guarantees of a confined mode that a backend cannot give on a host
+// with Landlock ABI abi, for a network policy; hostUserns says whether the host lets
+// unprivileged processes create user namespaces (relevant when namespaces are off).
+// Empty means enforcement "full".
+func Missing(backend string, abi int, network string, hostUserns bool) []string {
+	var out []string
+	if backend != BackendNamespaces {
+		out = append(out, MissingProtectedPaths, MissingSpillPrivacy)
+		if hostUserns {
+			out = append(out, MissingNestedUserns)
+		}
+		if os.Geteuid() != 0 {
+			out = append(out, MissingBoundingSet)
+		}
+	}
+	if abi < 3 {
+		out = append(out, MissingTruncate)
+	}
+	if network == NetworkDeny && abi < 4 {
+		out = append(out, MissingTCP)
+	}
+	if abi < 6 {
+		out = append(out, MissingSignalScope)
+	}
+	if network == NetworkDeny && !launch.SeccompSupported {
+		out = append(out, MissingSocketFilter)
+	}
+	return out
+}
 
-// Enforcement says how completely the running host enforces p: "full" when the kernel's
-// Landlock ABI reaches RequiredABI(p) (and, with the network denied, the launcher can
-// also block Multipath TCP, which Landlock does not cover), "partial" when only part of
-// the policy is enforced, "" for a policy that is not a confined mode.
-func Enforcement(p LaunchPolicy) string { return launch.Enforcement(p) }
+// enforcementOf is "full" when nothing is missing, else "partial".
+func enforcementOf(missing []string) string {
+	if len(missing) == 0 {
+		return EnforcementFull
+	}
+	return EnforcementPartial
+}
+
+// missingText joins missing guarantees for a status line.
+func missingText(missing []string) string { return strings.Join(missing, "; ") }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
@@ -18,7 +23,8 @@ const pluginName = "bash-sandbox"
 
 // Config is bash-sandbox's configuration: bash-local's keys (cwd, timeoutMs,
 // maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs, with the same defaults),
-// defaultMode and network (SandboxConfig), and workspaceRoot.
+// defaultMode, network, writableRoots and namespaces (SandboxConfig), and
+// workspaceRoot.
 type Config struct {
 	bashexec.Config `yaml:",inline"`
 	SandboxConfig   `yaml:",inline"`
@@ -92,19 +98,28 @@ func apply(ctx *container.Context, config any) error {
 	if err != nil {
 		return err
 	}
-	ex, resolver, err := newExecutor(sup, cfg, ctx.Logger())
+	log := ctx.Logger()
+	ex, resolver, sb, err := newExecutor(sup, cfg, log, ctx.ProfileFiles)
 	if err != nil {
 		return err
 	}
 	// Probe the backend now (once per process; cached), so that status tells what the
 	// calls will meet rather than the first confined call finding out.
-	detail, usable := backendDetail(cfg)
-	ctx.SetDetail(detail)
-	if usable {
-		ctx.Logger().Info("bash-sandbox: " + detail)
-	} else {
-		ctx.Logger().Warn("bash-sandbox: " + detail)
+	be := sb.backend()
+	if err := sb.checkStatic(be); err != nil {
+		return err
 	}
+	detail := backendDetail(cfg, be)
+	ctx.SetDetail(detail)
+	if be.usable {
+		log.Info("bash-sandbox: " + detail)
+	} else {
+		log.Warn("bash-sandbox: " + detail)
+	}
+	for _, w := range rememberConfig(sup, cfg) {
+		log.Warn("profile reload widens confinement: " + w)
+	}
+	ctx.OnSessionEnd(func(id string) { endSession(sup, id) })
 	if err := ctx.Provide(shell.PolicyService, resolver); err != nil {
 		return err
 	}
@@ -116,34 +131,49 @@ func apply(ctx *container.Context, config any) error {
 
 // backendDetail is the status line of the row: the backend and what it enforces, or why
 // confined calls fail closed.
-func backendDetail(cfg *Config) (detail string, usable bool) {
-	r := Probe()
-	if !r.Usable {
+func backendDetail(cfg *Config, be backend) string {
+	if !be.usable {
 		return fmt.Sprintf("sandbox backend unavailable: calls in %s or %s mode fail closed (%s)",
-			shell.ModeReadOnly, shell.ModeWorkspaceWrite, r.Reason), false
+			shell.ModeReadOnly, shell.ModeWorkspaceWrite, be.reason)
 	}
-	enf := Enforcement(LaunchPolicy{Mode: shell.ModeReadOnly, Network: cfg.Network})
-	return fmt.Sprintf("sandbox: %s ABI %d, default mode %s, network %s, enforcement %s",
-		r.Backend, r.ABI, cfg.DefaultMode, cfg.Network, enf), true
+	what := fmt.Sprintf("user namespaces + Landlock ABI %d", be.abi)
+	if be.kind != BackendNamespaces {
+		what = fmt.Sprintf("Landlock ABI %d only (%s)", be.abi, be.why)
+	}
+	if cfg.Network == NetworkDeny && launch.SeccompSupported {
+		what += " + seccomp"
+	}
+	missing := be.missing(cfg.Network)
+	detail := fmt.Sprintf("sandbox: %s, default mode %s, network %s, enforcement %s",
+		what, cfg.DefaultMode, cfg.Network, enforcementOf(missing))
+	if len(missing) > 0 {
+		detail += "; missing: " + missingText(missing)
+	}
+	return detail
 }
 
 // New returns the confining executor for cfg (as a shell.Executor) and its policy
 // resolver (the `sandboxPolicy` service), over the processes of sup. It is what the
 // plugin provides; embedders may use it directly. cfg must have passed Validate.
-func New(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger) (shell.Executor, *Resolver, error) {
+// profileFiles, when not nil, lists the files of the running profile (protected paths).
+func New(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, profileFiles func() []string) (shell.Executor, *Resolver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
-	return newExecutor(sup, cfg, log)
+	ex, r, _, err := newExecutor(sup, cfg, log, profileFiles)
+	return ex, r, err
 }
 
-func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger) (shell.Executor, *Resolver, error) {
+func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, profileFiles func() []string) (shell.Executor, *Resolver, *sandbox, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if profileFiles == nil {
+		profileFiles = func() []string { return nil }
+	}
 	root, err := cfg.root()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if root != "" {
 		canon, err := canonicalDir(root)
@@ -152,39 +182,187 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger) (she
 			if cfg.WorkspaceRoot == "" {
 				key = "cwd"
 			}
-			return nil, nil, fmt.Errorf("%s: %s: %w", pluginName, key, err)
+			return nil, nil, nil, fmt.Errorf("%s: %s: %w", pluginName, key, err)
 		}
 		root = canon
 	}
+	var roots []string
+	for i, r := range cfg.WritableRoots {
+		canon, err := canonicalDir(r)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: writableRoots[%d]: %w", pluginName, i, err)
+		}
+		if !slices.Contains(roots, canon) {
+			roots = append(roots, canon)
+		}
+	}
 	resolver, err := newResolver(cfg.DefaultMode, root)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	s := &sandbox{resolver: resolver, network: cfg.Network, log: log}
+	resolver.owner = sup
+	s := &sandbox{sup: sup, resolver: resolver, cfg: cfg, roots: roots, log: log, profileFiles: profileFiles}
 	ex, err := bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,
 		Prepare:     s.prepare,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return ex, resolver, nil
+	return ex, resolver, s, nil
 }
 
 // sandbox confines the commands of one executor.
 type sandbox struct {
-	resolver *Resolver
-	network  string
-	log      *slog.Logger
+	sup          *subprocess.Supervisor
+	resolver     *Resolver
+	cfg          *Config
+	roots        []string // canonical writableRoots
+	log          *slog.Logger
+	profileFiles func() []string
+}
+
+// backend is what confines this executor's commands on this host.
+type backend struct {
+	usable bool
+	reason string // why nothing is usable
+	kind   string // BackendNamespaces or BackendLandlock
+	why    string // why Landlock only
+	abi    int
+	userns bool // the host allows user namespaces
+}
+
+func (b backend) missing(network string) []string {
+	return Missing(b.kind, b.abi, network, b.userns)
+}
+
+// backend chooses the backend: the namespaces where the host has them and the
+// configuration does not turn them off, else Landlock only.
+func (s *sandbox) backend() backend {
+	r := Probe()
+	be := backend{abi: r.ABI, userns: r.Namespaces}
+	switch {
+	case !r.Usable:
+		be.reason = r.Reason
+	case s.cfg.Namespaces == NamespacesOff:
+		if ok, why := landlockOnly(); !ok {
+			be.reason = "namespaces are off and the Landlock-only backend does not work: " + why
+		} else {
+			be.usable, be.kind, be.why = true, BackendLandlock, "namespaces are off in the configuration"
+		}
+	case r.Namespaces:
+		be.usable, be.kind = true, BackendNamespaces
+	default:
+		be.usable, be.kind, be.why = true, BackendLandlock, "user namespaces unavailable: "+r.NamespacesReason
+	}
+	return be
+}
+
+// UnprotectableError refuses a configuration, or a workspace-write call, that would put
+// a protected path inside a writable root on a backend that cannot keep it read-only
+// (Landlock alone cannot make part of a writable directory read-only).
+type UnprotectableError struct {
+	Path, Root string
+}
+
+func (e *UnprotectableError) Error() string {
+	return fmt.Sprintf("bash-sandbox: cannot protect %q inside the writable root %q: this host's sandbox is Landlock-only (no mount namespace), which cannot make part of a writable root read-only; refusing to run workspace-write commands while it is there", e.Path, e.Root)
+}
+
+// checkStatic refuses, on a backend without namespaces, a configuration whose writable
+// roots (writableRoots, and the configured workspace root) hold a file of the running
+// profile or $DSH_HOME.
+func (s *sandbox) checkStatic(be backend) error {
+	if !be.usable || be.kind == BackendNamespaces {
+		return nil
+	}
+	roots := append([]string{s.resolver.root}, s.roots...)
+	return unprotectable(s.protected("", nil), roots)
+}
+
+// unprotectable returns an *UnprotectableError for the first existing protected path
+// inside one of roots.
+func unprotectable(protected, roots []string) error {
+	for _, p := range protected {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		for _, r := range roots {
+			if r != "" && within(p, r) {
+				return &UnprotectableError{Path: p, Root: r}
+			}
+		}
+	}
+	return nil
+}
+
+func within(path, root string) bool {
+	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
+}
+
+// protected lists the protected paths of a call in workspace ws (SPEC: .git and .dsh at
+// the workspace root, every file of the running profile — the path read and, for a
+// symlink, its target — and $DSH_HOME), whether they exist or not.
+func (s *sandbox) protected(ws string, dshEnv map[string]string) []string {
+	var out []string
+	add := func(p string) {
+		if p == "" || !filepath.IsAbs(p) {
+			return
+		}
+		p = filepath.Clean(p)
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	if ws != "" {
+		add(filepath.Join(ws, ".git"))
+		add(filepath.Join(ws, ".dsh"))
+	}
+	for _, f := range s.profileFiles() {
+		add(f)
+		if real, err := filepath.EvalSymlinks(f); err == nil {
+			add(real)
+		}
+	}
+	add(dshEnv["DSH_HOME"])
+	if h := os.Getenv("DSH_HOME"); h != "" {
+		add(h)
+	} else if home, err := os.UserHomeDir(); err == nil {
+		add(filepath.Join(home, ".dsh"))
+	}
+	return out
+}
+
+// hidden are the directories the namespace backend covers with an empty tmpfs: the
+// spill root, unless it lies in /tmp (which the sandbox replaces with the session's own)
+// or holds a writable root (hiding it would hide the root too).
+func (s *sandbox) hidden(ns bool, writable []string) []string {
+	if !ns {
+		return nil
+	}
+	root := s.sup.Spool().Root()
+	if canon, err := filepath.EvalSymlinks(root); err == nil {
+		root = canon
+	}
+	if root == "" || within(root, "/tmp") {
+		return nil
+	}
+	for _, w := range writable {
+		if within(w, root) {
+			return nil
+		}
+	}
+	return []string{root}
 }
 
 // prepare decides how one call runs: its policy is spec.Sandbox (tool-bash resolves it
 // for the calling session, with an approved escalation) or, without one, the default
 // policy of a call without a session. danger-full-access runs bash directly; the
 // confined modes need a usable backend — otherwise Execute fails with the fail-closed
-// error and nothing runs — and run bash through the launcher. The returned function
-// adds the sandbox facts to the result.
+// error and nothing runs — and a workspace that still is the one pinned when the session
+// started; bash is then started by the session's sandbox. The returned function adds
+// the sandbox facts to the result.
 func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
 	var policy shell.SandboxPolicy
 	if spec.Sandbox != nil {
@@ -204,19 +382,88 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	default:
 		return nil, fmt.Errorf("%s: unknown sandbox mode %q", pluginName, mode)
 	}
-	if err := checkBackend(mode); err != nil {
+	be := s.backend()
+	if !be.usable {
+		err := &UnavailableError{Mode: mode, Reason: be.reason}
 		s.log.Warn("bash-sandbox: refusing to run a command unconfined", "mode", mode, "err", err)
 		return nil, err
 	}
-	lp, err := NewLaunchPolicy(policy, s.network)
+	enforcement := enforcementOf(be.missing(s.cfg.Network))
+	finish := func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, enforcement, *res) }
+
+	sess := sessionFor(s.sup, sessionKeyID(spec.SessionID, policy.WorkspaceRoot))
+	pin, err := sess.workspace(policy.WorkspaceRoot)
 	if err != nil {
 		return nil, err
 	}
-	argv, err := LauncherArgv(lp, cmd.Argv)
+	if err := pin.check(); err != nil {
+		return nil, err
+	}
+	if policy.WorkspaceRoot != "" && policy.WorkspaceRoot != pin.path {
+		return nil, fmt.Errorf("%s: the call's workspace root %q is not its session's, pinned at %q", pluginName, policy.WorkspaceRoot, pin.path)
+	}
+	protect := s.protected(pin.path, spec.DshEnv)
+	writable := append([]string{pin.path}, s.roots...)
+	ns := be.kind == BackendNamespaces
+	if mode == shell.ModeWorkspaceWrite && !ns {
+		if err := unprotectable(protect, writable); err != nil {
+			return nil, err
+		}
+	}
+	if ns {
+		for _, p := range protect {
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				for _, r := range writable {
+					if within(p, r) {
+						return nil, fmt.Errorf("%s: cannot protect %q inside the writable root %q: it is a symbolic link", pluginName, p, r)
+					}
+				}
+			}
+		}
+	}
+	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots, hide: s.hidden(ns, writable)}
+	b, err := sess.box(s.sup, conf, protect)
+	if err != nil {
+		// The sandbox could not be built: the call is a runner failure (exit 125 and
+		// one "dsh-sandbox:" line, from the runner-failure stub), never a denial.
+		s.log.Warn("bash-sandbox: the session sandbox did not start", "err", err)
+		exe, xerr := self()
+		if xerr != nil {
+			return nil, err
+		}
+		cmd.Argv = []string{exe, launch.FailArg, strings.TrimPrefix(err.Error(), "bash-sandbox: ")}
+		return finish, nil
+	}
+	tmp, _, err := sess.dirs()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Argv = argv
-	enforcement := Enforcement(lp)
-	return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, enforcement, *res) }, nil
+	if ns {
+		tmp = "/tmp"
+	}
+	lp := launch.Policy{Mode: mode, Network: s.cfg.Network}
+	if mode == shell.ModeWorkspaceWrite {
+		lp.WorkspaceRoot = pin.path
+		lp.WritableRoots = []string{tmp}
+		if ns {
+			lp.WritableRoots = append(lp.WritableRoots, "/dev/shm")
+		}
+		for _, r := range s.roots {
+			if r != pin.path {
+				lp.WritableRoots = append(lp.WritableRoots, r)
+			}
+		}
+	}
+	starter := &cmdStarter{box: b, policy: lp}
+	if ns {
+		starter.protect = protect
+	}
+	cmd.Start = starter
+	env := maps.Clone(cmd.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["TMPDIR"] = tmp
+	cmd.Env = env
+	return finish, nil
 }

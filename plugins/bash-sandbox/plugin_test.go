@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,8 +26,8 @@ func TestPluginDeclaration(t *testing.T) {
 	if !ok {
 		t.Fatalf("config %T", p.Config())
 	}
-	want := bashsandbox.Config{Config: bashexec.DefaultConfig(), SandboxConfig: bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "deny"}}
-	if *cfg != want {
+	want := bashsandbox.Config{Config: bashexec.DefaultConfig(), SandboxConfig: bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "deny", Namespaces: "auto"}}
+	if !reflect.DeepEqual(*cfg, want) {
 		t.Fatalf("defaults %+v, want %+v", *cfg, want)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -49,7 +50,9 @@ func TestConfigValidation(t *testing.T) {
 		{map[string]any{"defaultMode": "full"}, `bash-sandbox: defaultMode must be one of "read-only", "workspace-write" or "danger-full-access", got "full"`},
 		{map[string]any{"network": "on"}, `bash-sandbox: network must be "deny" or "allow", got "on"`},
 		{map[string]any{"workspaceRoot": "relative/dir"}, `bash-sandbox: workspaceRoot must be an absolute path, got "relative/dir"`},
-		{map[string]any{"sandbox": true}, `config: unknown key "sandbox" (known keys: cwd, defaultMode, graceMs, maxOutputBytes, maxSpillBytes, maxTimeoutMs, network, timeoutMs, workspaceRoot)`},
+		{map[string]any{"writableRoots": []any{"/abs", "rel"}}, `bash-sandbox: writableRoots[1] must be an absolute path, got "rel"`},
+		{map[string]any{"namespaces": "on"}, `bash-sandbox: namespaces must be "auto" or "off", got "on"`},
+		{map[string]any{"sandbox": true}, `config: unknown key "sandbox" (known keys: cwd, defaultMode, graceMs, maxOutputBytes, maxSpillBytes, maxTimeoutMs, namespaces, network, timeoutMs, workspaceRoot, writableRoots)`},
 	} {
 		rt := container.NewRuntime(catalog(t), container.Options{Logger: quietLogger()})
 		err := rt.Compose("bad", []container.Row{{ID: "bash", Plugin: "bash-sandbox", Config: tc.config}})
@@ -85,7 +88,7 @@ func TestSessionlessRootAndStatus(t *testing.T) {
 	root := outsideTempDir(t, "dsh-sandbox-root-")
 	st := newStack(t, stackSetup{bashConfig: map[string]any{"cwd": cwd, "workspaceRoot": root, "defaultMode": "workspace-write"}})
 	expect(t, st.bash(t, nil, "pwd && touch "+root+"/x"), cwd+"\n", false)
-	expect(t, st.bash(t, nil, "touch "+cwd+"/y"), deniedText("touch: cannot touch '"+cwd+"/y': Permission denied", "workspace-write"), false)
+	expect(t, st.bash(t, nil, "touch "+cwd+"/y"), deniedText("touch: cannot touch '"+cwd+"/y': Read-only file system", "workspace-write"), false)
 	if got, want := st.prompts.Compose(nil), bashPrompt+"\n\n"+jobsPrompt(st)+"\n\n"+bashsandbox.PolicyPrompt("workspace-write", root); got != want {
 		t.Fatalf("prompt without a session:\n got %q\nwant %q", got, want)
 	}
@@ -104,15 +107,15 @@ func TestSessionlessRootAndStatus(t *testing.T) {
 		if row.ID != "bash" {
 			continue
 		}
-		want := fmt.Sprintf("sandbox: landlock ABI %d, default mode workspace-write, network deny, enforcement %s",
-			bashsandbox.KernelABI(), enforcement(shell.ModeReadOnly, bashsandbox.NetworkDeny))
+		want := fmt.Sprintf("sandbox: user namespaces + Landlock ABI %d + seccomp, default mode workspace-write, network deny, enforcement %s",
+			bashsandbox.KernelABI(), enforcement(bashsandbox.NetworkDeny))
 		if row.Detail != want {
 			t.Fatalf("status detail %q, want %q", row.Detail, want)
 		}
 	}
 }
 
-// Item 9: the sandbox:policy section, order 110, through the prompt registry of the
+// The sandbox:policy section, order 110, through the prompt registry of the
 // composed stack: exact text per mode (the session's standing mode), after tool:bash
 // (105) and tool:jobs (106); it goes away with the executor.
 func TestPromptSectionThroughTheStack(t *testing.T) {

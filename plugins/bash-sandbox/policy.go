@@ -16,17 +16,29 @@ type SandboxConfig struct {
 	// DefaultMode is the mode of calls with neither an approved escalation nor a session
 	// override: "read-only" (default), "workspace-write" or "danger-full-access".
 	DefaultMode string `yaml:"defaultMode"`
-	// Network is "deny" (default: no TCP connect or bind in the confined modes) or
-	// "allow".
+	// Network is "deny" (default: no socket reaches anything outside the sandbox in
+	// the confined modes) or "allow".
 	Network string `yaml:"network"`
+	// WritableRoots are further directories (absolute, existing) that workspace-write
+	// may modify.
+	WritableRoots []string `yaml:"writableRoots"`
+	// Namespaces is "auto" (default: the namespace backend where the host allows it,
+	// else Landlock only) or "off" (Landlock only; status then names what is missing).
+	Namespaces string `yaml:"namespaces"`
 }
+
+// Values of SandboxConfig.Namespaces.
+const (
+	NamespacesAuto = "auto"
+	NamespacesOff  = "off"
+)
 
 // defaultSandboxConfig is the configuration with every default applied.
 func defaultSandboxConfig() SandboxConfig {
-	return SandboxConfig{DefaultMode: shell.ModeReadOnly, Network: NetworkDeny}
+	return SandboxConfig{DefaultMode: shell.ModeReadOnly, Network: NetworkDeny, Namespaces: NamespacesAuto}
 }
 
-// Validate checks both keys; errors name the key.
+// Validate checks every key; errors name the key.
 func (c *SandboxConfig) Validate() error {
 	if shell.ModeRank(c.DefaultMode) < 0 {
 		return fmt.Errorf("bash-sandbox: defaultMode must be one of %q, %q or %q, got %q",
@@ -35,6 +47,14 @@ func (c *SandboxConfig) Validate() error {
 	if c.Network != NetworkDeny && c.Network != NetworkAllow {
 		return fmt.Errorf("bash-sandbox: network must be %q or %q, got %q", NetworkDeny, NetworkAllow, c.Network)
 	}
+	for i, r := range c.WritableRoots {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("bash-sandbox: writableRoots[%d] must be an absolute path, got %q", i, r)
+		}
+	}
+	if c.Namespaces != NamespacesAuto && c.Namespaces != NamespacesOff {
+		return fmt.Errorf("bash-sandbox: namespaces must be %q or %q, got %q", NamespacesAuto, NamespacesOff, c.Namespaces)
+	}
 	return nil
 }
 
@@ -42,6 +62,7 @@ func (c *SandboxConfig) Validate() error {
 type Resolver struct {
 	defaultMode string
 	root        string
+	owner       any // key of the sessions' pinned workspaces (the Supervisor)
 }
 
 var _ shell.PolicyResolver = (*Resolver)(nil)
@@ -60,7 +81,9 @@ func newResolver(defaultMode, root string) (*Resolver, error) {
 		}
 		root = wd
 	}
-	return &Resolver{defaultMode: defaultMode, root: root}, nil
+	r := &Resolver{defaultMode: defaultMode, root: root}
+	r.owner = r
+	return r, nil
 }
 
 // DefaultMode is the executor's configured default mode.
@@ -68,10 +91,10 @@ func (r *Resolver) DefaultMode() string { return r.defaultMode }
 
 // Resolve returns one call's policy. Mode: requestedMode (an escalation the caller has
 // already had approved) if set, else the session's SandboxMode override, else the
-// default; an unknown mode is an error. WorkspaceRoot: the session's Cwd, else the
-// configured root — made absolute and canonical (symlinks resolved), so that the
-// sandbox and the process launch cannot read one spelling two ways; a root that does not
-// resolve is an error (nothing is confined to a guess).
+// default; an unknown mode is an error. WorkspaceRoot: the session's workspace (its
+// Cwd, else the configured root), resolved once — absolute and canonical, symlinks
+// resolved — the first time the session is seen, and pinned: a confined mode fails
+// with a *WorkspaceMovedError when that path later resolves to another directory.
 func (r *Resolver) Resolve(session *container.Session, requestedMode string) (shell.SandboxPolicy, error) {
 	mode := r.defaultMode
 	switch {
@@ -83,15 +106,37 @@ func (r *Resolver) Resolve(session *container.Session, requestedMode string) (sh
 	if shell.ModeRank(mode) < 0 {
 		return shell.SandboxPolicy{}, fmt.Errorf("bash-sandbox: unknown sandbox mode %q", mode)
 	}
-	root := r.root
-	if session != nil && session.Cwd != "" {
-		root = session.Cwd
-	}
-	canon, err := canonicalDir(root)
+	p, err := r.pin(session)
 	if err != nil {
-		return shell.SandboxPolicy{}, fmt.Errorf("bash-sandbox: workspace root: %w", err)
+		return shell.SandboxPolicy{}, err
 	}
-	return shell.SandboxPolicy{Mode: mode, WorkspaceRoot: canon}, nil
+	if mode != shell.ModeDangerFullAccess {
+		if err := p.check(); err != nil {
+			return shell.SandboxPolicy{}, err
+		}
+	}
+	return shell.SandboxPolicy{Mode: mode, WorkspaceRoot: p.path}, nil
+}
+
+// pin returns the pinned workspace of session (nil: calls without a session).
+func (r *Resolver) pin(session *container.Session) (*pin, error) {
+	id, root := "", r.root
+	if session != nil {
+		id = session.ID
+		if session.Cwd != "" {
+			root = session.Cwd
+		}
+	}
+	return sessionFor(r.owner, sessionKeyID(id, root)).workspace(root)
+}
+
+// sessionKeyID is the registry id of a call's session: its id, or, for calls without
+// one, the root they run in (a NUL cannot occur in either).
+func sessionKeyID(id, root string) string {
+	if id != "" {
+		return id
+	}
+	return "\x00" + root
 }
 
 // canonicalDir makes dir absolute, resolves every symlink and checks it is a directory.

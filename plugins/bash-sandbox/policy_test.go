@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,51 +64,50 @@ func TestFacts(t *testing.T) {
 	}
 }
 
-func TestEnforcement(t *testing.T) {
+// Missing: what each backend lacks on a kernel with a given Landlock ABI; nothing for
+// the namespace backend on this kernel (enforcement "full").
+func TestMissing(t *testing.T) {
 	abi := bashsandbox.KernelABI()
-	t.Logf("kernel Landlock ABI: %d", abi)
-	if abi < 4 {
-		t.Skipf("this kernel's Landlock ABI %d cannot fully enforce a denied network", abi)
+	if abi < 6 {
+		t.Skipf("Landlock ABI %d", abi)
 	}
-	ro := bashsandbox.LaunchPolicy{Mode: shell.ModeReadOnly, Network: bashsandbox.NetworkDeny}
-	ww := bashsandbox.LaunchPolicy{Mode: shell.ModeWorkspaceWrite, WorkspaceRoot: "/w", Network: bashsandbox.NetworkAllow}
-	for _, p := range []bashsandbox.LaunchPolicy{ro, ww} {
-		if got := bashsandbox.Enforcement(p); got != bashsandbox.EnforcementFull {
-			t.Errorf("Enforcement(%+v) = %q on ABI %d, want full", p, got, abi)
-		}
+	if m := bashsandbox.Missing(bashsandbox.BackendNamespaces, abi, bashsandbox.NetworkDeny, true); len(m) != 0 && bashsandbox.SeccompSupported {
+		t.Fatalf("namespaces on ABI %d miss %q", abi, m)
 	}
-	if got := bashsandbox.Enforcement(bashsandbox.LaunchPolicy{Mode: shell.ModeDangerFullAccess}); got != "" {
-		t.Errorf("danger-full-access enforcement = %q, want empty", got)
+	ll := bashsandbox.Missing(bashsandbox.BackendLandlock, abi, bashsandbox.NetworkDeny, true)
+	want := []string{bashsandbox.MissingProtectedPaths, bashsandbox.MissingSpillPrivacy, bashsandbox.MissingNestedUserns}
+	if os.Geteuid() != 0 {
+		want = append(want, bashsandbox.MissingBoundingSet)
 	}
-	// Older kernels: what each policy needs.
+	if !slices.Equal(ll, want) {
+		t.Fatalf("Landlock only: %q, want %q", ll, want)
+	}
+	if m := bashsandbox.Missing(bashsandbox.BackendLandlock, abi, bashsandbox.NetworkDeny, false); slices.Contains(m, bashsandbox.MissingNestedUserns) {
+		t.Fatalf("a host without user namespaces cannot lose them: %q", m)
+	}
 	for _, tc := range []struct {
-		abi  int
-		p    bashsandbox.LaunchPolicy
-		want string
+		abi     int
+		network string
+		want    []string
 	}{
-		{1, ww, "partial"}, // truncate(2) unrestricted
-		{2, ww, "partial"},
-		{3, ww, "full"},
-		{3, ro, "partial"}, // no TCP restriction before ABI 4
-		{4, ro, "full"},
-		{7, ro, "full"},
+		{2, bashsandbox.NetworkAllow, []string{bashsandbox.MissingTruncate, bashsandbox.MissingSignalScope}},
+		{3, bashsandbox.NetworkDeny, []string{bashsandbox.MissingTCP, bashsandbox.MissingSignalScope}},
+		{5, bashsandbox.NetworkDeny, []string{bashsandbox.MissingSignalScope}},
+		{6, bashsandbox.NetworkDeny, nil},
 	} {
-		want := tc.want
-		if tc.p.Network == bashsandbox.NetworkDeny && !bashsandbox.MPTCPFilterSupported {
-			want = "partial"
+		got := bashsandbox.Missing(bashsandbox.BackendNamespaces, tc.abi, tc.network, true)
+		if !bashsandbox.SeccompSupported && tc.network == bashsandbox.NetworkDeny {
+			tc.want = append(tc.want, bashsandbox.MissingSocketFilter)
 		}
-		if got := bashsandbox.EnforcementFor(tc.abi, tc.p); got != want {
-			t.Errorf("ABI %d, %s/%s: %q, want %q", tc.abi, tc.p.Mode, tc.p.Network, got, want)
-		}
-		if got := bashsandbox.RequiredABI(tc.p); (got <= tc.abi) != (tc.want == "full") {
-			t.Errorf("RequiredABI(%s/%s) = %d, inconsistent with %q at ABI %d", tc.p.Mode, tc.p.Network, got, tc.want, tc.abi)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ABI %d, network %s: %q, want %q", tc.abi, tc.network, got, tc.want)
 		}
 	}
 }
 
 func TestSandboxConfig(t *testing.T) {
 	c := bashsandbox.DefaultSandboxConfig()
-	if c.DefaultMode != "read-only" || c.Network != "deny" {
+	if c.DefaultMode != "read-only" || c.Network != "deny" || c.Namespaces != "auto" || c.WritableRoots != nil {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if err := c.Validate(); err != nil {
@@ -117,8 +117,9 @@ func TestSandboxConfig(t *testing.T) {
 		c    bashsandbox.SandboxConfig
 		want string
 	}{
-		{bashsandbox.SandboxConfig{DefaultMode: "full", Network: "deny"}, `bash-sandbox: defaultMode must be one of "read-only", "workspace-write" or "danger-full-access", got "full"`},
-		{bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "off"}, `bash-sandbox: network must be "deny" or "allow", got "off"`},
+		{bashsandbox.SandboxConfig{DefaultMode: "full", Network: "deny", Namespaces: "auto"}, `bash-sandbox: defaultMode must be one of "read-only", "workspace-write" or "danger-full-access", got "full"`},
+		{bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "off", Namespaces: "auto"}, `bash-sandbox: network must be "deny" or "allow", got "off"`},
+		{bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "deny", Namespaces: ""}, `bash-sandbox: namespaces must be "auto" or "off", got ""`},
 	}
 	for _, tc := range bad {
 		if err := tc.c.Validate(); err == nil || err.Error() != tc.want {

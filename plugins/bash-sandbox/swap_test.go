@@ -142,3 +142,50 @@ func TestSwapLocalToSandboxWhileAJobRuns(t *testing.T) {
 			"[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]\n"+
 			"[status: completed, exit code: 1]", false)
 }
+
+// The other way, and a sandbox reconfigured: a job started confined keeps running — in
+// its session's sandbox, still confined — while the profile swaps the executor to
+// bash-local (new calls unconfined) and back to bash-sandbox with the network allowed
+// (new calls in a new sandbox; the old one ends once the job is done); the job finishes
+// with its full output.
+func TestSwapSandboxToLocalWhileAJobRuns(t *testing.T) {
+	rt := container.NewRuntime(catalog(t), container.Options{Logger: quietLogger()})
+	root, home := canonTempDir(t), t.TempDir()
+	t.Cleanup(func() {
+		rt.Close()
+		waitFor(t, "no child process left behind", func() bool { return len(children()) == 0 })
+	})
+	compose := func(executor string, cfg map[string]any) *stack {
+		t.Helper()
+		if err := rt.Compose("swap", stackRows(stackSetup{executor: executor, bashConfig: cfg}, root, home)); err != nil {
+			t.Fatal(err)
+		}
+		st := &stack{rt: rt, root: root, home: home}
+		st.lookup(t)
+		return st
+	}
+	ww := map[string]any{"defaultMode": "workspace-write"}
+	st := compose("", ww)
+	ws := workspace(t)
+	s := session("swap-back", ws)
+	gate := filepath.Join(ws, "gate")
+	job := `echo "$TMPDIR before"; while [ ! -e gate ]; do sleep 0.02; done; touch /root/dsh-swap-escape 2>/dev/null || echo "still confined"`
+	expect(t, st.bash(t, s, job, "run_in_background", true), "started background job bash-1", false)
+	waitFor(t, "the job to start", func() bool {
+		return strings.HasPrefix(st.call(t, s, "job_output", `{"job_id":"bash-1"}`).Text, "/tmp before")
+	})
+
+	st = compose("bash-local", nil)
+	expect(t, st.bash(t, s, "grep -c . /proc/self/status >/dev/null && echo local"), "local\n", false)
+	st = compose("", map[string]any{"defaultMode": "workspace-write", "network": "allow"})
+	expect(t, st.bash(t, s, "echo sandboxed"), "sandboxed\n", false)
+
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove("/root/dsh-swap-escape") })
+	expect(t, st.call(t, s, "job_output", `{"job_id":"bash-1","wait":true,"timeout_ms":10000}`), "still confined\n[status: completed, exit code: 0]", false)
+	if exists("/root/dsh-swap-escape") {
+		t.Fatal("the job left its sandbox")
+	}
+}

@@ -13,7 +13,10 @@
 // below a per-harness directory, so that a kill reaches descendants that left the
 // process group (setsid, double fork). Executors (bash-local, bash-sandbox) spawn
 // through the Supervisor; an executor reload never touches it, and closing it kills and
-// reaps every tree it still owns.
+// reaps every tree it still owns. A tree's leader may also be started elsewhere — by a
+// sandbox process that stays its parent — through a Starter (Spec.Start): the
+// Supervisor owns that tree all the same (pipes, cgroup, signals, drain, settle,
+// sweep); only the start, the exit status and the reaping come from the Starter.
 //
 // # Teardown
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -98,13 +99,17 @@ var (
 // Process is one spawned process tree and its captured output. All methods are safe for
 // concurrent use.
 type Process struct {
-	sup    *Supervisor
-	id     uint64
-	pid    int
-	pidfd  int // -1 when the kernel has no pidfds: the leader is reaped with wait4
-	grace  time.Duration
-	cg     *cgroup     // nil when the tree is tracked by its process group only
-	cgRoot *cgroupRoot // where cg returns when the tree is gone
+	sup   *Supervisor
+	id    uint64
+	pid   int
+	pidfd int // -1 when the kernel has no pidfds: the leader is reaped with wait4
+	// started, when set, is the leader a Spec.Start started: its exit and its reaping
+	// come from there.
+	started Started
+	note    string // appended to stderr when the process settles (a lost leader)
+	grace   time.Duration
+	cg      *cgroup     // nil when the tree is tracked by its process group only
+	cgRoot  *cgroupRoot // where cg returns when the tree is gone
 	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
 	watchdog *watchdogProc
 
@@ -411,6 +416,13 @@ func (p *Process) wait() {
 	p.readers.Wait()
 	if drain.Stop() {
 		p.callbacks.Done()
+	}
+	if p.note != "" {
+		note := p.note
+		if t := p.stderr.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
+			note = "\n" + note
+		}
+		p.stderr.write([]byte(note))
 	}
 	_ = p.rOut.Close()
 	_ = p.rErr.Close()

@@ -76,6 +76,13 @@ func (info *siginfo) exit() exitStatus {
 // wakes the same poll round as its pipes. The pidfd is closed once the exit is known:
 // the zombie itself keeps the pid from being reused.
 func (p *Process) awaitExit() exitStatus {
+	if p.started != nil {
+		st, err := p.started.Wait()
+		if err != nil {
+			return p.lostStarted(err)
+		}
+		return exitStatus{code: st.Code, signal: st.Signal}
+	}
 	if p.pidfd >= 0 {
 		if st, ok := p.awaitPidfd(); ok {
 			return st
@@ -151,6 +158,20 @@ func (p *Process) lost() exitStatus {
 	return exitStatus{signal: syscall.SIGKILL}
 }
 
+// lostStarted handles a Starter's leader whose exit cannot be known (Started.Wait
+// failed): the group is never signalled by number again, what the cgroup holds is
+// killed, and the process settles as killed by SIGKILL with the error as a note.
+func (p *Process) lostStarted(err error) exitStatus {
+	p.sigMu.Lock()
+	p.reaped = true
+	p.watchdog.untrack(p.pid)
+	p.sigMu.Unlock()
+	p.signal(syscall.SIGKILL) // the cgroup only, now
+	p.note = "[subprocess: " + err.Error() + "]\n"
+	p.sup.log.Warn("subprocess: a command's leader was lost", "pid", p.pid, "err", err)
+	return exitStatus{signal: syscall.SIGKILL}
+}
+
 // release reaps the zombie leader, which frees its id for reuse. From then on the group
 // is never signalled by number: sigMu orders release after any signal in flight. It must
 // only be called after awaitExit returned.
@@ -162,6 +183,10 @@ func (p *Process) release() {
 	}
 	p.reaped = true
 	p.watchdog.untrack(p.pid) // before the id may be reused
+	if p.started != nil {
+		p.started.Release()
+		return
+	}
 	var info siginfo
 	for waitid(pPID, uintptr(p.pid), &info, syscall.WEXITED|syscall.WNOHANG) == syscall.EINTR {
 	}

@@ -65,6 +65,9 @@ type Spec struct {
 	// Owner is the harness session the process runs for ("" = none): its spill files
 	// go to that owner's directory of the Spool, and count as its own in the budget.
 	Owner string
+	// Start, when set, starts the leader in place of the Supervisor's own fork and
+	// exec (see Starter); the Supervisor owns the tree all the same.
+	Start Starter
 }
 
 // SpawnError is an operating-system failure to start a process (missing working
@@ -308,7 +311,22 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		}
 		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
 	}
-	pid, err := forkExec(prog, spec.Argv, attr)
+	start := func() (int, error) {
+		if spec.Start == nil {
+			return forkExec(prog, spec.Argv, attr)
+		}
+		cgfd := -1
+		if sys.UseCgroupFD {
+			cgfd = sys.CgroupFD
+		}
+		st, err := startWith(spec.Start, prog, spec.Argv, attr, [3]*os.File{childIn, wOut, wErr}, cgfd)
+		if err != nil {
+			return 0, err
+		}
+		p.started = st
+		return st.Pid(), nil
+	}
+	pid, err := start()
 	switch {
 	case err != nil && cg != nil && cgroupFault(err):
 		// Spawning into the cgroup may be what failed (no clone3, a restricted
@@ -317,7 +335,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		cg, cgRoot = nil, nil
 		sys.UseCgroupFD, sys.CgroupFD = false, 0
 		var retryErr error
-		pid, retryErr = forkExec(prog, spec.Argv, attr)
+		pid, retryErr = start()
 		if retryErr == nil {
 			s.cgroupFailed("spawning into a cgroup failed", err)
 		}
@@ -331,7 +349,14 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		if cg != nil {
 			_ = cg.remove()
 		}
+		var se *SpawnError
+		if errors.As(err, &se) {
+			return nil, se
+		}
 		return nil, spawnError(err, spec.Dir, prog)
+	}
+	if p.started != nil {
+		pidfd = -1 // the Starter reports the exit
 	}
 	p.pid, p.pidfd, p.cg, p.cgRoot = pid, pidfd, cg, cgRoot
 	if cg == nil {

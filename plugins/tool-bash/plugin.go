@@ -64,6 +64,11 @@ func apply(ctx *container.Context, config any) error {
 		sandbox:    exec.SandboxMode(),
 	}
 	_, t.remote = exec.(shell.Remote)
+	if prev, seen := rememberMode(reg, t.sandbox); seen && prev != "" && t.sandbox == "" {
+		// The executor was swapped for one that does not confine (a reload of the
+		// profile): applied, since the user may mean it, but never silently.
+		ctx.Logger().Warn("profile reload widens confinement: the executor no longer confines commands (it confined them in " + prev + " mode by default)")
+	}
 	if err := reg.Register(ctx, t.definition()); err != nil {
 		return err
 	}

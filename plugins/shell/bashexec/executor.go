@@ -31,6 +31,12 @@ type Command struct {
 	// Owner is the calling harness session ("" for none): spawners key per-session
 	// resources (spill directories) on it.
 	Owner string
+	// Start, when set, starts the command's leader in place of the spawner's own fork
+	// and exec — a sandbox process that is the leader's parent (see
+	// subprocess.Starter). Local passes it to the Supervisor, which owns the tree all
+	// the same; a spawner that cannot honour it must fail the spawn rather than ignore
+	// it (the command would run outside what Prepare arranged).
+	Start subprocess.Starter
 }
 
 // Limits are the bounds of one spawn.

@@ -31,6 +31,7 @@ func (l local) Spawn(ctx context.Context, cmd Command, lim Limits) (Process, err
 		Stderr:   lim.Stderr,
 		GraceMs:  lim.GraceMs,
 		Deadline: lim.Deadline,
+		Start:    cmd.Start,
 	})
 	if err != nil {
 		return nil, err

@@ -14,11 +14,11 @@ import (
 // os anyway (or that have no initialisation at all and are imported by those). Anything
 // else — encoding/json, strings, path/filepath, os/exec, fmt, golang.org/x/sys/unix,
 // go-landlock — would postpone this package's initialisation, and with it the
-// launcher's dispatch, behind dozens of other packages of the binary (see the package
-// documentation and bashsandbox's TestLauncherDispatchedEarly).
+// sandbox's dispatch, behind dozens of other packages of the binary (see the package
+// documentation and bashsandbox's TestSandboxDispatchedEarly).
 var allowedImports = map[string]bool{
 	"errors": true, "os": true, "runtime": true, "strconv": true, "sync": true,
-	"syscall": true, "unicode/utf8": true, "unicode/utf16": true, "unsafe": true,
+	"syscall": true, "time": true, "unicode/utf8": true, "unicode/utf16": true, "unsafe": true,
 }
 
 func TestImportsStayMinimal(t *testing.T) {
@@ -40,7 +40,7 @@ func TestImportsStayMinimal(t *testing.T) {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			if !allowedImports[path] {
-				t.Errorf("%s imports %q: the launcher must import only %v", name, path, keys(allowedImports))
+				t.Errorf("%s imports %q: the sandbox must import only %v", name, path, keys(allowedImports))
 			}
 		}
 	}

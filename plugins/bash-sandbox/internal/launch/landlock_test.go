@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The launcher speaks to the kernel with its own constants; they must be the kernel's.
+// The sandbox speaks to the kernel with its own constants; they must be the kernel's.
 func TestKernelConstants(t *testing.T) {
 	eq := func(name string, got, want uint64) {
 		t.Helper()
@@ -27,6 +27,39 @@ func TestKernelConstants(t *testing.T) {
 	eq("LANDLOCK_CREATE_RULESET_VERSION", landlockCreateRulesetVersion, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	eq("LANDLOCK_RULE_PATH_BENEATH", landlockRulePathBeneath, unix.LANDLOCK_RULE_PATH_BENEATH)
 	eq("PR_SET_NO_NEW_PRIVS", prSetNoNewPrivs, unix.PR_SET_NO_NEW_PRIVS)
+	eq("PR_CAPBSET_DROP", prCapbsetDrop, unix.PR_CAPBSET_DROP)
+	eq("PR_SET_SECUREBITS", prSetSecurebits, unix.PR_SET_SECUREBITS)
+	eq("PR_CAP_AMBIENT", prCapAmbient, unix.PR_CAP_AMBIENT)
+	eq("PR_CAP_AMBIENT_CLEAR_ALL", prCapAmbientClr, unix.PR_CAP_AMBIENT_CLEAR_ALL)
+	eq("PR_SET_DUMPABLE", prSetDumpable, unix.PR_SET_DUMPABLE)
+	eq("PR_SET_CHILD_SUBREAPER", prSetSubreaper, unix.PR_SET_CHILD_SUBREAPER)
+	eq("_LINUX_CAPABILITY_VERSION_3", linuxCapVersion3, unix.LINUX_CAPABILITY_VERSION_3)
+	// linux/securebits.h: NOROOT 1<<0, NOROOT_LOCKED 1<<1, NO_SETUID_FIXUP 1<<2 (+ lock
+	// 1<<3), KEEP_CAPS_LOCKED 1<<5, NO_CAP_AMBIENT_RAISE 1<<6 (+ lock 1<<7).
+	eq("securebits", secureBits, 1<<0|1<<1|1<<2|1<<3|1<<5|1<<6|1<<7)
+	eq("CAP_SETPCAP", capSetpcap, unix.CAP_SETPCAP)
+	eq("SYS_OPEN_TREE", sysOpenTree, unix.SYS_OPEN_TREE)
+	eq("SYS_MOVE_MOUNT", sysMoveMount, unix.SYS_MOVE_MOUNT)
+	eq("SYS_MOUNT_SETATTR", sysMountSetattr, unix.SYS_MOUNT_SETATTR)
+	eq("SYS_CLOSE_RANGE", 436, unix.SYS_CLOSE_RANGE)
+	eq("OPEN_TREE_CLONE", openTreeClone, unix.OPEN_TREE_CLONE)
+	eq("AT_EMPTY_PATH", atEmptyPath, unix.AT_EMPTY_PATH)
+	eq("AT_RECURSIVE", atRecursive, unix.AT_RECURSIVE)
+	eq("MOVE_MOUNT_F_EMPTY_PATH", moveMountFEmpty, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	eq("MOUNT_ATTR_RDONLY", mountAttrRdonly, unix.MOUNT_ATTR_RDONLY)
+	eq("MOUNT_ATTR_NOSUID", mountAttrNosuid, unix.MOUNT_ATTR_NOSUID)
+	eq("MOUNT_ATTR_NODEV", mountAttrNodev, unix.MOUNT_ATTR_NODEV)
+	eq("MOUNT_ATTR_NOEXEC", mountAttrNoexec, unix.MOUNT_ATTR_NOEXEC)
+	eq("P_PIDFD", pPIDFD, unix.P_PIDFD)
+	eq("WNOWAIT", wNowait, unix.WNOWAIT)
+	eq("AF_UNIX", afUnix, unix.AF_UNIX)
+	eq("AF_INET", afInet, unix.AF_INET)
+	eq("AF_INET6", afInet6, unix.AF_INET6)
+	eq("AF_NETLINK", afNetlink, unix.AF_NETLINK)
+	eq("SOCK_STREAM", sockStream, unix.SOCK_STREAM)
+	eq("SYS_IO_URING_SETUP", sysIoUringSetup, unix.SYS_IO_URING_SETUP)
+	eq("SYS_IO_URING_ENTER", sysIoUringEnter, unix.SYS_IO_URING_ENTER)
+	eq("SYS_IO_URING_REGISTER", sysIoUringRegister, unix.SYS_IO_URING_REGISTER)
 	eq("O_PATH", oPath, unix.O_PATH)
 	eq("SYS_SECCOMP", sysSeccomp, unix.SYS_SECCOMP)
 	eq("AUDIT_ARCH_X86_64", auditArchX8664, unix.AUDIT_ARCH_X86_64)
@@ -43,16 +76,16 @@ func TestKernelConstants(t *testing.T) {
 	}{
 		{"BPF_LD", bpfLd, unix.BPF_LD}, {"BPF_W", bpfW, unix.BPF_W}, {"BPF_ABS", bpfAbs, unix.BPF_ABS},
 		{"BPF_JMP", bpfJmp, unix.BPF_JMP}, {"BPF_JEQ", bpfJeq, unix.BPF_JEQ}, {"BPF_K", bpfK, unix.BPF_K},
-		{"BPF_RET", bpfRet, unix.BPF_RET},
+		{"BPF_RET", bpfRet, unix.BPF_RET}, {"BPF_ALU", bpfAlu, unix.BPF_ALU}, {"BPF_AND", bpfAnd, unix.BPF_AND},
 	} {
 		eq(c.name, c.got, c.want)
 	}
 	if unsafe.Sizeof(syscall.SockFilter{}) != unsafe.Sizeof(unix.SockFilter{}) {
 		t.Error("SockFilter layout")
 	}
-	// The socket(2) numbers of this architecture.
-	if socketCalls[0].nr != unix.SYS_SOCKET {
-		t.Errorf("native socket(2) = %d, want %d", socketCalls[0].nr, unix.SYS_SOCKET)
+	// The socket(2) number of this architecture.
+	if filterArches[0].calls[0].nr != unix.SYS_SOCKET || filterArches[0].calls[0].act != actSocket {
+		t.Errorf("native socket(2) = %+v, want %d", filterArches[0].calls[0], unix.SYS_SOCKET)
 	}
 
 	fs := []uint64{accessFSExecute, accessFSWriteFile, accessFSReadFile, accessFSReadDir, accessFSRemoveDir,

@@ -1,44 +1,53 @@
-// Package launch is the sandbox launcher: the code that runs inside the re-executed dsh
-// binary, restricts that fresh process with Landlock (and a seccomp filter) and execs
-// the command. Package bashsandbox documents the contract and re-exports what executors
-// need.
+// Package launch is the session sandbox: the code that runs inside the re-executed dsh
+// binary (SessionArg), builds the session's namespaces and mount tree once, and then
+// starts each command it is sent from a thread it confines first (Landlock,
+// capabilities, no_new_privs; the seccomp filter is process-wide); and the control
+// protocol both sides speak (Setup, Start, Reply, Release over Conn). It also holds the
+// runner-failure stub (FailArg). Package bashsandbox documents the contract.
 //
 // # Why a package of its own, with so few imports
 //
-// Its init function dispatches the launcher. Go initialises packages one at a time,
+// Its init function dispatches the sandbox. Go initialises packages one at a time,
 // always taking the first package in import-path order whose imports are all
 // initialised. This package imports only errors, os, runtime, strconv, sync, syscall,
-// unicode/utf8, unicode/utf16 and unsafe — packages initialised before package os, or
-// without initialisation of their own — so it is initialised right after package os,
-// and a launcher process execs its command before the rest of the binary (dsh's MCP,
-// HTTP, YAML, fx and crypto packages) is initialised at all. Every confined command pays the launcher's start-up,
-// so the imports are restricted on purpose (imports_test.go enforces the list): that is
-// why this package speaks Landlock and seccomp through raw system calls and parses its
-// policy JSON itself, instead of using go-landlock, x/sys/unix and encoding/json, each
-// of which would postpone the dispatch behind dozens of other packages' initialisation.
+// time and unsafe — packages initialised before package os, or without initialisation
+// of their own — so it is initialised right after package os, and a sandbox process
+// runs before the rest of the binary (dsh's MCP, HTTP, YAML, fx and crypto packages) is
+// initialised at all: it stays a small Go program, whatever the binary links. The
+// imports are restricted on purpose (imports_test.go enforces the list): that is why
+// this package speaks Landlock, seccomp, the mount API and its protocol through raw
+// system calls and its own encoding, instead of using go-landlock, x/sys/unix and
+// encoding/json, each of which would postpone the dispatch behind dozens of other
+// packages' initialisation.
 package launch
 
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
-	"syscall"
 )
 
-// Arg is the hidden first argument that turns a binary linking this package into the
-// sandbox launcher.
-const Arg = "__dsh_sandbox_launch"
+// SessionArg is the hidden first argument that turns a binary linking this package into
+// a session sandbox (see Serve).
+const SessionArg = "__dsh_sandbox_session"
 
-// RunnerFailureExitCode is the exit status of a launcher that failed before the
+// FailArg is the hidden first argument of the runner-failure stub: the process writes
+// "dsh-sandbox: <argument 2>" as its only stderr line and exits 125. It stands in for a
+// command the sandbox could not start confined, so the failure reaches the caller the
+// way the per-command launcher's failures always have (one line, exit 125).
+const FailArg = "__dsh_sandbox_fail"
+
+// RunnerFailureExitCode is the exit status of a sandbox runner that failed before the
 // command ran.
 const RunnerFailureExitCode = 125
 
-// RunnerFailurePrefix starts the one stderr line a failed launcher writes.
+// RunnerFailurePrefix starts the one stderr line a failed runner writes.
 const RunnerFailurePrefix = "dsh-sandbox: "
 
 // The modes (the values of shell.ModeReadOnly, shell.ModeWorkspaceWrite and
 // shell.ModeDangerFullAccess; this package does not import the seam, which would pull
-// the container runtime into the launcher's initialisation).
+// the container runtime into the sandbox's initialisation).
 const (
 	ModeReadOnly         = "read-only"
 	ModeWorkspaceWrite   = "workspace-write"
@@ -51,23 +60,21 @@ const (
 	NetworkAllow = "allow"
 )
 
-// Policy is what one launcher run confines its command to. It travels as JSON (the
-// field tags are the keys; the harness encodes it with encoding/json, the launcher
-// decodes it with DecodePolicy).
+// Policy is what one command is confined to (its Landlock domain).
 type Policy struct {
 	// Mode is ModeReadOnly or ModeWorkspaceWrite.
-	Mode string `json:"mode"`
+	Mode string
 	// WorkspaceRoot is the canonical directory workspace-write may modify. Empty in
 	// read-only.
-	WorkspaceRoot string `json:"workspaceRoot,omitempty"`
-	// WritableRoots are further directories workspace-write may modify (the temp
-	// dirs). Empty in read-only.
-	WritableRoots []string `json:"writableRoots,omitempty"`
+	WorkspaceRoot string
+	// WritableRoots are further directories workspace-write may modify (the session's
+	// private temp dir, configured roots). Empty in read-only.
+	WritableRoots []string
 	// Network is NetworkDeny or NetworkAllow.
-	Network string `json:"network"`
+	Network string
 }
 
-// Validate checks that p is a policy the launcher accepts.
+// Validate checks that p is a policy the sandbox accepts.
 func (p Policy) Validate() error {
 	switch p.Network {
 	case NetworkDeny, NetworkAllow:
@@ -89,7 +96,7 @@ func (p Policy) Validate() error {
 			}
 		}
 	case ModeDangerFullAccess:
-		return errors.New("mode " + strconv.Quote(p.Mode) + " runs unconfined and needs no launcher")
+		return errors.New("mode " + strconv.Quote(p.Mode) + " runs unconfined and needs no sandbox")
 	default:
 		return errors.New("unknown sandbox mode " + strconv.Quote(p.Mode))
 	}
@@ -122,125 +129,41 @@ func isCleanAbs(p string) bool {
 	return true
 }
 
-// init dispatches the launcher as early as the binary's initialisation allows (see the
-// package documentation). Main, called by bashsandbox.MaybeRunLauncher at the top of
-// main, does the same, for the record.
+// init dispatches the hidden modes as early as the binary's initialisation allows (see
+// the package documentation). Main, called by bashsandbox.MaybeRunLauncher at the top
+// of main, does the same, for the record.
 func init() { Main() }
 
-// Main runs the launcher when this process was started as one (os.Args[1] == Arg) and
-// never returns in that case: it either becomes the confined command or exits 125 with
-// one "dsh-sandbox: …" line on stderr. Otherwise it returns immediately.
+// Main runs the session sandbox or the runner-failure stub when this process was started
+// as one (os.Args[1] is SessionArg or FailArg) and never returns in that case.
+// Otherwise it returns immediately.
 func Main() {
-	if len(os.Args) < 2 || os.Args[1] != Arg {
+	if len(os.Args) < 2 {
 		return
 	}
-	err := launch(os.Args[2:])
-	// launch only returns on failure.
-	os.Stderr.WriteString(RunnerFailurePrefix + oneLine(err.Error()) + "\n")
+	switch os.Args[1] {
+	case SessionArg:
+		// The main goroutine keeps the main thread: confined commands are started from
+		// threads of their own, which die with them, never from this one.
+		runtime.LockOSThread()
+		err := Serve(3)
+		if err == nil {
+			os.Exit(0)
+		}
+		fail(err.Error())
+	case FailArg:
+		msg := "the sandbox runner failed"
+		if len(os.Args) > 2 {
+			msg = os.Args[2]
+		}
+		fail(msg)
+	}
+}
+
+// fail writes the one runner-failure line and exits 125.
+func fail(msg string) {
+	os.Stderr.WriteString(RunnerFailurePrefix + oneLine(msg) + "\n")
 	os.Exit(RunnerFailureExitCode)
-}
-
-// launch applies the policy in args[0] to this process and execs args[1:]; it returns
-// only on failure.
-func launch(args []string) error {
-	if len(args) < 2 {
-		return errors.New("launcher usage: <policy JSON> <program> [args...]")
-	}
-	p, err := DecodePolicy(args[0])
-	if err != nil {
-		return errors.New("invalid launch policy: " + err.Error())
-	}
-	if err := p.Validate(); err != nil {
-		return errors.New("invalid launch policy: " + err.Error())
-	}
-	argv := args[1:]
-	if argv[0] == "" {
-		return errors.New("expected a non-empty program name")
-	}
-	// Resolve the program before confinement so errors name it plainly.
-	prog, err := lookPath(argv[0])
-	if err != nil {
-		return errors.New("exec " + argv[0] + ": " + err.Error())
-	}
-	// Check the roots first so a vanished directory is named plainly.
-	for i, root := range append([]string{p.WorkspaceRoot}, p.WritableRoots...) {
-		if root == "" {
-			continue
-		}
-		fi, err := os.Stat(root)
-		if err == nil && !fi.IsDir() {
-			err = errors.New("not a directory")
-		}
-		if err != nil {
-			kind := "writable root"
-			if i == 0 {
-				kind = "workspace root"
-			}
-			return errors.New(kind + " " + root + ": " + unwrapPathError(err).Error())
-		}
-	}
-	if err := confine(p); err != nil {
-		return err
-	}
-	err = syscall.Exec(prog, argv, os.Environ())
-	return errors.New("exec " + prog + ": " + err.Error())
-}
-
-// errNotFound is exec.ErrNotFound's text.
-var errNotFound = errors.New("executable file not found in $PATH")
-
-// lookPath finds name the way os/exec.LookPath does on Unix: a name with a slash is
-// used as is; otherwise the directories of $PATH are searched (an empty entry meaning
-// the current directory, which — as in os/exec — is refused). The file must be a
-// non-directory with an execute bit.
-func lookPath(name string) (string, error) {
-	for i := 0; i < len(name); i++ {
-		if name[i] == '/' {
-			if err := findExecutable(name); err != nil {
-				return "", err
-			}
-			return name, nil
-		}
-	}
-	path := os.Getenv("PATH")
-	start := 0
-	for i := 0; i <= len(path); i++ {
-		if i < len(path) && path[i] != ':' {
-			continue
-		}
-		dir := path[start:i]
-		start = i + 1
-		if dir == "" {
-			dir = "."
-		}
-		candidate := dir + "/" + name
-		if findExecutable(candidate) == nil {
-			if dir[0] != '/' {
-				return "", errors.New("cannot run executable found relative to current directory")
-			}
-			return candidate, nil
-		}
-	}
-	return "", errNotFound
-}
-
-func findExecutable(file string) error {
-	fi, err := os.Stat(file)
-	if err != nil {
-		return unwrapPathError(err)
-	}
-	if m := fi.Mode(); m.IsDir() || m&0o111 == 0 {
-		return os.ErrPermission
-	}
-	return nil
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // oneLine folds a message onto one line so the runner-failure contract (exactly one

@@ -1,28 +1,32 @@
-//go:build linux && (amd64 || arm64)
-
 package launch
 
-import (
-	"syscall"
-	"unsafe"
-)
+import "syscall"
 
-// MPTCPFilterSupported: this architecture has the seccomp filter that closes Landlock's
-// Multipath TCP gap.
-const MPTCPFilterSupported = true
+// The seccomp filter of a command whose network is denied. Landlock (ABI < 9) cannot
+// stop UNIX sockets, UDP (ABI < 10) or Multipath TCP, so socket(2) itself is filtered:
+//
+//   - AF_UNIX sockets cannot be created (EACCES): a read-only mount does not stop
+//     connect(2) to a pathname socket (a tmux server in /tmp, an ssh-agent,
+//     docker.sock), and abstract sockets of the host are reachable without a network
+//     namespace. socketpair(2) stays allowed: a connected pair reaches nothing outside.
+//   - Only AF_INET, AF_INET6 and AF_NETLINK remain (raw and packet sockets, vsock,
+//     Bluetooth… fail with EACCES). With a network namespace, inet sockets reach only
+//     its own loopback; without one (Landlock-only) only SOCK_STREAM is allowed, which
+//     Landlock restricts, so UDP, raw and SCTP sockets fail with EACCES.
+//   - IPPROTO_MPTCP sockets fail with EACCES (Landlock's TCP rules do not cover them).
+//   - io_uring_setup, io_uring_enter and io_uring_register fail with ENOSYS: io_uring
+//     can open sockets without socket(2).
+//   - socketcall(2) (32-bit x86 and ARM) fails with EACCES: its arguments are in memory,
+//     out of a filter's reach.
 
-// socketCall is one (audit arch, syscall number) pair that creates a socket.
-type socketCall struct {
-	arch uint32
-	nr   uint32
-}
-
-// Kernel constants (linux/audit.h, linux/seccomp.h, linux/filter.h, linux/in.h).
+// Kernel constants (linux/audit.h, linux/seccomp.h, linux/filter.h, linux/in.h,
+// linux/socket.h).
 const (
 	auditArchX8664   = 0xc000003e
 	auditArchI386    = 0x40000003
 	auditArchAarch64 = 0xc00000b7
 	auditArchArm     = 0x40000028
+	x32SyscallBit    = 0x40000000
 
 	seccompSetModeFilter = 1
 	seccompRetErrno      = 0x00050000
@@ -31,72 +35,164 @@ const (
 	bpfLd  = 0x00
 	bpfW   = 0x00
 	bpfAbs = 0x20
+	bpfAlu = 0x04
+	bpfAnd = 0x50
 	bpfJmp = 0x05
 	bpfJeq = 0x10
 	bpfK   = 0x00
 	bpfRet = 0x06
 
+	afUnix    = 1
+	afInet    = 2
+	afInet6   = 10
+	afNetlink = 16
+
+	sockStream   = 1
+	sockTypeMask = 0xf
+
 	ipprotoMPTCP = 262
+
+	sysIoUringSetup    = 425 // the same number on every architecture
+	sysIoUringEnter    = 426
+	sysIoUringRegister = 427
 )
 
 // seccomp_data offsets: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64);
-// args[2] (the protocol, an int) is compared on its low 32 bits, which come first on
-// little-endian machines.
+// an int argument is compared on its low 32 bits, which come first on little-endian
+// machines (every architecture with a filter here).
 const (
-	offNr       = 0
-	offArch     = 4
-	offArg2Low  = 16 + 2*8
-	seccompDeny = seccompRetErrno | uint32(syscall.EACCES)
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16
+	offArg1 = 16 + 8
+	offArg2 = 16 + 2*8
 )
 
-// blockMPTCP installs, on the calling thread (which then execs the command), a seccomp
-// filter under which socket(2) with protocol IPPROTO_MPTCP fails with EACCES and every
-// other system call is unaffected. Landlock's TCP rules do not cover Multipath TCP
-// sockets, which would otherwise let a confined command connect or listen despite
-// network "deny". Requires no_new_privs on the thread (confine sets it).
-func blockMPTCP() error {
-	prog := mptcpFilter(socketCalls)
-	fprog := syscall.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, errno := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, 0, uintptr(unsafe.Pointer(&fprog)))
-	if errno != 0 {
-		return errno
-	}
-	return nil
+// filterAction is what the filter does with one system call of one architecture.
+type filterAction int
+
+const (
+	actSocket filterAction = iota // check the socket(2) arguments
+	actENOSYS                     // fail with ENOSYS
+	actEACCES                     // fail with EACCES
+)
+
+// archCalls are the filtered system calls of one architecture.
+type archCalls struct {
+	arch  uint32
+	calls []archCall
 }
 
-// mptcpFilter assembles the classic BPF program: for each socket-creating call, a
-// matching arch and number leads to the protocol check; everything else is allowed.
-func mptcpFilter(calls []socketCall) []syscall.SockFilter {
-	stmt := func(code uint16, k uint32) syscall.SockFilter { return syscall.SockFilter{Code: code, K: k} }
-	jeq := func(k uint32, jt, jf uint8) syscall.SockFilter {
-		return syscall.SockFilter{Code: bpfJmp | bpfJeq | bpfK, K: k, Jt: jt, Jf: jf}
+type archCall struct {
+	nr  uint32
+	act filterAction
+}
+
+// bpfProg assembles a classic BPF program with symbolic jump targets.
+type bpfProg struct {
+	insns []syscall.SockFilter
+	jumps []bpfJump
+	at    map[string]int
+}
+
+type bpfJump struct {
+	pc     int
+	jt, jf string // "" = the next instruction
+}
+
+func (p *bpfProg) label(name string) {
+	if p.at == nil {
+		p.at = map[string]int{}
 	}
-	ldw := func(off uint32) syscall.SockFilter { return stmt(bpfLd|bpfW|bpfAbs, off) }
-	// Layout: per call 4 instructions [ld arch; jeq arch; ld nr; jeq nr], then
-	// check: [ld arg2; jeq MPTCP], deny: [ret errno], allow: [ret allow].
-	n := len(calls)
-	checkAt := 4 * n
-	denyAt := checkAt + 2
-	allowAt := denyAt + 1
-	var prog []syscall.SockFilter
-	for i, c := range calls {
-		base := 4 * i
-		next := base + 4 // the next call's block (or the check block for the last call)
-		if i == n-1 {
-			next = allowAt
+	p.at[name] = len(p.insns)
+}
+
+func (p *bpfProg) stmt(code uint16, k uint32) {
+	p.insns = append(p.insns, syscall.SockFilter{Code: code, K: k})
+}
+
+func (p *bpfProg) load(off uint32) { p.stmt(bpfLd|bpfW|bpfAbs, off) }
+
+func (p *bpfProg) ret(k uint32) { p.stmt(bpfRet|bpfK, k) }
+
+// jeq jumps to jt when the accumulator equals k, else to jf.
+func (p *bpfProg) jeq(k uint32, jt, jf string) {
+	p.jumps = append(p.jumps, bpfJump{pc: len(p.insns), jt: jt, jf: jf})
+	p.insns = append(p.insns, syscall.SockFilter{Code: bpfJmp | bpfJeq | bpfK, K: k})
+}
+
+// link resolves the jumps; it reports false when a target is unknown, behind the jump
+// or too far (the program is then unusable).
+func (p *bpfProg) link() bool {
+	for _, j := range p.jumps {
+		for i, name := range [2]string{j.jt, j.jf} {
+			off := 0
+			if name != "" {
+				at, ok := p.at[name]
+				if !ok || at <= j.pc || at-j.pc-1 > 255 {
+					return false
+				}
+				off = at - j.pc - 1
+			}
+			if i == 0 {
+				p.insns[j.pc].Jt = uint8(off)
+			} else {
+				p.insns[j.pc].Jf = uint8(off)
+			}
 		}
-		prog = append(prog,
-			ldw(offArch),
-			jeq(c.arch, 0, uint8(next-(base+2))),
-			ldw(offNr),
-			jeq(c.nr, uint8(checkAt-(base+4)), uint8(next-(base+4))),
-		)
 	}
-	prog = append(prog,
-		ldw(offArg2Low),
-		jeq(ipprotoMPTCP, 0, 1),
-		stmt(bpfRet|bpfK, seccompDeny),
-		stmt(bpfRet|bpfK, seccompRetAllow),
-	)
-	return prog
+	return true
+}
+
+// denyNetworkFilter assembles the filter described above for the architectures in
+// arches; streamOnly restricts inet sockets to SOCK_STREAM (no network namespace).
+func denyNetworkFilter(arches []archCalls, streamOnly bool) []syscall.SockFilter {
+	var p bpfProg
+	p.load(offArch)
+	for i, a := range arches {
+		next := "arch" + string(rune('a'+i+1))
+		p.label("arch" + string(rune('a'+i)))
+		p.jeq(a.arch, "", next)
+		p.load(offNr)
+		for _, c := range a.calls {
+			target := map[filterAction]string{actSocket: "socket", actENOSYS: "enosys", actEACCES: "eacces"}[c.act]
+			p.jeq(c.nr, target, "")
+		}
+		p.ret(seccompRetAllow)
+	}
+	p.label("arch" + string(rune('a'+len(arches))))
+	p.ret(seccompRetAllow)
+
+	p.label("socket")
+	p.load(offArg0)
+	p.jeq(afInet, "inet", "")
+	p.jeq(afInet6, "inet", "")
+	p.jeq(afNetlink, "allow", "eacces")
+	p.label("inet")
+	if streamOnly {
+		p.load(offArg1)
+		p.stmt(bpfAlu|bpfAnd|bpfK, sockTypeMask)
+		p.jeq(sockStream, "", "eacces")
+	}
+	p.load(offArg2)
+	p.jeq(ipprotoMPTCP, "eacces", "allow")
+	p.label("enosys")
+	p.ret(seccompRetErrno | uint32(syscall.ENOSYS))
+	p.label("eacces")
+	p.ret(seccompRetErrno | uint32(syscall.EACCES))
+	p.label("allow")
+	p.ret(seccompRetAllow)
+	if !p.link() {
+		panic("launch: the seccomp filter does not assemble")
+	}
+	return p.insns
+}
+
+// ioUring are the io_uring calls of one architecture (offset by base for x32).
+func ioUring(base uint32) []archCall {
+	return []archCall{
+		{base + sysIoUringSetup, actENOSYS},
+		{base + sysIoUringEnter, actENOSYS},
+		{base + sysIoUringRegister, actENOSYS},
+	}
 }

@@ -5,11 +5,18 @@ package launch
 // sysSeccomp is seccomp(2) on x86-64.
 const sysSeccomp = 317
 
-// socketCalls on x86-64: the native socket(2), its x32 variant, and socket(2) of
-// 32-bit (i386) programs. (i386's multiplexed socketcall(2) passes its arguments in
-// memory, out of a seccomp filter's reach; that gap is documented.)
-var socketCalls = []socketCall{
-	{auditArchX8664, 41},
-	{auditArchX8664, 0x40000000 | 41}, // x32
-	{auditArchI386, 359},
+// SeccompSupported: this architecture has the network filter.
+const SeccompSupported = true
+
+// filterArches on x86-64: native calls, x32 calls (the same numbers with bit 30 set,
+// under the x86-64 audit arch) and 32-bit (i386) programs.
+var filterArches = []archCalls{
+	{auditArchX8664, append([]archCall{
+		{41, actSocket},                 // socket
+		{x32SyscallBit | 41, actSocket}, // x32 socket
+	}, append(ioUring(0), ioUring(x32SyscallBit)...)...)},
+	{auditArchI386, append([]archCall{
+		{359, actSocket}, // socket
+		{102, actEACCES}, // socketcall
+	}, ioUring(0)...)},
 }

@@ -2,10 +2,10 @@
 
 package launch
 
-import "errors"
+// SeccompSupported: no network filter for this architecture; a denied network is then
+// only partially enforced and Enforcement says "partial".
+const SeccompSupported = false
 
-// MPTCPFilterSupported: no seccomp filter for this architecture, so a denied network is
-// only partially enforced (Multipath TCP stays open) and Enforcement says "partial".
-const MPTCPFilterSupported = false
+const sysSeccomp = 0
 
-func blockMPTCP() error { return errors.New("not supported on this architecture") }
+var filterArches []archCalls

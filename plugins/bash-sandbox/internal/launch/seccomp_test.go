@@ -1,0 +1,107 @@
+//go:build linux && (amd64 || arm64)
+
+package launch
+
+import (
+	"encoding/binary"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// run interprets the filter's classic BPF (the subset it uses) on one system call.
+func run(t *testing.T, prog []syscall.SockFilter, arch, nr uint32, args ...uint64) uint32 {
+	t.Helper()
+	var data [64]byte
+	binary.LittleEndian.PutUint32(data[0:], nr)
+	binary.LittleEndian.PutUint32(data[4:], arch)
+	for i, a := range args {
+		binary.LittleEndian.PutUint64(data[16+8*i:], a)
+	}
+	var acc uint32
+	for pc := 0; pc < len(prog); pc++ {
+		in := prog[pc]
+		switch in.Code {
+		case bpfLd | bpfW | bpfAbs:
+			acc = binary.LittleEndian.Uint32(data[in.K:])
+		case bpfAlu | bpfAnd | bpfK:
+			acc &= in.K
+		case bpfJmp | bpfJeq | bpfK:
+			if acc == in.K {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case bpfRet | bpfK:
+			return in.K
+		default:
+			t.Fatalf("instruction %d: unexpected code %#x", pc, in.Code)
+		}
+	}
+	t.Fatal("the filter fell off its end")
+	return 0
+}
+
+func TestNetworkFilter(t *testing.T) {
+	native := filterArches[0].arch
+	socketNr := filterArches[0].calls[0].nr
+	allow, eacces, enosys := uint32(seccompRetAllow), uint32(seccompRetErrno|uint32(syscall.EACCES)), uint32(seccompRetErrno|uint32(syscall.ENOSYS))
+	for _, streamOnly := range []bool{false, true} {
+		prog := denyNetworkFilter(filterArches, streamOnly)
+		if len(prog) > 255 {
+			t.Fatalf("%d instructions", len(prog))
+		}
+		dgram := allow
+		if streamOnly {
+			dgram = eacces
+		}
+		for _, tc := range []struct {
+			name string
+			nr   uint32
+			args []uint64
+			want uint32
+		}{
+			{"tcp", socketNr, []uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0}, allow},
+			{"tcp6", socketNr, []uint64{unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_TCP}, allow},
+			{"udp", socketNr, []uint64{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK, 0}, dgram},
+			{"raw", socketNr, []uint64{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP}, dgram},
+			{"mptcp", socketNr, []uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP}, eacces},
+			{"unix", socketNr, []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, eacces},
+			{"unix with garbage above the int", socketNr, []uint64{1<<40 | unix.AF_UNIX, unix.SOCK_STREAM, 0}, eacces},
+			{"packet", socketNr, []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, eacces},
+			{"vsock", socketNr, []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, eacces},
+			{"netlink", socketNr, []uint64{unix.AF_NETLINK, unix.SOCK_RAW, 0}, allow},
+			{"socketpair", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, allow},
+			{"io_uring_setup", unix.SYS_IO_URING_SETUP, nil, enosys},
+			{"io_uring_enter", unix.SYS_IO_URING_ENTER, nil, enosys},
+			{"io_uring_register", unix.SYS_IO_URING_REGISTER, nil, enosys},
+			{"read", unix.SYS_READ, nil, allow},
+		} {
+			if got := run(t, prog, native, tc.nr, tc.args...); got != tc.want {
+				t.Errorf("streamOnly %v, %s: %#x, want %#x", streamOnly, tc.name, got, tc.want)
+			}
+		}
+		// Every other architecture the kernel runs here is filtered the same way.
+		for _, a := range filterArches[1:] {
+			for _, c := range a.calls {
+				var want uint32
+				var args []uint64
+				switch c.act {
+				case actSocket:
+					args, want = []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, eacces
+				case actEACCES:
+					want = eacces
+				case actENOSYS:
+					want = enosys
+				}
+				if got := run(t, prog, a.arch, c.nr, args...); got != want {
+					t.Errorf("arch %#x call %d: %#x, want %#x", a.arch, c.nr, got, want)
+				}
+			}
+		}
+		if got := run(t, prog, 0x12345678, socketNr, unix.AF_UNIX); got != allow {
+			t.Errorf("unknown architecture: %#x", got)
+		}
+	}
+}
