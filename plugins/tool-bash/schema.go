@@ -10,6 +10,17 @@ import (
 var outputSchema = func() *jsonschema.Schema {
 	fg := mustSchemaFor[ForegroundValue]()
 	fg.Properties["kind"].Enum = []any{KindForeground}
+	// Nullable as single-type branches (portable to clients that map schemas onto a
+	// one-type dialect); sandbox is omitted when absent, never null.
+	for _, name := range []string{"exitCode", "signal"} {
+		p := fg.Properties[name]
+		var branches []*jsonschema.Schema
+		for _, t := range p.Types {
+			branches = append(branches, &jsonschema.Schema{Type: t})
+		}
+		p.Types, p.AnyOf = nil, branches
+	}
+	fg.Properties["sandbox"].Types, fg.Properties["sandbox"].Type = nil, "object"
 	bg := mustSchemaFor[BackgroundValue]()
 	bg.Properties["kind"].Enum = []any{KindBackground}
 	return &jsonschema.Schema{
