@@ -111,8 +111,16 @@ func isTerminal(r io.Reader) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	rc, err := f.SyscallConn() // not f.Fd(): it would put a polled file in blocking mode
+	if err != nil {
+		return false
+	}
+	terminal := false
+	_ = rc.Control(func(fd uintptr) {
+		_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		terminal = err == nil
+	})
+	return terminal
 }
 
 // sdkLogger is the MCP SDK's logger: log, but only warnings and errors unless dsh logs

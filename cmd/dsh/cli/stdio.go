@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // maxLineBytes bounds one stdio message (one line).
@@ -35,25 +38,23 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 	if maxLine <= 0 {
 		maxLine = maxLineBytes
 	}
-	c := &stdioConn{
+	in := openInput(t.in)
+	return &stdioConn{
+		input:     in,
+		lineInput: bufio.NewReaderSize(in.r, 64<<10),
+		maxLine:   maxLine,
 		out:       t.out,
-		incoming:  make(chan jsonrpc.Message),
-		readErr:   make(chan error, 1),
 		closed:    make(chan struct{}),
 		inflight:  map[jsonrpc.ID]bool{},
 		batches:   map[jsonrpc.ID]*stdioBatch{},
-		maxLine:   maxLine,
-		lineInput: bufio.NewReaderSize(t.in, 64<<10),
-	}
-	go c.readLoop()
-	return c, nil
+	}, nil
 }
 
 type stdioConn struct {
+	input     input
 	lineInput *bufio.Reader
 	maxLine   int
-	incoming  chan jsonrpc.Message
-	readErr   chan error
+	queue     []jsonrpc.Message // the rest of a batch; Read only
 	closeOnce sync.Once
 	closed    chan struct{}
 
@@ -74,38 +75,29 @@ type stdioBatch struct {
 
 func (c *stdioConn) SessionID() string { return "" }
 
-// Read returns the next well-formed message. Bad lines never reach it: readLoop answers
-// them.
+// Read returns the next well-formed message, answering bad lines on the way. It reads
+// in the caller's goroutine (no hand-off per message); Close unblocks it.
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	select {
-	case msg := <-c.incoming:
-		return msg, nil
-	case err := <-c.readErr:
-		return nil, err
-	case <-c.closed:
-		return nil, io.EOF
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// readLoop reads lines until the input ends. It runs in its own goroutine so that Close
-// unblocks Read even while the input blocks.
-func (c *stdioConn) readLoop() {
 	for {
+		if len(c.queue) > 0 {
+			msg := c.queue[0]
+			c.queue = c.queue[1:]
+			return msg, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		line, err := c.readLine()
 		if len(line) > 0 {
-			for _, msg := range c.decode(line) {
-				select {
-				case c.incoming <- msg:
-				case <-c.closed:
-					return
-				}
-			}
+			c.queue = c.decode(line)
 		}
-		if err != nil {
-			c.readErr <- err
-			return
+		if err != nil && len(c.queue) == 0 {
+			select {
+			case <-c.closed:
+				return nil, io.EOF
+			default:
+				return nil, err
+			}
 		}
 	}
 }
@@ -140,7 +132,7 @@ func (c *stdioConn) decode(line []byte) []jsonrpc.Message {
 	if line[0] == '[' {
 		return c.decodeBatch(line)
 	}
-	msg, err := jsonrpc.DecodeMessage(line)
+	msg, err := decodeMessage(line)
 	if err != nil {
 		c.answerBad(line, err)
 		return nil
@@ -162,7 +154,7 @@ func (c *stdioConn) decodeBatch(line []byte) []jsonrpc.Message {
 	msgs := make([]jsonrpc.Message, 0, len(raws))
 	batch := &stdioBatch{}
 	for i, raw := range raws {
-		msg, err := jsonrpc.DecodeMessage(raw)
+		msg, err := decodeMessage(raw)
 		if err != nil {
 			c.writeError(jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: batch element %d is not a JSON-RPC 2.0 message: %v", i, err))
 			return nil
@@ -181,6 +173,48 @@ func (c *stdioConn) decodeBatch(line []byte) []jsonrpc.Message {
 		c.track(msg)
 	}
 	return msgs
+}
+
+// envelope is a JSON-RPC 2.0 message as it arrives.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      any             `json:"id"`
+	Method  *string         `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *jsonrpc.Error  `json:"error"`
+}
+
+// decodeMessage decodes one JSON-RPC 2.0 message as jsonrpc.DecodeMessage does (a
+// "method" key makes it a request, else it is a response and needs an id), without the
+// SDK's per-call decoder buffer.
+func decodeMessage(data []byte) (jsonrpc.Message, error) {
+	var e envelope
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&e); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the message")
+	}
+	if e.JSONRPC != "2.0" {
+		return nil, fmt.Errorf(`want "jsonrpc": "2.0", got %q`, e.JSONRPC)
+	}
+	id, err := jsonrpc.MakeID(e.ID)
+	if err != nil {
+		return nil, err
+	}
+	if e.Method != nil {
+		return &jsonrpc.Request{Method: *e.Method, ID: id, Params: e.Params}, nil
+	}
+	if !id.IsValid() {
+		return nil, errors.New(`neither a request (no "method") nor a response (no "id")`)
+	}
+	resp := &jsonrpc.Response{ID: id, Result: e.Result}
+	if e.Error != nil {
+		resp.Error = e.Error
+	}
+	return resp, nil
 }
 
 // answerBad answers a line that failed to decode: -32700 when it is not JSON at all,
@@ -295,8 +329,76 @@ func (c *stdioConn) writeLine(data []byte) error {
 	return err
 }
 
-// Close stops Read; the reading goroutine ends at the next line or at the input's end.
+// Close unblocks Read, which then reports the end of input.
 func (c *stdioConn) Close() error {
-	c.closeOnce.Do(func() { close(c.closed) })
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.input.unblock()
+		c.input.restore()
+	})
 	return nil
+}
+
+// input is where a stdioConn reads, and how a blocked read is ended.
+type input struct {
+	r       io.Reader
+	unblock func() // makes a blocked read return
+	restore func() // puts the descriptor back the way it was
+}
+
+// openInput prepares in for reading in the server's reader goroutine. A pipe or socket
+// is read through the Go runtime's poller (made non-blocking if it is not): the reading
+// goroutine then parks instead of blocking its thread in read(2), so each message goes on
+// to the next goroutine without the scheduler first taking the processor back from a
+// blocked thread — and a read deadline ends a read at Close. Other inputs (a terminal, a
+// file, an in-memory reader) are pumped through an in-memory pipe by a goroutine of
+// their own, which Close can close.
+func openInput(in io.Reader) input {
+	nothing := func() {}
+	if f, ok := in.(*os.File); ok {
+		if p, restore, ok := pollableFile(f); ok {
+			return input{r: p, unblock: func() { _ = p.SetReadDeadline(time.Now()) }, restore: restore}
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, in)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	return input{r: pr, unblock: func() { pr.CloseWithError(io.EOF) }, restore: nothing}
+}
+
+// pollableFile returns f as a file the runtime polls, if f is a pipe or a socket.
+func pollableFile(f *os.File) (_ *os.File, restore func(), ok bool) {
+	nothing := func() {}
+	if f.SetReadDeadline(time.Time{}) == nil {
+		return f, nothing, true // already polled
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return nil, nil, false
+	}
+	// Not f.Fd(): it would put a polled file in blocking mode.
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, nil, false
+	}
+	fd := -1
+	_ = rc.Control(func(raw uintptr) {
+		if unix.SetNonblock(int(raw), true) == nil {
+			fd = int(raw)
+		}
+	})
+	if fd < 0 {
+		return nil, nil, false
+	}
+	p := os.NewFile(uintptr(fd), f.Name())
+	if p.SetReadDeadline(time.Time{}) != nil { // the poller refused it
+		_ = unix.SetNonblock(fd, false)
+		return nil, nil, false
+	}
+	return p, func() { _ = unix.SetNonblock(fd, false) }, true
 }
