@@ -60,4 +60,3 @@ func BenchmarkServeInProcess(b *testing.B) {
 	inW.Close()
 	<-done
 }
-
