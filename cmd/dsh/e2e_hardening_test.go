@@ -95,7 +95,7 @@ func TestStdioCancelSendsNoResponse(t *testing.T) {
 // notifications/progress at least every 5 s while it runs (progress = elapsed seconds,
 // message with the output so far), on both lanes.
 func TestServeProgressNotifications(t *testing.T) {
-	for _, lane := range []string{"session", "stateless"} {
+	for _, lane := range []string{"session", "stateless", "stateless-http"} {
 		t.Run(lane, func(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
@@ -107,7 +107,11 @@ func TestServeProgressNotifications(t *testing.T) {
 			}
 			cmd := exec.Command(dshBin, "serve", "--workspace", t.TempDir())
 			var cs *mcp.ClientSession
-			if lane == "session" {
+			switch lane {
+			case "stateless-http":
+				srv := startHTTPServe(t, "--workspace", t.TempDir(), "--token-file", writeTokens(t, testToken))
+				cs = httpModern(t, srv.url, testToken, modernOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
+			case "session":
 				cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
 					ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { record(r.Params) },
 				})
@@ -116,7 +120,7 @@ func TestServeProgressNotifications(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { cs.Close() })
-			} else {
+			default:
 				cs = connectModern(t, &mcp.CommandTransport{Command: cmd}, modernOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
 			}
 			params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
