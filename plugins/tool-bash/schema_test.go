@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
 )
 
 // TestValuesMatchTheOutputSchema: every shape of the typed result — exit, signal,
