@@ -309,3 +309,30 @@ func TestStatelessReplicas(t *testing.T) {
 		t.Errorf("requests per replica: %d, %d", lb.hits[0].Load(), lb.hits[1].Load())
 	}
 }
+
+// TestStatelessToolListChanged: a hot reload that changes the tools reaches a stateless
+// client as tools/list_changed on its subscriptions/listen stream.
+func TestStatelessToolListChanged(t *testing.T) {
+	profile := filepath.Join(t.TempDir(), "profile.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(profile+".tmp", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(profile+".tmp", profile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("extends: default\n")
+	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--profile", profile, "--token-file", writeTokens(t, testToken))
+	c := httpModern(t, srv.url, testToken, modernOptions{})
+	write("extends: default\nplugins:\n  - id: jobs\n    disabled: true\n")
+	waitFor(t, 20*time.Second, "tools/list_changed", func() bool { return c.changes.has("tools") })
+	res, err := c.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) != 1 || res.Tools[0].Name != "bash" {
+		t.Errorf("tools after the reload: %d", len(res.Tools))
+	}
+}
