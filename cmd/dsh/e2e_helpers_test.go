@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	dshBin = filepath.Join(dir, "dsh")
-	build := exec.Command("go", "build", "-o", dshBin, ".")
+	// -buildvcs=true: stamp the checkout's revision even where GOFLAGS turns it off (a
+	// git worktree still gets none: Go does not read its .git file).
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", dshBin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building dsh:", err)
