@@ -1,6 +1,3 @@
-// Package cli is the dsh command line: serve (MCP), call, status, tools, prompt, check.
-// It is a package (not just package main) so that embedders can build their own dsh
-// binary with extra plugin modules: see Main.
 package cli
 
 import (
