@@ -28,6 +28,7 @@ type modernClient struct {
 type modernOptions struct {
 	elicit   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	progress func(*mcp.ProgressNotificationClientRequest)
+	noListen bool // no tool-list handler: the client keeps no subscriptions/listen open
 }
 
 func connectModern(t *testing.T, transport mcp.Transport, o modernOptions) *modernClient {
@@ -40,6 +41,9 @@ func connectModern(t *testing.T, transport mcp.Transport, o modernOptions) *mode
 		},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changes.add("tools") },
 		ElicitationHandler:     o.elicit,
+	}
+	if o.noListen {
+		opts.ToolListChangedHandler = nil
 	}
 	if o.progress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { o.progress(r) }
@@ -334,5 +338,22 @@ func TestStatelessToolListChanged(t *testing.T) {
 	}
 	if len(res.Tools) != 1 || res.Tools[0].Name != "bash" {
 		t.Errorf("tools after the reload: %d", len(res.Tools))
+	}
+}
+
+// TestStatelessPrincipalIdleTimeout: a principal with no request in flight (an open
+// subscriptions/listen stream counts as one) for --session-timeout ends like a session:
+// its background jobs are killed; a later request starts afresh.
+func TestStatelessPrincipalIdleTimeout(t *testing.T) {
+	ws := t.TempDir()
+	srv := startHTTPServe(t, "--workspace", ws, "--session-timeout", "1s", "--token-file", writeTokens(t, testToken))
+	c := httpModern(t, srv.url, testToken, modernOptions{noListen: true})
+	if got := c.text(t, "bash", map[string]any{"command": "echo $$ > pid; exec sleep 300", "description": "Sleep", "run_in_background": true}); got != "started background job bash-1" {
+		t.Fatalf("start: %q", got)
+	}
+	pid := readPidFile(t, filepath.Join(ws, "pid"))
+	waitFor(t, 20*time.Second, "the idle principal's job to be killed", func() bool { return !alive(pid) })
+	if got := c.text(t, "job_list", map[string]any{}); got != "(no background jobs)" {
+		t.Errorf("job_list after the timeout: %q", got)
 	}
 }
