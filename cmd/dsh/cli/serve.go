@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,13 +45,6 @@ func serveCmd(g *globalFlags) *cobra.Command {
 				}
 			} else if isTerminal(g.stdin) {
 				fmt.Fprintln(g.stderr, "dsh: serving MCP (JSON-RPC, one message per line) on stdin/stdout for an MCP client to start; press Ctrl-D or Ctrl-C to stop")
-			}
-			if os.Getenv("GOGC") == "" {
-				// The live heap of a server is small (about 1 MB) and every request leaves
-				// tens of kB of decoder buffers behind, so at the default GOGC (100) a
-				// collection runs every 20 or so calls. 400 makes it a quarter as often,
-				// for about 12 MB more RSS.
-				debug.SetGCPercent(400)
 			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
