@@ -357,3 +357,23 @@ func TestStatelessPrincipalIdleTimeout(t *testing.T) {
 		t.Errorf("job_list after the timeout: %q", got)
 	}
 }
+
+// TestStatelessCancelByClosingTheStream: a stateless HTTP client cancels a call by
+// abandoning its request; the command's tree is killed.
+func TestStatelessCancelByClosingTheStream(t *testing.T) {
+	ws := t.TempDir()
+	srv := startHTTPServe(t, "--workspace", ws, "--token-file", writeTokens(t, testToken))
+	c := httpModern(t, srv.url, testToken, modernOptions{noListen: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo $$ > pid; exec sleep 300", "description": "Sleep until cancelled"}})
+		done <- err
+	}()
+	pid := readPidFile(t, filepath.Join(ws, "pid"))
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("the cancelled call returned no error")
+	}
+	waitFor(t, 10*time.Second, "the cancelled command to be killed", func() bool { return !alive(pid) })
+}
