@@ -70,7 +70,7 @@ var Module = fx.Options(
 	fx.WithLogger(func(in moduleIn) fxevent.Logger {
 		l := &fxevent.SlogLogger{Logger: in.options().Logger}
 		l.UseLogLevel(slog.LevelDebug)
-		l.UseErrorLevel(slog.LevelError)
+		l.UseErrorLevel(slog.LevelDebug) // fx returns every error it logs; the caller reports it once
 		return l
 	}),
 	fx.Module("container",

@@ -95,7 +95,8 @@ func (a *Approver) Policy() string { return a.policy }
 // ctx already cancelled → cancelled; allow → allowed-once and deny → rejected without
 // asking; ask → the session's Prompter decides (Accepted → allowed-once, Declined →
 // rejected, Cancelled → cancelled), a session without a Prompter, a channel error or an
-// unknown answer → unavailable, and a ctx cancelled while asking → cancelled.
+// unknown answer → unavailable, and a ctx cancelled while asking or a Prompter returning
+// ErrDeferred → cancelled.
 func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outcome shell.ApprovalOutcome) {
 	attrs := []any{
 		"session", sessionID(req.Session),
@@ -108,11 +109,16 @@ func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outc
 	}
 	a.log.Info("approval requested", attrs...)
 	var channelErr error
+	deferred := false
 	defer func() {
 		if p := recover(); p != nil {
 			// A misbehaving channel must not take the caller down; nothing is approved.
 			channelErr = fmt.Errorf("prompter panicked: %v", p)
 			outcome = shell.ApprovalUnavailable
+		}
+		if deferred {
+			a.log.Info("approval deferred to the client", attrs...)
+			return
 		}
 		decided := append(attrs, "outcome", string(outcome))
 		if channelErr != nil {
@@ -140,6 +146,10 @@ func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outc
 		if ctx.Err() != nil {
 			return shell.ApprovalCancelled
 		}
+		if errors.Is(err, ErrDeferred) {
+			deferred = true
+			return shell.ApprovalCancelled
+		}
 		channelErr = err
 		return shell.ApprovalUnavailable
 	}
@@ -156,6 +166,12 @@ func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outc
 }
 
 var errNoChannel = errors.New("the session has no interactive channel")
+
+// ErrDeferred is what a Prompter returns when it cannot wait for the answer: the
+// question travels to the client with the call's result (an MCP input_required result)
+// and the client retries the call with the answer. The request is decided cancelled for
+// now — nothing runs — and logged as deferred.
+var ErrDeferred = errors.New("approval: the question is deferred to the client")
 
 func sessionID(s *container.Session) string {
 	if s == nil {

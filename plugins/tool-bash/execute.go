@@ -280,6 +280,9 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (to
 	if err != nil {
 		return tools.Result{}, err
 	}
+	if c, ok := execution.(outputCounter); ok {
+		tools.MeterFrom(ctx).Track(c.OutputBytes)
+	}
 	// The call's ctx aborts the execution (Execute); the wait itself must not stop at
 	// the abort, so the result reports it and no process outlives the call.
 	res, err := execution.Result(context.WithoutCancel(ctx))
@@ -291,6 +294,12 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (to
 		mode = res.Sandbox.Mode
 	}
 	return tools.Result{Text: render(res, t.escalation(mode)), Value: valueOf(res)}, nil
+}
+
+// outputCounter is an Execution that knows how much output its command produced so far
+// (for progress reports); executors built on internal/bashexec are.
+type outputCounter interface {
+	OutputBytes() int64
 }
 
 func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest) (tools.Result, error) {

@@ -80,6 +80,7 @@ func (t *bashTool) definition() tools.Tool {
 		Name:          toolName,
 		Description:   toolDescription(t.background, t.sandbox),
 		InputSchema:   inputSchema(t.background, t.sandbox != ""),
+		OutputSchema:  outputSchema,
 		Execute:       t.execute,
 		PresentCall:   presentCall,
 		PresentResult: presentResult,

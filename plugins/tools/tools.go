@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/dsh-dev/dsh/container"
 )
 
@@ -38,6 +40,9 @@ type Tool struct {
 	// InputSchema is an object schema; the registry validates arguments against it
 	// before Execute runs.
 	InputSchema *Schema
+	// OutputSchema, when set, is a JSON schema that the Value of every result that is
+	// not an error satisfies (MCP outputSchema; clients may validate against it).
+	OutputSchema *jsonschema.Schema
 	// Execute runs the call. A returned error is an infrastructure failure; the registry
 	// turns it into an IsError result.
 	Execute func(ctx context.Context, call Call) (Result, error)

@@ -1,6 +1,3 @@
-// Package cli is the dsh command line: serve (MCP), call, status, tools, prompt, check.
-// It is a package (not just package main) so that embedders can build their own dsh
-// binary with extra plugin modules: see Main.
 package cli
 
 import (
@@ -13,11 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/spf13/cobra"
 	"go.uber.org/fx"
 
@@ -93,6 +90,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Op
 		return exitOK
 	case errors.As(err, &exit):
 		return int(exit)
+	case errors.As(err, new(refusal)):
+		fmt.Fprintf(stderr, "dsh: %v\n", err)
+		return exitUsage
 	case errors.As(err, new(usageError)) || strings.HasPrefix(err.Error(), "unknown command"):
 		fmt.Fprintf(stderr, "dsh: %v\nRun 'dsh --help' for usage.\n", err)
 		return exitUsage
@@ -106,13 +106,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Op
 type exitCodeError int
 
 func (e exitCodeError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 func (g *globalFlags) logger(defaultLevel slog.Level) (*slog.Logger, error) {
 	level := defaultLevel
@@ -373,14 +366,15 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			}
 			defer h.stop()
 			type def struct {
-				Name        string        `json:"name"`
-				Description string        `json:"description"`
-				InputSchema *tools.Schema `json:"inputSchema"`
+				Name         string             `json:"name"`
+				Description  string             `json:"description"`
+				InputSchema  *tools.Schema      `json:"inputSchema"`
+				OutputSchema *jsonschema.Schema `json:"outputSchema,omitempty"`
 			}
 			defs := []def{}
 			if reg, ok := container.LookupService[*tools.Registry](h.rt, tools.Service); ok {
 				for _, t := range reg.Tools() {
-					defs = append(defs, def{t.Name, t.Description, t.InputSchema})
+					defs = append(defs, def{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 				}
 			}
 			out, err := json.MarshalIndent(defs, "", "  ")
