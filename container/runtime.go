@@ -204,9 +204,12 @@ func (r *Runtime) Validate(rows []Row) error {
 // check` refuses it, and serving logs it. Rows naming unknown plugins are skipped
 // (Validate reports them).
 func (r *Runtime) CheckActivation(rows []Row) error {
-	var enabled []preparedRow
+	var enabled, disabled []preparedRow
 	for _, row := range rows {
 		if row.Disabled {
+			if p, err := r.catalog.lookup(row.Plugin); err == nil {
+				disabled = append(disabled, preparedRow{row: row, plugin: p})
+			}
 			continue
 		}
 		if p, err := r.catalog.lookup(row.Plugin); err == nil {
@@ -247,6 +250,13 @@ func (r *Runtime) CheckActivation(rows []Row) error {
 			why := fmt.Sprintf("it injects %q, which no enabled row provides", s)
 			if len(providers) > 0 {
 				why = fmt.Sprintf("it injects %q, whose provider (row %s) can never activate either", s, strings.Join(providers, ", row "))
+			} else {
+				for _, off := range disabled {
+					if off.plugin.provides(s) {
+						why += fmt.Sprintf(" (row %q, which would, is disabled in %s)", off.row.ID, off.row.Source)
+						break
+					}
+				}
 			}
 			if cands := r.catalog.Providers(s); len(cands) > 0 {
 				why += fmt.Sprintf(" (plugins that provide it: %s)", strings.Join(cands, ", "))

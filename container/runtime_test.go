@@ -663,7 +663,7 @@ func TestCheckActivation(t *testing.T) {
 		{ID: "x", Plugin: "unknown", Source: "p.yaml"},
 	})
 	want := []string{
-		`p.yaml: row "tool": can never activate: it injects "shell", which no enabled row provides (plugins that provide it: exec, exec2)`,
+		`p.yaml: row "tool": can never activate: it injects "shell", which no enabled row provides (row "bash", which would, is disabled in p.yaml) (plugins that provide it: exec, exec2)`,
 		`p.yaml: row "ui": can never activate: it injects "tools", whose provider (row "tool") can never activate either (plugins that provide it: tool)`,
 		`p.yaml: row "db-user": can never activate: it injects "db", which no enabled row provides (no plugin in this binary provides it)`,
 		`p.yaml: row "c": can never activate: it injects "cache", whose provider (row "db-user") can never activate either (plugins that provide it: needs-db)`,

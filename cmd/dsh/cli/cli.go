@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -165,7 +166,33 @@ func (g *globalFlags) start(ctx context.Context, level slog.Level, watch bool) (
 		return nil, nil, err
 	}
 	h, err := startHarness(ctx, harnessOptions{profile: g.profile, watch: watch, log: log, extra: g.extra})
-	return h, log, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := g.checkSandboxMode(h.rt); err != nil {
+		_ = h.stop()
+		return nil, nil, err
+	}
+	return h, log, nil
+}
+
+// checkSandboxMode refuses --sandbox-mode when the composition's executor does not
+// confine: the mode would be silently ignored and every command would run unconfined.
+func (g *globalFlags) checkSandboxMode(rt *container.Runtime) error {
+	if g.sandboxMode == "" {
+		return nil
+	}
+	if ex, ok := container.LookupService[shell.Executor](rt, shell.Service); ok && ex.SandboxMode() != "" {
+		return nil
+	}
+	executor := "no executor is active"
+	for _, r := range rt.Status().Rows {
+		if p, ok := rt.Catalog().Lookup(r.Plugin); ok && slices.Contains(p.Provide, shell.Service) {
+			executor = "its executor, " + r.Plugin + ", does not confine commands"
+		}
+	}
+	return usageError{fmt.Errorf("--sandbox-mode %s: profile %q cannot apply it: %s (use a profile with bash-sandbox, e.g. --profile sandbox)",
+		g.sandboxMode, g.profile, executor)}
 }
 
 func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -271,7 +298,7 @@ func statusCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--profile P] [--json]",
-		Short: "Compose the profile, report each row's state, and dispose it",
+		Short: "Compose the profile, report each row's state, and dispose it (exit 1 when a row failed or can never activate)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, _, err := g.start(cmd.Context(), slog.LevelWarn, false)
@@ -279,50 +306,39 @@ func statusCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			st := h.rt.Status()
+			var stuck error
+			if p, err := h.loader.Load(g.profile); err == nil {
+				stuck = h.rt.CheckActivation(p.Rows)
+			}
 			if err := h.stop(); err != nil {
 				return err
 			}
 			if asJSON {
-				out, err := json.MarshalIndent(publicStatus(st), "", "  ")
+				out, err := json.MarshalIndent(st, "", "  ")
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(g.stdout, "%s\n", out)
-				return nil
+			} else {
+				printStatus(g.stdout, st)
 			}
-			printStatus(g.stdout, st)
+			// A row that failed or can never activate is a composition that does not work:
+			// say why on stderr and exit 1, so scripts notice.
+			healthy := stuck == nil
+			for _, r := range st.Rows {
+				if r.State == container.StateFailed {
+					healthy = false
+				}
+			}
+			// (Rows that can never activate were logged at WARN when the profile composed.)
+			if !healthy {
+				return exitCodeError(exitError)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
-}
-
-// statusJSON is the status document of `dsh status --json` and dsh://status.
-type statusJSON struct {
-	Profile         string          `json:"profile"`
-	Rows            []rowStatusJSON `json:"rows"`
-	LastReloadError string          `json:"lastReloadError"`
-}
-
-type rowStatusJSON struct {
-	ID      string   `json:"id"`
-	Plugin  string   `json:"plugin"`
-	State   string   `json:"state"`
-	Missing []string `json:"missing"`
-	Error   string   `json:"error"`
-}
-
-func publicStatus(st container.Status) statusJSON {
-	out := statusJSON{Profile: st.Profile, LastReloadError: st.LastReloadError, Rows: []rowStatusJSON{}}
-	for _, r := range st.Rows {
-		missing := r.Missing
-		if missing == nil {
-			missing = []string{}
-		}
-		out.Rows = append(out.Rows, rowStatusJSON{ID: r.ID, Plugin: r.Plugin, State: string(r.State), Missing: missing, Error: r.Error})
-	}
-	return out
 }
 
 func printStatus(w io.Writer, st container.Status) {
@@ -438,8 +454,12 @@ func checkCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The errors name the file (and row and key) themselves.
 			if err := h.rt.Validate(p.Rows); err != nil {
-				return fmt.Errorf("profile %s: %w", p.Name, err)
+				return err
+			}
+			if err := h.rt.CheckActivation(p.Rows); err != nil {
+				return err
 			}
 			enabled := 0
 			for _, r := range p.Rows {

@@ -398,7 +398,7 @@ func (b *bridge) registryWith(ctx context.Context, tool string) *tools.Registry 
 const reloadWait = 30 * time.Second
 
 func (b *bridge) readStatus(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	data, err := json.MarshalIndent(publicStatus(b.rt.Status()), "", "  ")
+	data, err := json.MarshalIndent(b.rt.Status(), "", "  ")
 	if err != nil {
 		return nil, err
 	}
