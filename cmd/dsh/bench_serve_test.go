@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"testing"
@@ -27,7 +28,11 @@ type stdioPeer struct {
 
 func startPeer(b *testing.B) *stdioPeer {
 	b.Helper()
-	cmd := exec.Command(dshBin, "serve", "--workspace", b.TempDir(), "--log-level", "warn")
+	args := []string{"serve", "--workspace", b.TempDir(), "--log-level", "warn"}
+	if p := os.Getenv("DSH_BENCH_PROFILE"); p != "" {
+		args = append(args, "--profile", p)
+	}
+	cmd := exec.Command(dshBin, args...)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
