@@ -36,7 +36,7 @@ type Plugin struct {
 	// Apply activates the plugin. Everything it registers goes through ctx and is undone,
 	// in reverse order, when the activation ends. config is the value Config returned,
 	// decoded and validated (nil when Config is nil).
-	Apply func(ctx *Context, config any) error
+	Apply func(a *Activation, config any) error
 }
 
 // Validator is implemented by config values that check themselves after decoding.

@@ -39,9 +39,9 @@ var Plugin = container.Plugin{
 	Inject:  []string{subprocess.Service},
 	Provide: []string{shell.Service},
 	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
-	Apply: func(ctx *container.Context, config any) error {
+	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
-		sup, err := container.Injected[*subprocess.Supervisor](ctx, subprocess.Service)
+		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		return ctx.Provide(shell.Service, ex)
+		return a.Provide(shell.Service, ex)
 	},
 }
 

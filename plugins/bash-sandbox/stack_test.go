@@ -108,7 +108,7 @@ func newStackRows(t *testing.T, s stackSetup) *stack {
 			// The session sandboxes of stacks still open may live on.
 			allowed := map[string]bool{}
 			openStacks.Range(func(k, _ any) bool {
-				if v, ok := k.(*container.Runtime).Lookup(subprocess.Service); ok {
+				if v, ok := container.Lookup[any](k.(*container.Runtime), subprocess.Service); ok {
 					for _, pid := range bashsandbox.SandboxPids(v) {
 						allowed[strconv.Itoa(pid)] = true
 					}
@@ -136,9 +136,9 @@ func (st *stack) lookup(t testing.TB) {
 			t.Fatalf("row %s (%s) is %s: %s (missing %v)", row.ID, row.Plugin, row.State, row.Error, row.Missing)
 		}
 	}
-	tv, _ := st.rt.Lookup(tools.Service)
+	tv, _ := container.Lookup[any](st.rt, tools.Service)
 	st.tools = tv.(*tools.Registry)
-	pv, _ := st.rt.Lookup(prompt.Service)
+	pv, _ := container.Lookup[any](st.rt, prompt.Service)
 	st.prompts = pv.(*prompt.Registry)
 }
 

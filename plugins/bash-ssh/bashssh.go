@@ -54,8 +54,8 @@ var Plugin = container.Plugin{
 	Inject:  []string{ssh.Service},
 	Provide: []string{shell.Service},
 	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
-	Apply: func(ctx *container.Context, config any) error {
-		host, err := container.Injected[*ssh.Host](ctx, ssh.Service)
+	Apply: func(a *container.Activation, config any) error {
+		host, err := container.Injected[*ssh.Host](a, ssh.Service)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		return ctx.Provide(shell.Service, ex)
+		return a.Provide(shell.Service, ex)
 	},
 }
 

@@ -165,7 +165,7 @@ func (s *stack) row(id string) container.RowStatus {
 
 func (s *stack) call(tool string, args map[string]any) tools.Result {
 	s.t.Helper()
-	v, ok := s.rt.Lookup(tools.Service)
+	v, ok := container.Lookup[any](s.rt, tools.Service)
 	if !ok {
 		s.t.Fatalf("no tools service: %+v", s.rt.Status())
 	}
@@ -253,7 +253,7 @@ func TestRenderingsThroughTheTool(t *testing.T) {
 	}
 	// The managed DSH_* snapshot reaches the remote command.
 	expect(t, s.bash(`echo "$DSH_SESSION_ID $DSH_SHELL $DSH_HOME"`, nil), "ssh-session 1 "+s.home+"\n", false)
-	if v, _ := s.rt.Lookup("shell"); v.(*bashssh.Executor).SandboxMode() != "" {
+	if v, _ := container.Lookup[any](s.rt, "shell"); v.(*bashssh.Executor).SandboxMode() != "" {
 		t.Error("bash-ssh reports a sandbox mode")
 	}
 
@@ -417,7 +417,7 @@ func TestSSHRowDisposalKills(t *testing.T) {
 	if m := sshtest.GroupMembers(pid); len(m) > 0 || sshtest.Alive(pid) {
 		t.Errorf("remote processes left after the ssh row was disposed: %v", m)
 	}
-	v, _ := s.rt.Lookup(jobs.Service)
+	v, _ := container.Lookup[any](s.rt, jobs.Service)
 	snap, err := v.(*jobs.Runtime).Wait(context.Background(), s.session, id, 10*time.Second)
 	if err != nil || snap.Status != jobs.StatusKilled {
 		t.Errorf("job after disposal: %+v %v", snap, err)

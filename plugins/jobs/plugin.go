@@ -68,29 +68,29 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func apply(ctx *container.Context, config any) error {
+func apply(a *container.Activation, config any) error {
 	cfg := config.(*Config)
-	reg, err := container.Injected[*tools.Registry](ctx, tools.Service)
+	reg, err := container.Injected[*tools.Registry](a, tools.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](ctx, prompt.Service)
+	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
 	if err != nil {
 		return err
 	}
-	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, MaxTotal: cfg.MaxJobsTotal, Logger: ctx.Logger()})
+	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, MaxTotal: cfg.MaxJobsTotal, Logger: a.Logger()})
 	// Registered first so it runs last: the tools are gone before the jobs are disposed.
-	ctx.Defer(rt.Close)
-	if err := ctx.Provide(Service, rt); err != nil {
+	a.Defer(rt.Close)
+	if err := a.Provide(Service, rt); err != nil {
 		return err
 	}
-	ctx.OnSessionEnd(rt.EndOwner)
+	a.OnSessionEnd(rt.EndOwner)
 	for _, t := range jobTools(rt, cfg) {
-		if err := reg.Register(ctx, t); err != nil {
+		if err := reg.Register(a, t); err != nil {
 			return err
 		}
 	}
-	return prompts.Add(ctx, prompt.Section{Name: "tool:jobs", Order: 106, Text: promptText})
+	return prompts.Add(a, prompt.Section{Name: "tool:jobs", Order: 106, Text: promptText})
 }
 
 // OutputValue is job_output's typed result (MCP structured content).

@@ -42,9 +42,9 @@ var Plugin = container.Plugin{
 	Aliases: []string{"@deepseek-ai/dsh-shell-env"},
 	Provide: []string{Service},
 	Config:  func() any { return DefaultConfig() },
-	Apply: func(ctx *container.Context, config any) error {
+	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
-		return ctx.Provide(Service, NewRegistry(cfg.DshHome))
+		return a.Provide(Service, NewRegistry(cfg.DshHome))
 	},
 }
 

@@ -16,22 +16,22 @@ var Plugin = container.Plugin{
 	Name:    Name,
 	Provide: []string{Service},
 	Config:  func() any { return DefaultConfig() },
-	Apply: func(ctx *container.Context, config any) error {
-		h, err := New(config.(*Config), Options{Logger: ctx.Logger(), OnState: ctx.SetDetail})
+	Apply: func(a *container.Activation, config any) error {
+		h, err := New(config.(*Config), Options{Logger: a.Logger(), OnState: a.SetDetail})
 		if err != nil {
 			return err
 		}
 		// A host that does not answer at all is not a configuration error: after a
 		// while the row activates and the dial goes on in the background.
-		cctx, cancel := context.WithTimeoutCause(ctx.Context(), activationWait, errSlowHost)
+		cctx, cancel := context.WithTimeoutCause(a.Context(), activationWait, errSlowHost)
 		defer cancel()
 		if err := h.Connect(cctx); err != nil && !errors.Is(err, errSlowHost) {
 			h.Close()
 			return err
 		}
-		ctx.Defer(h.Close)
-		ctx.OnSessionEnd(h.EndSession)
-		return ctx.Provide(Service, h)
+		a.Defer(h.Close)
+		a.OnSessionEnd(h.EndSession)
+		return a.Provide(Service, h)
 	},
 }
 

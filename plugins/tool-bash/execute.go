@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -20,7 +21,7 @@ import (
 
 // bashTool is one registration of the bash tool.
 type bashTool struct {
-	lookup     func(name string) (any, bool) // call-time services: jobs, approval, sandboxPolicy
+	services   container.Services // call-time services: jobs, approval, sandboxPolicy
 	exec       shell.Executor
 	env        *shellenv.Registry
 	background bool
@@ -127,9 +128,7 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 
 // lookupAs returns the call-time service name if it is provided and is a T.
 func lookupAs[T any](t *bashTool, name string) (T, bool) {
-	v, _ := t.lookup(name)
-	s, ok := v.(T)
-	return s, ok
+	return container.Lookup[T](t.services, name)
 }
 
 func (t *bashTool) jobs() (*jobs.Runtime, bool) { return lookupAs[*jobs.Runtime](t, jobs.Service) }
@@ -239,11 +238,11 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 func (t *bashTool) approve(ctx context.Context, session *container.Session, a bashArgs) *failure {
 	m := a.escalate
 	fail := func(format string) *failure { f := failure(fmt.Sprintf(format, m)); return &f }
-	approver, ok := lookupAs[shell.Approver](t, shell.ApprovalService)
+	approver, ok := lookupAs[approval.Approver](t, approval.Service)
 	if !ok {
 		return fail("sandbox escalation to %q requires approval, but no approval service is composed")
 	}
-	outcome := approver.Request(ctx, shell.ApprovalRequest{
+	outcome := approver.Request(ctx, approval.Request{
 		Session:       session,
 		Tool:          toolName,
 		Reason:        "escalate sandbox to " + m + ": " + a.justification,
@@ -252,13 +251,13 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 		Justification: a.justification,
 	})
 	switch outcome {
-	case shell.ApprovalAllowedOnce:
+	case approval.AllowedOnce:
 		return nil
-	case shell.ApprovalRejected:
+	case approval.Rejected:
 		return fail("the user rejected escalating this command to %q")
-	case shell.ApprovalCancelled:
+	case approval.Cancelled:
 		return fail("approval for escalating to %q was cancelled")
-	case shell.ApprovalUnavailable:
+	case approval.Unavailable:
 		return fail("sandbox escalation to %q requires approval, but no approval channel is available")
 	}
 	f := failure(fmt.Sprintf("approval for escalating to %q returned an unknown outcome %q; the command did not run", m, string(outcome)))

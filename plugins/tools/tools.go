@@ -25,8 +25,8 @@ var Plugin = container.Plugin{
 	Name:    "tools",
 	Aliases: []string{"@deepseek-ai/dsh-tools"},
 	Provide: []string{Service},
-	Apply: func(ctx *container.Context, _ any) error {
-		return ctx.Provide(Service, NewRegistry())
+	Apply: func(a *container.Activation, _ any) error {
+		return a.Provide(Service, NewRegistry())
 	},
 }
 

@@ -182,7 +182,7 @@ func (g *globalFlags) checkSandboxMode(rt *container.Runtime) error {
 	if g.sandboxMode == "" {
 		return nil
 	}
-	if ex, ok := container.LookupService[shell.Executor](rt, shell.Service); ok && ex.SandboxMode() != "" {
+	if ex, ok := container.Lookup[shell.Executor](rt, shell.Service); ok && ex.SandboxMode() != "" {
 		return nil
 	}
 	executor := "no executor is active"
@@ -229,7 +229,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer h.stop()
-			reg, ok := container.LookupService[*tools.Registry](h.rt, tools.Service)
+			reg, ok := container.Lookup[*tools.Registry](h.rt, tools.Service)
 			if !ok {
 				return fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
 			}
@@ -242,7 +242,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 			session.Prompter = prompter
 			res := reg.Call(ctx, args[0], raw, session)
 			h.rt.EndSession(session.ID)
-			if env, ok := container.LookupService[*shellenv.Registry](h.rt, shellenv.Service); ok {
+			if env, ok := container.Lookup[*shellenv.Registry](h.rt, shellenv.Service); ok {
 				preserveSpills(&res, filepath.Join(env.Home(), "spill"))
 			}
 			if asJSON {
@@ -388,7 +388,7 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 				OutputSchema *jsonschema.Schema `json:"outputSchema,omitempty"`
 			}
 			defs := []def{}
-			if reg, ok := container.LookupService[*tools.Registry](h.rt, tools.Service); ok {
+			if reg, ok := container.Lookup[*tools.Registry](h.rt, tools.Service); ok {
 				for _, t := range reg.Tools() {
 					defs = append(defs, def{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 				}
@@ -419,7 +419,7 @@ func promptCmd(g *globalFlags) *cobra.Command {
 			}
 			defer h.stop()
 			text := ""
-			if reg, ok := container.LookupService[*prompt.Registry](h.rt, prompt.Service); ok {
+			if reg, ok := container.Lookup[*prompt.Registry](h.rt, prompt.Service); ok {
 				session, err := g.session(ws)
 				if err != nil {
 					return err

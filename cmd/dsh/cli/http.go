@@ -444,7 +444,7 @@ func serveHTTP(ctx context.Context, b *bridge, tokens []string, opts httpOptions
 
 // dshHome is the harness home: the shell-env service's, else $DSH_HOME, else ~/.dsh.
 func dshHome(rt *container.Runtime) string {
-	if env, ok := container.LookupService[*shellenv.Registry](rt, shellenv.Service); ok && env.Home() != "" {
+	if env, ok := container.Lookup[*shellenv.Registry](rt, shellenv.Service); ok && env.Home() != "" {
 		return env.Home()
 	}
 	if h := os.Getenv("DSH_HOME"); h != "" {

@@ -177,7 +177,7 @@ func (b *bridge) middleware(sc *scope) mcp.Middleware {
 }
 
 func (b *bridge) instructions(s *container.Session) string {
-	reg, ok := container.LookupService[*prompt.Registry](b.rt, prompt.Service)
+	reg, ok := container.Lookup[*prompt.Registry](b.rt, prompt.Service)
 	if !ok {
 		return ""
 	}
@@ -253,7 +253,7 @@ func (b *bridge) sync() {
 	b.syncMu.Lock()
 	defer b.syncMu.Unlock()
 	live := map[string]tools.Tool{}
-	if reg, ok := container.LookupService[*tools.Registry](b.rt, tools.Service); ok {
+	if reg, ok := container.Lookup[*tools.Registry](b.rt, tools.Service); ok {
 		for _, t := range reg.Tools() {
 			live[t.Name] = t
 		}
@@ -380,7 +380,7 @@ func (b *bridge) callTool(ctx context.Context, sc *scope, req *mcp.CallToolReque
 // while a reload is in progress — an executor restart briefly unloads the bash tool —
 // it waits (as long as the call may) for the reload to finish rather than failing.
 func (b *bridge) registryWith(ctx context.Context, tool string) *tools.Registry {
-	reg, ok := container.LookupService[*tools.Registry](b.rt, tools.Service)
+	reg, ok := container.Lookup[*tools.Registry](b.rt, tools.Service)
 	if ok {
 		if _, found := reg.Tool(tool); found {
 			return reg
@@ -389,7 +389,7 @@ func (b *bridge) registryWith(ctx context.Context, tool string) *tools.Registry 
 	wait, cancel := context.WithTimeout(ctx, reloadWait)
 	defer cancel()
 	if b.rt.WaitIdle(wait) {
-		reg, _ = container.LookupService[*tools.Registry](b.rt, tools.Service)
+		reg, _ = container.Lookup[*tools.Registry](b.rt, tools.Service)
 	}
 	return reg
 }
