@@ -301,7 +301,7 @@ func within(path, root string) bool {
 	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
 }
 
-// protected lists the protected paths of a call in workspace ws (SPEC: .git and .dsh at
+// protected lists the protected paths of a call in workspace ws (the protected paths: .git and .dsh at
 // the workspace root, every file of the running profile — the path read and, for a
 // symlink, its target — and $DSH_HOME), whether they exist or not.
 func (s *sandbox) protected(ws string, dshEnv map[string]string) []string {

@@ -200,19 +200,19 @@ func enforcement(network string) string {
 
 // deniedText is the exact text of a denied command whose only output is stderr line
 // errLine, under mode, with the escalation hint (the bash tool advertises escalation
-// under bash-sandbox) and exit code 1: SPEC §5.4's marker order.
+// under bash-sandbox) and exit code 1: the bash tool's marker order.
 func deniedText(errLine, mode string) string {
 	return "[stderr]\n" + errLine + "\n" + deniedMarker(mode) + "\n" + escalationHint + "\n[exit code: 1]"
 }
 
-// SPEC strings the bash tool renders and contributes (SPEC §5.6, §8), byte for byte.
+// Contract strings the bash tool renders and contributes, byte for byte.
 const (
 	escalationHint = "[sandbox: escalation available — retry this exact command once with sandbox_permissions " +
 		"(the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
 	bashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
 )
 
-// deniedMarker is the SPEC §8 denial line under mode.
+// deniedMarker is the denial line under mode.
 func deniedMarker(mode string) string { return "[sandbox: file access denied under " + mode + " mode]" }
 
 // bashPath is how bash's messages name it: the executors run it as "bash".

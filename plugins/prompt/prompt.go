@@ -1,5 +1,3 @@
-// Package prompt provides the `systemPrompt` service: ordered prompt sections that
-// plugins contribute and the composed system prompt.
 package prompt
 
 import (

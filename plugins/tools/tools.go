@@ -1,5 +1,3 @@
-// Package tools provides the `tools` service: the registry of model-facing tools, their
-// argument validation, and the shape of their results.
 package tools
 
 import (
