@@ -75,7 +75,7 @@ func TestMissing(t *testing.T) {
 		t.Fatalf("namespaces on ABI %d miss %q", abi, m)
 	}
 	ll := bashsandbox.Missing(bashsandbox.BackendLandlock, abi, bashsandbox.NetworkDeny, true)
-	want := []string{bashsandbox.MissingProtectedPaths, bashsandbox.MissingSpillPrivacy, bashsandbox.MissingNestedUserns}
+	want := []string{bashsandbox.MissingProtectedPaths, bashsandbox.MissingSpillPrivacy, bashsandbox.MissingMetadata, bashsandbox.MissingNestedUserns}
 	if os.Geteuid() != 0 {
 		want = append(want, bashsandbox.MissingBoundingSet)
 	}
@@ -98,6 +98,9 @@ func TestMissing(t *testing.T) {
 		got := bashsandbox.Missing(bashsandbox.BackendNamespaces, tc.abi, tc.network, true)
 		if !bashsandbox.SeccompSupported && tc.network == bashsandbox.NetworkDeny {
 			tc.want = append(tc.want, bashsandbox.MissingSocketFilter)
+		}
+		if !bashsandbox.SeccompSupported {
+			tc.want = append(tc.want, bashsandbox.MissingKeyringFilter)
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("ABI %d, network %s: %q, want %q", tc.abi, tc.network, got, tc.want)
