@@ -439,7 +439,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	mode := policy.Mode
 	switch mode {
 	case shell.ModeDangerFullAccess:
-		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res) }, nil
+		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res, false) }, nil
 	case shell.ModeReadOnly, shell.ModeWorkspaceWrite:
 	default:
 		return nil, fmt.Errorf("%s: unknown sandbox mode %q", pluginName, mode)
@@ -451,7 +451,11 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 		return nil, err
 	}
 	enforcement := enforcementOf(be.missing(s.cfg.Network))
-	finish := func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, enforcement, *res) }
+	stubbed := false // the runner-failure stub runs instead of the command (no sandbox)
+	starter := &cmdStarter{}
+	finish := func(res *shell.RunResult) {
+		res.Sandbox = sandboxFacts(mode, enforcement, *res, stubbed || starter.stub.Load())
+	}
 
 	sess := sessionFor(s.sup, sessionKeyID(spec.SessionID, policy.WorkspaceRoot))
 	pin, err := sess.workspace(policy.WorkspaceRoot)
@@ -498,6 +502,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 			return nil, err
 		}
 		cmd.Argv = []string{exe, launch.FailArg, strings.TrimPrefix(err.Error(), "bash-sandbox: ")}
+		stubbed = true
 		return finish, nil
 	}
 	tmp, _, err := sess.dirs()
@@ -520,7 +525,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 			}
 		}
 	}
-	starter := &cmdStarter{box: b, policy: lp}
+	starter.box, starter.policy = b, lp
 	if ns {
 		starter.protect = protect
 	}

@@ -50,16 +50,20 @@ func TestFacts(t *testing.T) {
 	runner := shell.RunResult{ExitCode: code(125), Stderr: shell.StreamResult{Text: "dsh-sandbox: exec bash: Permission denied\n"}}
 	truncated := shell.RunResult{ExitCode: code(125), Stderr: shell.StreamResult{Text: "dsh-sandbox: Permission denied\n", Truncated: true}}
 
-	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", denied); *f != (shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}) {
+	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", denied, false); *f != (shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}) {
 		t.Errorf("denied: %+v", *f)
 	}
-	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "partial", runner); *f != (shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}) {
+	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "partial", runner, true); *f != (shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}) {
 		t.Errorf("runner failure: %+v", *f)
 	}
-	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", truncated); f.RunnerFailed || !f.Denied {
+	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", truncated, true); f.RunnerFailed || !f.Denied {
 		t.Errorf("a truncated stream cannot be the launcher's one line: %+v", *f)
 	}
-	if f := bashsandbox.Facts(shell.ModeDangerFullAccess, "", denied); *f != (shell.SandboxFacts{Mode: "danger-full-access"}) {
+	// The stub's very line, written by a command that ran: not a runner failure.
+	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "full", runner, false); f.RunnerFailed || !f.Denied {
+		t.Errorf("a command imitating the stub: %+v", *f)
+	}
+	if f := bashsandbox.Facts(shell.ModeDangerFullAccess, "", denied, false); *f != (shell.SandboxFacts{Mode: "danger-full-access"}) {
 		t.Errorf("danger-full-access: %+v", *f)
 	}
 }

@@ -322,7 +322,7 @@ func (s *server) started(m Start, f forked, pidfd int, failed func(Reply)) {
 		go s.await(l)
 		return
 	}
-	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid}).Encode(), dup)
+	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, Stub: f.confined != nil}).Encode(), dup)
 	syscall.Close(dup)
 	go s.await(l)
 }
