@@ -371,14 +371,19 @@ func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
 		if err != nil {
 			return nil // not there, and out of every writable root: nothing to see
 		}
-		visible := !within(canon, "/tmp")
+		visible := !within(canon, "/tmp") // the private /tmp covers the host's
+		for _, w := range writable {
+			visible = visible || within(canon, w)
+		}
+		if !visible {
+			return nil
+		}
 		for _, w := range writable {
 			if within(w, canon) {
 				return &ExposedError{What: what, Path: canon, Root: w, Holds: true}
 			}
-			visible = visible || within(canon, w)
 		}
-		if visible && !slices.Contains(out, canon) {
+		if !slices.Contains(out, canon) {
 			out = append(out, canon)
 		}
 		return nil
