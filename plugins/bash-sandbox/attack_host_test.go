@@ -121,9 +121,13 @@ func TestConfinedExposingConfigRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tail = "; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)"
-	// A workspace inside the host's temp dir does not show the spill root (the temp dir
-	// itself) or the session directories: it runs.
-	inTmp := canonTempDir(t)
+	// A workspace under /tmp does not show the spill root or the session directories
+	// (the private /tmp covers them when they are in /tmp): it runs.
+	inTmp, err := os.MkdirTemp("/tmp", "dsh-sandbox-in-tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(inTmp) })
 	expect(t, newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": shell.ModeWorkspaceWrite}}).bash(t, session("in-tmp", inTmp), "touch ran && echo ran"), "ran\n", false)
 	for _, tc := range []struct {
 		name, spillRoot, want string
