@@ -183,3 +183,36 @@ func TestConfinedSessionDirsHidden(t *testing.T) {
 		})
 	}
 }
+
+// A profile file reached through a symlinked directory inside the workspace cannot be
+// kept in place (a command could point the link elsewhere, and the next reload would
+// read what it points to): confined calls are refused, naming the link, and nothing
+// runs.
+func TestConfinedProfileThroughSymlinkRefused(t *testing.T) {
+	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, _ *container.Session, ws string) {
+		real := filepath.Join(ws, "real")
+		if err := os.Mkdir(real, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(real, "profile.yaml"), []byte("plugins: []\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(ws, "link")
+		if err := os.Symlink("real", link); err != nil {
+			t.Fatal(err)
+		}
+		mode := st.defaultMode()
+		profile := filepath.Join(link, "profile.yaml")
+		if err := st.rt.ComposeProfile(&container.Profile{Name: "linked", Files: []string{profile},
+			Rows: stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": mode}}, st.root, st.home)}); err != nil {
+			t.Fatal(err)
+		}
+		st.lookup(t)
+		marker := filepath.Join(ws, "ran")
+		expect(t, st.bash(t, session("linked-"+mode, ws), "touch "+marker),
+			`Error: bash-sandbox: cannot protect "`+profile+`" inside the writable root "`+ws+`": it is reached through the symbolic link "`+link+`"`, true)
+		if exists(marker) {
+			t.Fatal("the command ran")
+		}
+	})
+}

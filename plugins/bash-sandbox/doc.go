@@ -111,9 +111,11 @@
 //     read-write, so a protected file cannot be moved away with its directory and
 //     replaced. A protected path that does not exist yet cannot be made read-only
 //     without writing to the workspace; the sandbox binds it before the first command
-//     after it appears (a `git init` works; the next command cannot plant a hook). A
-//     protected path that is a symlink inside a writable root fails the call.
+//     after it appears (a `git init` works; the next command cannot plant a hook — the
+//     one that ran `git init` can: see Known gaps). A protected path that is a symlink
+//     inside a writable root, or is reached through one, fails the call.
 //     TestConfinedProtectedPaths*, TestConfinedProtectedPathAppears*,
+//     TestConfinedProfileThroughSymlinkRefused*,
 //     TestServeConfinedCannotRewriteItsProfile (cmd/dsh).
 //   - Pinned workspace. The root is resolved when the session is first seen and held
 //     open; every confined call checks that the path still names that directory, else
@@ -217,8 +219,9 @@
 //     a running command that entered it before (its working directory, or a descriptor
 //     open on it) keeps writing there. TestConfinedGapJobInsideAppearingProtectedPath.
 //   - A profile file reached through a symlinked directory inside a writable root cannot
-//     be protected: every confined call then fails (a runner failure naming move_mount)
-//     rather than run with the profile writable.
+//     be protected (a command could point the link elsewhere): every confined call is
+//     then refused, naming the link, rather than run with the profile redirectable.
+//     TestConfinedProfileThroughSymlinkRefused.
 //   - Nothing bounds a command's resources beyond the Supervisor's cgroups: no pids,
 //     memory or disk limit (a fork bomb, the private /tmp and the private /dev/shm —
 //     a tmpfs of half the RAM, kept until the session ends — can exhaust the host).

@@ -334,6 +334,24 @@ func (s *sandbox) protected(ws string, dshEnv map[string]string) []string {
 	return out
 }
 
+// symlinkBelow returns the first directory strictly between root and path (which lies
+// in root) that is a symbolic link, or "".
+func symlinkBelow(root, path string) string {
+	rest := strings.TrimPrefix(strings.TrimPrefix(path, root), "/")
+	dir := root
+	for {
+		elem, more, ok := strings.Cut(rest, "/")
+		if !ok {
+			return ""
+		}
+		dir = filepath.Join(dir, elem)
+		if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return dir
+		}
+		rest = more
+	}
+}
+
 // hidden are the host directories the namespace backend covers with an empty read-only
 // tmpfs, wherever a confined command could otherwise see them — outside /tmp (the
 // sandbox shows the host's tree read-only) or inside a writable root (bound over the
@@ -483,11 +501,16 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	}
 	if ns {
 		for _, p := range protect {
-			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-				for _, r := range writable {
-					if within(p, r) {
-						return nil, fmt.Errorf("%s: cannot protect %q inside the writable root %q: it is a symbolic link", pluginName, p, r)
-					}
+			for _, r := range writable {
+				if !within(p, r) {
+					continue
+				}
+				if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+					return nil, fmt.Errorf("%s: cannot protect %q inside the writable root %q: it is a symbolic link", pluginName, p, r)
+				}
+				// A symlinked directory on the way: a command could point it elsewhere.
+				if link := symlinkBelow(r, p); link != "" {
+					return nil, fmt.Errorf("%s: cannot protect %q inside the writable root %q: it is reached through the symbolic link %q", pluginName, p, r, link)
 				}
 			}
 		}
