@@ -149,21 +149,22 @@ func TestConfinedExposingConfigRefused(t *testing.T) {
 	}
 }
 
-// The session directories (every session's private temp dir) live under the host's temp
-// dir, which the private /tmp covers — but a workspace there shows it again. They are
-// hidden even then: one session cannot read or change another's temp files.
+// The session directories (every session's private temp dir, of this dsh and of any
+// other) live under the host's temp dir: the private /tmp covers it when it is /tmp, an
+// empty tmpfs when it is elsewhere (the unprivileged run's TMPDIR), so one session cannot
+// read or change another's temp files; a workspace that would show the temp dir (is or
+// holds it) is refused, even with the spill root elsewhere.
 func TestConfinedSessionDirsHidden(t *testing.T) {
-	tmp, err := filepath.EvalSymlinks(os.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, mode := range confinedModes {
 		t.Run(mode, func(t *testing.T) {
-			// The spill root elsewhere: a workspace holding it is refused (above).
 			st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": mode},
 				subprocess: map[string]any{"spillRoot": outsideTempDir(t, "dsh-sandbox-spill-")}})
 			// Another session, and a file in its private temp dir.
 			expect(t, st.bash(t, session("dirs-other-"+mode, workspace(t)), "echo $TMPDIR"), "/tmp\n", false)
+			tmp, err := filepath.EvalSymlinks(os.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
 			bases, _ := filepath.Glob(filepath.Join(tmp, "dsh-sandbox-"+strconv.Itoa(os.Getpid())+"-*"))
 			if len(bases) != 1 {
 				t.Fatalf("session directories' base: %q", bases)
@@ -176,10 +177,10 @@ func TestConfinedSessionDirsHidden(t *testing.T) {
 			if err := os.WriteFile(file, []byte("private\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			// The host's temp dir as the workspace, read only by the commands below.
-			s := session("dirs-"+mode, tmp)
-			expect(t, st.bash(t, s, "ls -A "+bases[0]+"; cat "+file+"; test -d "+tmp+" && echo tmp-visible"),
-				"tmp-visible\n[stderr]\ncat: "+file+": No such file or directory\n", false)
+			s := session("dirs-"+mode, workspace(t))
+			expect(t, st.bash(t, s, "cat "+file), "[stderr]\ncat: "+file+": No such file or directory\n[exit code: 1]", false)
+			expect(t, st.bash(t, session("dirs-tmp-"+mode, tmp), "cat "+file),
+				`Error: bash-sandbox: the temp dir "`+tmp+`" holds the writable root "`+tmp+`", so it cannot be hidden from confined commands; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)`, true)
 		})
 	}
 }

@@ -145,13 +145,14 @@
 //     directories the subprocess service creates without following symlinks below the
 //     spill root — but it trusts the spill root's own path, and dsh makes the
 //     sessions' directories (their private temp dirs) by path under the host's temp
-//     dir. Wherever a command could see either (outside /tmp, or inside a writable
-//     root, which is bound over the private /tmp), it is covered by an empty read-only
-//     tmpfs, with its ancestors inside the writable root bound over themselves so that
-//     they cannot be moved away and the path redirected through a symlink. One that is
-//     or holds a writable root (a workspace at /tmp, where both live by default), or a
-//     spill root inside a writable root that does not exist or is reached through a
-//     symlink, refuses the call (ExposedError). TestConfinedSpillFilesHidden*,
+//     dir, as every dsh does. Wherever a command could see the spill root or the temp
+//     dir (outside /tmp, or inside a writable root, which is bound over the private
+//     /tmp), it is covered by an empty read-only tmpfs, with its ancestors inside the
+//     writable root bound over themselves so that they cannot be moved away and the
+//     path redirected through a symlink. One that is or holds a writable root (a
+//     workspace at /tmp, where both live by default), or a spill root inside a writable
+//     root that does not exist or is reached through a symlink, refuses the call
+//     (ExposedError). TestConfinedSpillFilesHidden*,
 //     TestConfinedSpillRootInWorkspace*, TestConfinedExposingConfigRefused*,
 //     TestConfinedSessionDirsHidden*.
 //   - Reloads are visible. A reload that widens confinement (a wider defaultMode, the

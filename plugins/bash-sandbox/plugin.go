@@ -355,9 +355,8 @@ func symlinkBelow(root, path string) string {
 // hidden are the host directories the namespace backend covers with an empty read-only
 // tmpfs, wherever a confined command could otherwise see them — outside /tmp (the
 // sandbox shows the host's tree read-only) or inside a writable root (bound over the
-// private /tmp): the spill root, which holds every session's spill files, and the base
-// of this process's session directories, which holds every session's private temp
-// dir. One that holds a writable root cannot be hidden without hiding the root too, and
+// private /tmp): the spill root, which holds every session's spill files, and the temp
+// dir, which holds every session's private temp dir (of this dsh and of others). One that holds a writable root cannot be hidden without hiding the root too, and
 // a spill root inside a writable root that does not exist, or is reached through a
 // symbolic link, could be planted (the server follows it): the call is then refused
 // with an *ExposedError.
@@ -409,11 +408,13 @@ func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
 	if err := check("the spill root", s.sup.Spool().Root()); err != nil {
 		return nil, err
 	}
+	// Every dsh's session directories are made by path under its temp dir (this one's
+	// under the same parent as base): hide the parent, not only this process's base.
 	base, err := sandboxBase()
 	if err != nil {
 		return nil, err
 	}
-	if err := check("the session directories' base", base); err != nil {
+	if err := check("the temp dir", filepath.Dir(base)); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -423,7 +424,7 @@ func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
 // commands what the server keeps from them (the spill files, the sessions' private temp
 // dirs), or let them redirect where the server writes: nothing runs.
 type ExposedError struct {
-	// What names the directory ("the spill root", "the session directories' base"),
+	// What names the directory ("the spill root", "the temp dir"),
 	// Path is it, Root the writable root (the workspace or a writableRoots entry).
 	What, Path, Root string
 	// Holds: Path is or holds Root. Otherwise it lies in Root, and Why says what is
