@@ -25,13 +25,13 @@ func chain(b *testing.B, n int) (*container.Catalog, []container.Row, []containe
 			p.Inject = []string{fmt.Sprintf("s%d", i-1)}
 		}
 		provide, inject := p.Provide[0], p.Inject
-		p.Apply = func(ctx *container.Context, _ any) error {
+		p.Apply = func(a *container.Activation, _ any) error {
 			for _, s := range inject {
-				if _, err := ctx.Service(s); err != nil {
+				if _, err := container.Injected[any](a, s); err != nil {
 					return err
 				}
 			}
-			return ctx.Provide(provide, &svc{Row: ctx.ID(), Name: provide})
+			return a.Provide(provide, &svc{Row: a.ID(), Name: provide})
 		}
 		plugins[i] = p
 	}
@@ -156,13 +156,13 @@ func BenchmarkMountChain(b *testing.B) {
 func BenchmarkSwapProvider(b *testing.B) {
 	const deps = 100
 	provide := func(name string) container.Plugin {
-		return container.Plugin{Name: name, Provide: []string{"shell"}, Apply: func(ctx *container.Context, _ any) error {
-			return ctx.Provide("shell", &svc{Row: ctx.ID(), Name: name})
+		return container.Plugin{Name: name, Provide: []string{"shell"}, Apply: func(a *container.Activation, _ any) error {
+			return a.Provide("shell", &svc{Row: a.ID(), Name: name})
 		}}
 	}
-	dep := container.Plugin{Name: "dep", Inject: []string{"shell"}, Apply: func(ctx *container.Context, _ any) error {
-		_, err := ctx.Service("shell")
-		ctx.Defer(func() {})
+	dep := container.Plugin{Name: "dep", Inject: []string{"shell"}, Apply: func(a *container.Activation, _ any) error {
+		_, err := container.Injected[any](a, "shell")
+		a.Defer(func() {})
 		return err
 	}}
 	cat, err := container.NewCatalog(provide("local"), provide("sandbox"), dep)
@@ -205,7 +205,7 @@ func BenchmarkReloadLatency(b *testing.B) {
 	for _, debounce := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
 		b.Run(fmt.Sprintf("debounce=%s", debounce), func(b *testing.B) {
 			seen := make(chan string, 16)
-			p := container.Plugin{Name: "p", Config: func() any { return &testConfig{} }, Apply: func(_ *container.Context, c any) error {
+			p := container.Plugin{Name: "p", Config: func() any { return &testConfig{} }, Apply: func(_ *container.Activation, c any) error {
 				seen <- c.(*testConfig).Value
 				return nil
 			}}

@@ -92,40 +92,40 @@ func (c *testConfig) Validate() error {
 // plug declares a test plugin: it provides svc values for provide, records
 // "apply <id>" (with the providers of its injects) and "dispose <id>" in j, honours
 // config fail/panic, and hands every activation to seen (if set).
-func plug(j *journal, name string, inject, provide []string, seen func(*container.Context, *testConfig)) container.Plugin {
+func plug(j *journal, name string, inject, provide []string, seen func(*container.Activation, *testConfig)) container.Plugin {
 	return container.Plugin{
 		Name:    name,
 		Aliases: []string{"@test/" + name},
 		Inject:  inject,
 		Provide: provide,
 		Config:  func() any { return &testConfig{Value: "default", Limit: 1} },
-		Apply: func(ctx *container.Context, config any) error {
+		Apply: func(a *container.Activation, config any) error {
 			cfg := config.(*testConfig)
 			var from []string
 			for _, s := range inject {
-				v, err := container.Injected[*svc](ctx, s)
+				v, err := container.Injected[*svc](a, s)
 				if err != nil {
 					return err
 				}
 				from = append(from, v.Row)
 			}
 			if len(from) > 0 {
-				j.add("apply %s from %s", ctx.ID(), strings.Join(from, ","))
+				j.add("apply %s from %s", a.ID(), strings.Join(from, ","))
 			} else {
-				j.add("apply %s", ctx.ID())
+				j.add("apply %s", a.ID())
 			}
-			ctx.Defer(func() { j.add("dispose %s", ctx.ID()) })
+			a.Defer(func() { j.add("dispose %s", a.ID()) })
 			if seen != nil {
-				seen(ctx, cfg)
+				seen(a, cfg)
 			}
 			if cfg.Panic {
-				panic("boom from " + ctx.ID())
+				panic("boom from " + a.ID())
 			}
 			if cfg.Fail {
-				return fmt.Errorf("%s refuses to start", ctx.ID())
+				return fmt.Errorf("%s refuses to start", a.ID())
 			}
 			for _, s := range provide {
-				if err := ctx.Provide(s, &svc{Row: ctx.ID(), Name: s}); err != nil {
+				if err := a.Provide(s, &svc{Row: a.ID(), Name: s}); err != nil {
 					return err
 				}
 			}

@@ -70,7 +70,7 @@ var Module = fx.Options(
 	fx.WithLogger(func(in moduleIn) fxevent.Logger {
 		l := &fxevent.SlogLogger{Logger: in.options().Logger}
 		l.UseLogLevel(slog.LevelDebug)
-		l.UseErrorLevel(slog.LevelError)
+		l.UseErrorLevel(slog.LevelDebug) // fx returns every error it logs; the caller reports it once
 		return l
 	}),
 	fx.Module("container",
@@ -124,6 +124,7 @@ func startModule(lc fx.Lifecycle, rt *Runtime, loader *ProfileLoader, in moduleI
 			if err != nil {
 				return err // validation errors name the file, row and key
 			}
+			warnStuck(opts.Logger, rt, p.Rows)
 			if opts.Watch && p.Path != "" {
 				reloader, err = NewReloader(rt, loader, p, ReloadOptions{Debounce: opts.Debounce, Logger: opts.Logger})
 				if err != nil {
@@ -151,4 +152,14 @@ func loadingRows(rt *Runtime) []string {
 		}
 	}
 	return ids
+}
+
+// warnStuck logs the rows of a composition that can never activate: a row waiting for
+// a service no enabled row provides is easy to miss, because nothing fails.
+func warnStuck(log *slog.Logger, rt *Runtime, rows []Row) {
+	if err := rt.CheckActivation(rows); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			log.Warn("profile row stays pending: " + line)
+		}
+	}
 }

@@ -29,7 +29,7 @@ func TestCatalogFromFx(t *testing.T) {
 		fx.Supply(container.ModuleOptions{Logger: quiet}),
 		container.Declare(plug(j, "zeta", nil, nil, nil)),
 		container.Declare(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"}, Provide: []string{"shell"},
-			Apply: func(ctx *container.Context, _ any) error { return ctx.Provide("shell", 1) }}),
+			Apply: func(a *container.Activation, _ any) error { return a.Provide("shell", 1) }}),
 		container.Declare(plug(j, "alpha", nil, nil, nil)),
 		fx.Populate(&cat),
 	)
@@ -92,7 +92,7 @@ plugins:
 	app := fx.New(
 		container.Module,
 		fx.Supply(container.ModuleOptions{Profile: path, Builtins: builtins, Watch: true, Debounce: 10 * time.Millisecond, Logger: quiet}),
-		container.Declare(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Context, c *testConfig) { values.add("%s", c.Value) })),
+		container.Declare(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Activation, c *testConfig) { values.add("%s", c.Value) })),
 		container.Declare(plug(j, "local", nil, []string{"shell"}, nil)),
 		container.Declare(plug(j, "side", nil, nil, nil)),
 		fx.Populate(&rt),
@@ -160,10 +160,10 @@ func TestModuleStartDeadlineWithHungApply(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	disposed := make(chan struct{})
-	hung := container.Plugin{Name: "hung", Apply: func(ctx *container.Context, _ any) error {
+	hung := container.Plugin{Name: "hung", Apply: func(a *container.Activation, _ any) error {
 		close(entered)
 		<-release
-		ctx.Defer(func() { close(disposed) })
+		a.Defer(func() { close(disposed) })
 		return nil
 	}}
 	path := filepath.Join(t.TempDir(), "p.yaml")

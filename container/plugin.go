@@ -1,10 +1,3 @@
-// Package container is dsh's plugin runtime: a catalog of plugin declarations, profile rows
-// mounted as fibers, services provided and injected by name, and Cordis-style activation:
-// a fiber stays pending until every service it injects exists, and goes back to pending
-// (by itself, dependents first) when one of them goes away.
-//
-// fx owns what is static (the catalog, logging, lifecycle: Module); the dynamic part
-// lives here: the Runtime, profiles (ProfileLoader) and hot reload (Reloader).
 package container
 
 import (
@@ -36,7 +29,7 @@ type Plugin struct {
 	// Apply activates the plugin. Everything it registers goes through ctx and is undone,
 	// in reverse order, when the activation ends. config is the value Config returned,
 	// decoded and validated (nil when Config is nil).
-	Apply func(ctx *Context, config any) error
+	Apply func(a *Activation, config any) error
 }
 
 // Validator is implemented by config values that check themselves after decoding.

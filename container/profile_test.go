@@ -187,7 +187,7 @@ plugins:
 // A patch naming the same plugin by an alias merges (with a catalog to tell).
 func TestExtendsAliasIsSamePlugin(t *testing.T) {
 	cat, err := container.NewCatalog(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"},
-		Apply: func(*container.Context, any) error { return nil }})
+		Apply: func(*container.Activation, any) error { return nil }})
 	mustNil(t, err)
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	writeFile(t, path, "extends: default\nplugins:\n  - id: bash\n    name: '@deepseek-ai/dsh-bash-local'\n    config: {timeoutMs: 5}\n")

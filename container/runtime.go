@@ -82,7 +82,7 @@ type fiber struct {
 	err    error
 	since  time.Time
 	seq    uint64 // activation order; 0 when not active
-	act    *Context
+	act    *Activation
 	detail string
 }
 
@@ -180,8 +180,7 @@ func NewRuntime(catalog *Catalog, opts Options) *Runtime {
 // Catalog returns the runtime's catalog.
 func (r *Runtime) Catalog() *Catalog { return r.catalog }
 
-// Lookup returns the service currently provided under name.
-func (r *Runtime) Lookup(name string) (any, bool) {
+func (r *Runtime) lookup(name string) (any, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	p, ok := r.services[name]
@@ -204,9 +203,12 @@ func (r *Runtime) Validate(rows []Row) error {
 // check` refuses it, and serving logs it. Rows naming unknown plugins are skipped
 // (Validate reports them).
 func (r *Runtime) CheckActivation(rows []Row) error {
-	var enabled []preparedRow
+	var enabled, disabled []preparedRow
 	for _, row := range rows {
 		if row.Disabled {
+			if p, err := r.catalog.lookup(row.Plugin); err == nil {
+				disabled = append(disabled, preparedRow{row: row, plugin: p})
+			}
 			continue
 		}
 		if p, err := r.catalog.lookup(row.Plugin); err == nil {
@@ -247,6 +249,13 @@ func (r *Runtime) CheckActivation(rows []Row) error {
 			why := fmt.Sprintf("it injects %q, which no enabled row provides", s)
 			if len(providers) > 0 {
 				why = fmt.Sprintf("it injects %q, whose provider (row %s) can never activate either", s, strings.Join(providers, ", row "))
+			} else {
+				for _, off := range disabled {
+					if off.plugin.provides(s) {
+						why += fmt.Sprintf(" (row %q, which would, is disabled in %s)", off.row.ID, off.row.Source)
+						break
+					}
+				}
 			}
 			if cands := r.catalog.Providers(s); len(cands) > 0 {
 				why += fmt.Sprintf(" (plugins that provide it: %s)", strings.Join(cands, ", "))
@@ -877,7 +886,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	act := &Context{rt: r, fiber: f, id: f.row.ID, ctx: ctx, cancel: cancel}
+	act := &Activation{rt: r, fiber: f, id: f.row.ID, ctx: ctx, cancel: cancel}
 	r.mu.Lock()
 	f.act = act
 	f.detail = ""
@@ -918,7 +927,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 }
 
 // apply runs the plugin's Apply with a panic guard and a hung-apply watchdog.
-func (r *Runtime) apply(f *fiber, act *Context, config any) (err error) {
+func (r *Runtime) apply(f *fiber, act *Activation, config any) (err error) {
 	warn := time.AfterFunc(r.opts.ApplyWarnAfter, func() {
 		note := fmt.Errorf("apply has not returned after %s", r.opts.ApplyWarnAfter)
 		act.Logger().Error("apply is hung", "after", r.opts.ApplyWarnAfter)

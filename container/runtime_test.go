@@ -39,9 +39,9 @@ func TestPendingNamesMissingServiceAndCandidates(t *testing.T) {
 // (its disposers in reverse order) back to pending; re-adding re-activates it by itself.
 func TestProviderComesAndGoes(t *testing.T) {
 	j := &journal{}
-	tool := plug(j, "tool", []string{"shell"}, nil, func(ctx *container.Context, _ *testConfig) {
+	tool := plug(j, "tool", []string{"shell"}, nil, func(a *container.Activation, _ *testConfig) {
 		for i := 1; i <= 3; i++ {
-			ctx.Defer(func() { j.add("tool disposer %d", i) })
+			a.Defer(func() { j.add("tool disposer %d", i) })
 		}
 	})
 	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil))
@@ -101,8 +101,8 @@ func TestCascadeIsTransitive(t *testing.T) {
 func TestReplacingProviderReappliesDependents(t *testing.T) {
 	j := &journal{}
 	var seen []string
-	tool := plug(j, "tool", []string{"shell"}, nil, func(ctx *container.Context, _ *testConfig) {
-		v, _ := container.Injected[*svc](ctx, "shell")
+	tool := plug(j, "tool", []string{"shell"}, nil, func(a *container.Activation, _ *testConfig) {
+		v, _ := container.Injected[*svc](a, "shell")
 		seen = append(seen, v.Row)
 	})
 	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "sandbox", nil, []string{"shell"}, nil))
@@ -112,7 +112,7 @@ func TestReplacingProviderReappliesDependents(t *testing.T) {
 	// The same row id, another plugin (what `{id: bash, name: bash-sandbox}` does).
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "sandbox"}, {ID: "tool", Plugin: "tool"}}))
 	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
-	got, _ := rt.Lookup("shell")
+	got, _ := container.Lookup[any](rt, "shell")
 	if _, ok := got.(*svc); !ok {
 		t.Fatalf("shell = %T", got)
 	}
@@ -154,7 +154,7 @@ func TestSecondProviderFails(t *testing.T) {
 	wantState(t, rt, "bash", container.StateActive)
 	wantState(t, rt, "tool", container.StateActive)
 	wantEntries(t, j.take()) // nothing applied, nothing disposed
-	if v, _ := rt.Lookup("shell"); v.(*svc).Row != "bash" {
+	if v, _ := container.Lookup[any](rt, "shell"); v.(*svc).Row != "bash" {
 		t.Fatalf("shell now from %q", v.(*svc).Row)
 	}
 }
@@ -191,9 +191,9 @@ func TestTwoShellProvidersRejectedBeforeStart(t *testing.T) {
 func TestFailingApplyIsolated(t *testing.T) {
 	j := &journal{}
 	var cancelled atomic.Int32
-	watchCtx := func(ctx *container.Context, _ *testConfig) {
-		c := ctx.Context()
-		ctx.Defer(func() {
+	watchCtx := func(a *container.Activation, _ *testConfig) {
+		c := a.Context()
+		a.Defer(func() {
 			if c.Err() != nil {
 				cancelled.Add(1)
 			}
@@ -254,16 +254,16 @@ func TestFailingApplyIsolated(t *testing.T) {
 // Item 5: a plugin that does not provide a declared service, or provides one it did not
 // declare, fails with a clear error.
 func TestApplyMustProvideWhatItDeclares(t *testing.T) {
-	lazy := container.Plugin{Name: "lazy", Provide: []string{"x"}, Apply: func(*container.Context, any) error { return nil }}
+	lazy := container.Plugin{Name: "lazy", Provide: []string{"x"}, Apply: func(*container.Activation, any) error { return nil }}
 	var stray error
-	sneaky := container.Plugin{Name: "sneaky", Apply: func(ctx *container.Context, _ any) error {
-		stray = ctx.Provide("y", 1)
+	sneaky := container.Plugin{Name: "sneaky", Apply: func(a *container.Activation, _ any) error {
+		stray = a.Provide("y", 1)
 		return nil
 	}}
-	var leakyCtx *container.Context
-	leaky := container.Plugin{Name: "leaky", Provide: []string{"z"}, Apply: func(ctx *container.Context, _ any) error {
-		leakyCtx = ctx
-		return ctx.Provide("z", 1)
+	var leakyCtx *container.Activation
+	leaky := container.Plugin{Name: "leaky", Provide: []string{"z"}, Apply: func(a *container.Activation, _ any) error {
+		leakyCtx = a
+		return a.Provide("z", 1)
 	}}
 	rt := newRuntime(t, lazy, sneaky, leaky)
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "lazy", Plugin: "lazy"}, {ID: "sneaky", Plugin: "sneaky"}, {ID: "leaky", Plugin: "leaky"}}))
@@ -353,14 +353,14 @@ func TestCycleFoundFromEitherSide(t *testing.T) {
 func TestActivationContextAndGoroutines(t *testing.T) {
 	j := &journal{}
 	var ctxs []context.Context
-	var acts []*container.Context
+	var acts []*container.Activation
 	var running atomic.Int32
-	worker := plug(j, "worker", []string{"shell"}, nil, func(ctx *container.Context, _ *testConfig) {
-		ctxs = append(ctxs, ctx.Context())
-		acts = append(acts, ctx)
+	worker := plug(j, "worker", []string{"shell"}, nil, func(a *container.Activation, _ *testConfig) {
+		ctxs = append(ctxs, a.Context())
+		acts = append(acts, a)
 		for range 3 {
 			running.Add(1)
-			ctx.Go(func(c context.Context) {
+			a.Go(func(c context.Context) {
 				defer running.Add(-1)
 				<-c.Done()
 			})
@@ -432,7 +432,7 @@ func TestCloseDisposesInReverseActivationOrder(t *testing.T) {
 func TestStatusJSON(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t,
-		plug(j, "local", nil, []string{"shell"}, func(ctx *container.Context, _ *testConfig) { ctx.SetDetail("process groups only") }),
+		plug(j, "local", nil, []string{"shell"}, func(a *container.Activation, _ *testConfig) { a.SetDetail("process groups only") }),
 		plug(j, "tool", []string{"shell", "tools"}, nil, nil),
 		plug(j, "tools", nil, []string{"tools"}, nil),
 		plug(j, "broken", nil, nil, nil),
@@ -488,11 +488,11 @@ func TestStatusJSON(t *testing.T) {
 func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	slow := container.Plugin{Name: "slow", Provide: []string{"s"}, Apply: func(ctx *container.Context, _ any) error {
+	slow := container.Plugin{Name: "slow", Provide: []string{"s"}, Apply: func(a *container.Activation, _ any) error {
 		close(entered)
 		<-release
-		ctx.Defer(func() { <-release })
-		return ctx.Provide("s", 1)
+		a.Defer(func() { <-release })
+		return a.Provide("s", 1)
 	}}
 	cat, err := container.NewCatalog(slow)
 	mustNil(t, err)
@@ -504,7 +504,7 @@ func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
 		rs := rt.Status().Rows
 		return len(rs) == 1 && rs[0].State == container.StateLoading && strings.Contains(rs[0].Error, "apply has not returned after 20ms")
 	})
-	if _, ok := rt.Lookup("s"); ok {
+	if _, ok := container.Lookup[any](rt, "s"); ok {
 		t.Fatal("service visible before apply returned")
 	}
 	release <- struct{}{}
@@ -527,7 +527,7 @@ func TestComposeDiffsByID(t *testing.T) {
 	j := &journal{}
 	var values []string
 	rt := newRuntime(t,
-		plug(j, "p", nil, []string{"x"}, func(_ *container.Context, c *testConfig) { values = append(values, c.Value) }),
+		plug(j, "p", nil, []string{"x"}, func(_ *container.Activation, c *testConfig) { values = append(values, c.Value) }),
 		plug(j, "dep", []string{"x"}, nil, nil),
 		plug(j, "other", nil, nil, nil),
 	)
@@ -567,7 +567,7 @@ func TestComposeDiffsByID(t *testing.T) {
 // Validation errors name the file, the row and the key.
 func TestValidateNamesFileRowAndKey(t *testing.T) {
 	j := &journal{}
-	rt := newRuntime(t, plug(j, "p", nil, nil, nil), container.Plugin{Name: "bare", Apply: func(*container.Context, any) error { return nil }})
+	rt := newRuntime(t, plug(j, "p", nil, nil, nil), container.Plugin{Name: "bare", Apply: func(*container.Activation, any) error { return nil }})
 	err := rt.Validate([]container.Row{
 		{ID: "a", Plugin: "nope", Source: "one.yaml"},
 		{ID: "b", Plugin: "p", Config: map[string]any{"bogus": 1}, Source: "one.yaml"},
@@ -601,8 +601,8 @@ func TestValidateNamesFileRowAndKey(t *testing.T) {
 // with its activation.
 func TestEndSessionHooks(t *testing.T) {
 	j := &journal{}
-	rt := newRuntime(t, plug(j, "jobs", nil, nil, func(ctx *container.Context, _ *testConfig) {
-		ctx.OnSessionEnd(func(id string) { j.add("end %s in %s", id, ctx.ID()) })
+	rt := newRuntime(t, plug(j, "jobs", nil, nil, func(a *container.Activation, _ *testConfig) {
+		a.OnSessionEnd(func(id string) { j.add("end %s in %s", id, a.ID()) })
 	}))
 	mustNil(t, rt.Mount(container.Row{ID: "j1", Plugin: "jobs"}))
 	mustNil(t, rt.Mount(container.Row{ID: "j2", Plugin: "jobs"}))
@@ -623,7 +623,7 @@ func TestSubscribe(t *testing.T) {
 	cancel := rt.Subscribe(func() {
 		calls.Add(1)
 		rt.Status() // must not deadlock
-		rt.Lookup("x")
+		container.Lookup[any](rt, "x")
 	})
 	mustNil(t, rt.Mount(container.Row{ID: "p", Plugin: "p"}))
 	mustNil(t, rt.Unmount("p"))
@@ -663,7 +663,7 @@ func TestCheckActivation(t *testing.T) {
 		{ID: "x", Plugin: "unknown", Source: "p.yaml"},
 	})
 	want := []string{
-		`p.yaml: row "tool": can never activate: it injects "shell", which no enabled row provides (plugins that provide it: exec, exec2)`,
+		`p.yaml: row "tool": can never activate: it injects "shell", which no enabled row provides (row "bash", which would, is disabled in p.yaml) (plugins that provide it: exec, exec2)`,
 		`p.yaml: row "ui": can never activate: it injects "tools", whose provider (row "tool") can never activate either (plugins that provide it: tool)`,
 		`p.yaml: row "db-user": can never activate: it injects "db", which no enabled row provides (no plugin in this binary provides it)`,
 		`p.yaml: row "c": can never activate: it injects "cache", whose provider (row "db-user") can never activate either (plugins that provide it: needs-db)`,

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Status is a snapshot of a runtime: what `dsh status --json` prints and the MCP resource
-// dsh://status serves.
+// Status is a snapshot of a runtime. Its JSON encoding is exactly what `dsh status
+// --json` prints and the MCP resource dsh://status serves: every field is always
+// present (empty lists and maps rather than null), and `since` is RFC 3339.
 type Status struct {
 	Profile         string      `json:"profile"`
 	Rows            []RowStatus `json:"rows"`
@@ -23,12 +24,14 @@ type RowStatus struct {
 	// Error is the failure kept by a failed row, or a hung-apply report.
 	Error string `json:"error"`
 	// Candidates maps each missing service to the catalog plugins that could provide it.
-	Candidates map[string][]string `json:"candidates,omitempty"`
+	Candidates map[string][]string `json:"candidates"`
 	// Providers maps each injected service that exists to the row providing it.
-	Providers map[string]string `json:"providers,omitempty"`
-	// Detail is a note the plugin set about itself.
-	Detail string    `json:"detail,omitempty"`
-	Since  time.Time `json:"since"`
+	Providers map[string]string `json:"providers"`
+	// Detail is a note the plugin set about itself (process isolation, sandbox
+	// enforcement, connection state).
+	Detail string `json:"detail"`
+	// Since is when the row entered its state.
+	Since time.Time `json:"since"`
 }
 
 // Status returns a snapshot of every mounted row, in profile order.
@@ -37,23 +40,22 @@ func (r *Runtime) Status() Status {
 	defer r.mu.RUnlock()
 	st := Status{Profile: r.profile, LastReloadError: r.reloadErr, Rows: make([]RowStatus, 0, len(r.order))}
 	for _, f := range r.order {
-		rs := RowStatus{ID: f.row.ID, Plugin: f.plugin.Name, State: f.state, Missing: []string{}, Detail: f.detail, Since: f.since}
+		rs := RowStatus{ID: f.row.ID, Plugin: f.plugin.Name, State: f.state, Missing: []string{}, Detail: f.detail, Since: f.since,
+			Candidates: map[string][]string{}, Providers: map[string]string{}}
 		if f.err != nil {
 			rs.Error = f.err.Error()
 		}
 		for _, s := range f.plugin.Inject {
 			if p, ok := r.services[s]; ok {
-				if rs.Providers == nil {
-					rs.Providers = map[string]string{}
-				}
 				rs.Providers[s] = p.fiber.row.ID
 				continue
 			}
 			rs.Missing = append(rs.Missing, s)
-			if rs.Candidates == nil {
-				rs.Candidates = map[string][]string{}
+			cands := r.catalog.Providers(s)
+			if cands == nil {
+				cands = []string{}
 			}
-			rs.Candidates[s] = r.catalog.Providers(s)
+			rs.Candidates[s] = cands
 		}
 		sort.Strings(rs.Missing)
 		st.Rows = append(st.Rows, rs)

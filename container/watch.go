@@ -181,6 +181,7 @@ func (r *Reloader) Reload() (err error) {
 	r.rewatch(nil) // stop watching directories only the old profile needed
 	r.rt.setReloadError("")
 	r.log.Info("profile reloaded", "files", len(p.Files))
+	warnStuck(r.log, r.rt, p.Rows)
 	return nil
 }
 

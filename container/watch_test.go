@@ -30,7 +30,7 @@ func newReloadRig(t *testing.T, profile string) *reloadRig {
 	g := &reloadRig{t: t, dir: t.TempDir(), j: &journal{}, values: &journal{}}
 	g.path = filepath.Join(g.dir, "harness.yaml")
 	writeFile(t, g.path, profile)
-	see := func(ctx *container.Context, c *testConfig) { g.values.add("%s=%s", ctx.ID(), c.Value) }
+	see := func(a *container.Activation, c *testConfig) { g.values.add("%s=%s", a.ID(), c.Value) }
 	g.rt = newRuntime(t,
 		plug(g.j, "prov", nil, []string{"x"}, see),
 		plug(g.j, "dep", []string{"x"}, nil, see),

@@ -80,8 +80,8 @@ func TestStatusToolsPromptCheck(t *testing.T) {
 	p := filepath.Join(ws, "noexec.yaml")
 	os.WriteFile(p, []byte("extends: default\nplugins:\n  - id: bash\n    disabled: true\n"), 0o644)
 	out, _, code = runDsh(t, ws, "status", "--profile", p)
-	if code != 0 || !strings.Contains(out, "pending") || !strings.Contains(out, "missing shell (provided by: bash-local") {
-		t.Errorf("pending status:\n%s", out)
+	if code != 1 || !strings.Contains(out, "pending") || !strings.Contains(out, "missing shell (provided by: bash-local") {
+		t.Errorf("pending status (exit %d, want 1: the row can never activate):\n%s", code, out)
 	}
 
 	out, _, code = runDsh(t, ws, "tools", "--profile", "minimal")
@@ -115,5 +115,83 @@ func TestStatusToolsPromptCheck(t *testing.T) {
 	_, errOut, code = runDsh(t, ws, "status", "--profile", filepath.Join(ws, "missing.yaml"))
 	if code != 1 || !strings.Contains(errOut, "missing.yaml") {
 		t.Errorf("missing profile: exit %d stderr %q", code, errOut)
+	}
+}
+
+// What an operator meets with a broken profile: each mistake named once, with its file,
+// line, row and key, and what to do about it.
+func TestOperatorMessages(t *testing.T) {
+	ws := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(ws, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name, content, want string
+	}{
+		{"noexec.yaml", "extends: default\nplugins:\n  - id: bash\n    disabled: true\n",
+			`dsh: builtin:default: row "tool-bash": can never activate: it injects "shell", which no enabled row provides ` +
+				`(row "bash", which would, is disabled in ` + filepath.Join(ws, "noexec.yaml") + `) (plugins that provide it: bash-local, bash-sandbox, bash-ssh)` + "\n"},
+		{"brace.yaml", "extends: default\nplugins:\n  - id: bash\n    config: {timeoutMs: 5\n  - id: jobs\n",
+			"dsh: " + filepath.Join(ws, "brace.yaml") + ": line 5, column 3: invalid YAML: ',' or '}' must be specified\n" +
+				"   2 | plugins:\n   3 |   - id: bash\n   4 |     config: {timeoutMs: 5\n>  5 |   - id: jobs\n         ^\n"},
+		{"git.yaml", "extends: default\nplugins:\n  - id: git\n    name: tool-git\n",
+			"dsh: " + filepath.Join(ws, "git.yaml") + `: row "git": module not found: tool-git (this dsh binary has no plugin of that name; ` +
+				`it has: approval, bash-local, bash-sandbox, bash-ssh, jobs, prompt, shell-env, ssh, subprocess, tool-bash, tools. ` +
+				`A plugin from another Go module is compiled into a dsh binary built with it: see the README, "Writing a plugin")` + "\n"},
+		{"string.yaml", "extends: default\nplugins:\n  - id: bash\n    config: {timeoutMs: \"5000\"}\n",
+			"dsh: " + filepath.Join(ws, "string.yaml") + `: row "bash": bash-local: timeoutMs must be a positive finite number, got the string "5000"` + "\n"},
+		{"cap.yaml", "extends: default\nplugins:\n  - id: bash\n    config: {timeoutMs: 900000}\n",
+			"dsh: " + filepath.Join(ws, "cap.yaml") + `: row "bash": bash-local: timeoutMs (900000) must be no greater than maxTimeoutMs (600000)` + "\n"},
+	} {
+		out, errOut, code := runDsh(t, ws, "check", "--profile", write(c.name, c.content))
+		if code != 1 || out != "" || errOut != c.want {
+			t.Errorf("check %s: exit %d, stdout %q, stderr:\n%s\nwant:\n%s", c.name, code, out, errOut, c.want)
+		}
+	}
+
+	// --sandbox-mode under an executor that does not confine would be ignored: refused.
+	out, errOut, code := runDsh(t, ws, "call", "--sandbox-mode", "read-only", "bash", `{"command":"touch x","description":"Touch a file"}`)
+	if want := "dsh: --sandbox-mode read-only: profile \"default\" cannot apply it: its executor, bash-local, does not confine commands " +
+		"(use a profile with bash-sandbox, e.g. --profile sandbox)\nRun 'dsh --help' for usage.\n"; code != 2 || out != "" || errOut != want {
+		t.Errorf("--sandbox-mode under bash-local: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "x")); err == nil {
+		t.Error("the command ran")
+	}
+
+	// A misspelled argument is named to the model.
+	out, _, code = runDsh(t, ws, "call", "bash", `{"command":"echo hi","description":"Say hi","timeout":300}`)
+	if out != "[ignored unknown argument: timeout]\nhi\n" || code != 0 {
+		t.Errorf("unknown argument: %q exit %d", out, code)
+	}
+
+	// status --json carries what the text form shows.
+	out, _, code = runDsh(t, ws, "status", "--json")
+	var st struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+		t.Fatalf("status --json: %v exit %d", err, code)
+	}
+	for _, row := range st.Rows {
+		for _, k := range []string{"id", "plugin", "state", "missing", "error", "candidates", "providers", "detail", "since"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("row %v lacks %q", row["id"], k)
+			}
+		}
+		switch row["id"] {
+		case "subprocess":
+			if d, _ := row["detail"].(string); !strings.HasPrefix(d, "process isolation: ") {
+				t.Errorf("subprocess detail %q", d)
+			}
+		case "tool-bash":
+			if p, _ := row["providers"].(map[string]any); p["shell"] != "bash" || p["tools"] != "tools" {
+				t.Errorf("tool-bash providers %v", row["providers"])
+			}
+		}
 	}
 }

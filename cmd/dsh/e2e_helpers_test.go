@@ -19,6 +19,12 @@ import (
 // dshBin is the dsh binary built once for these end-to-end tests.
 var dshBin string
 
+// The MCP revisions of the two lanes: the newest session-based one, and the stateless one.
+const (
+	sessionRevision = "2025-11-25"
+	modernRevision  = "2026-07-28"
+)
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "dsh-e2e-")
 	if err != nil {
@@ -26,7 +32,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	dshBin = filepath.Join(dir, "dsh")
-	build := exec.Command("go", "build", "-o", dshBin, ".")
+	// -buildvcs=true: stamp the checkout's revision even where GOFLAGS turns it off (a
+	// git worktree still gets none: Go does not read its .git file).
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", dshBin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building dsh:", err)
@@ -111,7 +119,9 @@ func startServe(t *testing.T, o clientOptions, args ...string) *client {
 	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := cl.Connect(ctx, &mcp.CommandTransport{Command: c.cmd}, nil)
+	// These tests are about the session lane: pin its newest revision (the SDK would
+	// otherwise negotiate the stateless one, which e2e_stateless_test.go covers).
+	cs, err := cl.Connect(ctx, &mcp.CommandTransport{Command: c.cmd}, &mcp.ClientSessionOptions{ProtocolVersion: sessionRevision})
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, c.stderr.String())
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,38 +13,90 @@ import (
 	"time"
 )
 
-// startHTTP runs `dsh serve --http 127.0.0.1:0` and returns its URL.
+// testToken is the bearer token of the HTTP tests' principal (writeTokens).
+const testToken = "e2e-token-0123456789abcdef"
+
+// writeTokens writes a --token-file holding tokens (one per line) and returns its path.
+func writeTokens(t *testing.T, tokens ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// httpServe is a running `dsh serve --http`.
+type httpServe struct {
+	url    string // http://127.0.0.1:port/mcp
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+}
+
+// startHTTP runs `dsh serve --http 127.0.0.1:0 --token-file <testToken>` and returns
+// its URL.
 func startHTTP(t *testing.T, ws string) string {
 	t.Helper()
-	cmd := exec.Command(dshBin, "serve", "--http", "127.0.0.1:0", "--workspace", ws)
+	return startHTTPServe(t, "--workspace", ws, "--token-file", writeTokens(t, testToken)).url
+}
+
+// startHTTPServe runs `dsh serve --http 127.0.0.1:0 args...` and waits for its address.
+func startHTTPServe(t *testing.T, args ...string) *httpServe {
+	t.Helper()
+	cmd := exec.Command(dshBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	s := &httpServe{cmd: cmd, stderr: &syncBuffer{}}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		re := regexp.MustCompile(`on (http://\S+)`)
 		for sc.Scan() {
+			s.stderr.Write([]byte(sc.Text() + "\n"))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
 			}
 		}
 	}()
 	select {
-	case url := <-addr:
-		return url
+	case s.url = <-addr:
+		return s
 	case <-time.After(30 * time.Second):
-		t.Fatal("dsh serve --http did not report its address")
+		t.Fatalf("dsh serve --http did not report its address; stderr:\n%s", s.stderr.String())
 	}
-	return ""
+	return nil
 }
 
-// post sends one JSON-RPC message and returns the response body and the session id.
+// bearer is an http.RoundTripper adding Authorization: Bearer <token>.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	next := b.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
+}
+
+// authClient is an HTTP client that authenticates with token.
+func authClient(token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token}}
+}
+
+// post sends one JSON-RPC message (as testToken's principal) and returns the response
+// body and the session id.
 func post(t *testing.T, url, session, body string) (string, string) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if session != "" {
@@ -73,6 +126,7 @@ func TestHTTPSessionEndKillsJobsWithoutInitialized(t *testing.T) {
 	}
 	pid := readPidFile(t, filepath.Join(ws, "pid"))
 	req, _ := http.NewRequest("DELETE", url, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("Mcp-Session-Id", sid)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -13,7 +13,7 @@ func TestServeHTTPSessionsAreSeparateHarnessSessions(t *testing.T) {
 
 	connect := func() *mcp.ClientSession {
 		cl := mcp.NewClient(&mcp.Implementation{Name: "http-e2e", Version: "1"}, nil)
-		cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: authClient(testToken)}, &mcp.ClientSessionOptions{ProtocolVersion: sessionRevision})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -113,10 +113,10 @@ func TestStatusJSONHasExactlyTheDesignShape(t *testing.T) {
 	var rows []map[string]any
 	json.Unmarshal(st["rows"], &rows)
 	for _, r := range rows {
-		if len(r) != 5 {
+		if len(r) != 9 {
 			t.Errorf("row keys: %v", r)
 		}
-		for _, k := range []string{"id", "plugin", "state", "missing", "error"} {
+		for _, k := range []string{"id", "plugin", "state", "missing", "error", "providers", "candidates", "detail", "since"} {
 			if _, ok := r[k]; !ok {
 				t.Errorf("row lacks %q: %v", k, r)
 			}

@@ -18,6 +18,7 @@ type rawServe struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
+	all   *recorder // every line dsh wrote
 }
 
 func startRaw(t *testing.T, ws string) *rawServe {
@@ -28,11 +29,12 @@ func startRaw(t *testing.T, ws string) *rawServe {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &rawServe{cmd: cmd, in: in, lines: make(chan string, 100)}
+	r := &rawServe{cmd: cmd, in: in, lines: make(chan string, 100), all: &recorder{}}
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
+			r.all.add(sc.Text())
 			r.lines <- sc.Text()
 		}
 		close(r.lines)
@@ -65,6 +67,12 @@ func (r *rawServe) await(t *testing.T, re *regexp.Regexp) string {
 			t.Fatalf("no line matching %s", re)
 		}
 	}
+}
+
+// next returns the next line dsh writes.
+func (r *rawServe) next(t *testing.T) string {
+	t.Helper()
+	return r.await(t, regexp.MustCompile(``))
 }
 
 // initialize performs the MCP handshake.

@@ -57,7 +57,7 @@ var Plugin = container.Plugin{
 	Inject:  []string{subprocess.Service},
 	Provide: []string{shell.Service},
 	Config:  func() any { return &Config{Config: bashexec.DefaultConfig(), Niceness: 10} },
-	Apply: func(a *container.Context, config any) error {
+	Apply: func(a *container.Activation, config any) error {
 		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
 		if err != nil {
 			return err

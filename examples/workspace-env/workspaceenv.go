@@ -35,13 +35,13 @@ var Plugin = container.Plugin{
 	Name:   "workspace-env",
 	Inject: []string{shellenv.Service},
 	Config: func() any { return &Config{Project: "dsh"} },
-	Apply: func(ctx *container.Context, config any) error {
+	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
-		env, err := container.Injected[*shellenv.Registry](ctx, shellenv.Service)
+		env, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
 		if err != nil {
 			return err
 		}
-		return env.Register(ctx, shellenv.Contributor{
+		return env.Register(a, shellenv.Contributor{
 			Name: "workspace-env",
 			Variables: map[string]string{
 				"DSH_WORKSPACE": "the calling session's workspace directory",

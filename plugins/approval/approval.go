@@ -1,10 +1,3 @@
-// Package approval provides the `approval` service: the one place a tool asks a session's
-// user to allow something once (today: a sandbox escalation of one bash call).
-//
-// The configured policy decides how: `ask` (the default) puts the question to the
-// session's interactive channel (container.Session.Prompter — MCP elicitation under
-// `dsh serve`, a terminal under `dsh call`), `allow` approves without asking (trusted
-// automation), `deny` rejects without asking. Every request and every decision is logged.
 package approval
 
 import (
@@ -33,15 +26,15 @@ const (
 var Plugin = container.Plugin{
 	Name:    "approval",
 	Aliases: []string{"@deepseek-ai/dsh-approval"},
-	Provide: []string{shell.ApprovalService},
+	Provide: []string{Service},
 	Config:  func() any { return &Config{Policy: PolicyAsk} },
-	Apply: func(ctx *container.Context, config any) error {
+	Apply: func(act *container.Activation, config any) error {
 		cfg := config.(*Config)
-		a, err := New(cfg.Policy, ctx.Logger())
+		a, err := New(cfg.Policy, act.Logger())
 		if err != nil {
 			return err
 		}
-		return ctx.Provide(shell.ApprovalService, a)
+		return act.Provide(Service, a)
 	},
 }
 
@@ -67,36 +60,37 @@ func validPolicy(p string) error {
 	return fmt.Errorf("approval: policy must be one of %q, %q or %q, got %q", PolicyAsk, PolicyAllow, PolicyDeny, p)
 }
 
-// Approver is the `approval` service. It implements shell.Approver and is safe for
+// PolicyApprover is the Approver the plugin provides. It is safe for
 // concurrent use; concurrent requests of one session are put to its Prompter
 // independently (the channel decides whether they queue).
-type Approver struct {
+type PolicyApprover struct {
 	policy string
 	log    *slog.Logger
 }
 
-var _ shell.Approver = (*Approver)(nil)
+var _ Approver = (*PolicyApprover)(nil)
 
 // New returns an Approver deciding by policy and logging to log (slog.Default() when nil).
-func New(policy string, log *slog.Logger) (*Approver, error) {
+func New(policy string, log *slog.Logger) (*PolicyApprover, error) {
 	if err := validPolicy(policy); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Approver{policy: policy, log: log}, nil
+	return &PolicyApprover{policy: policy, log: log}, nil
 }
 
 // Policy returns the configured policy.
-func (a *Approver) Policy() string { return a.policy }
+func (a *PolicyApprover) Policy() string { return a.policy }
 
 // Request decides req. It never panics and always returns one of the four outcomes: a
 // ctx already cancelled → cancelled; allow → allowed-once and deny → rejected without
 // asking; ask → the session's Prompter decides (Accepted → allowed-once, Declined →
 // rejected, Cancelled → cancelled), a session without a Prompter, a channel error or an
-// unknown answer → unavailable, and a ctx cancelled while asking → cancelled.
-func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outcome shell.ApprovalOutcome) {
+// unknown answer → unavailable, and a ctx cancelled while asking or a Prompter returning
+// ErrDeferred → cancelled.
+func (a *PolicyApprover) Request(ctx context.Context, req Request) (outcome Outcome) {
 	attrs := []any{
 		"session", sessionID(req.Session),
 		"tool", req.Tool,
@@ -108,11 +102,16 @@ func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outc
 	}
 	a.log.Info("approval requested", attrs...)
 	var channelErr error
+	deferred := false
 	defer func() {
 		if p := recover(); p != nil {
 			// A misbehaving channel must not take the caller down; nothing is approved.
 			channelErr = fmt.Errorf("prompter panicked: %v", p)
-			outcome = shell.ApprovalUnavailable
+			outcome = Unavailable
+		}
+		if deferred {
+			a.log.Info("approval deferred to the client", attrs...)
+			return
 		}
 		decided := append(attrs, "outcome", string(outcome))
 		if channelErr != nil {
@@ -123,39 +122,49 @@ func (a *Approver) Request(ctx context.Context, req shell.ApprovalRequest) (outc
 	}()
 
 	if ctx.Err() != nil {
-		return shell.ApprovalCancelled
+		return Cancelled
 	}
 	switch a.policy {
 	case PolicyAllow:
-		return shell.ApprovalAllowedOnce
+		return AllowedOnce
 	case PolicyDeny:
-		return shell.ApprovalRejected
+		return Rejected
 	}
 	if req.Session == nil || req.Session.Prompter == nil {
 		channelErr = errNoChannel
-		return shell.ApprovalUnavailable
+		return Unavailable
 	}
 	answer, err := req.Session.Prompter.Confirm(ctx, question(req))
 	if err != nil {
 		if ctx.Err() != nil {
-			return shell.ApprovalCancelled
+			return Cancelled
+		}
+		if errors.Is(err, ErrDeferred) {
+			deferred = true
+			return Cancelled
 		}
 		channelErr = err
-		return shell.ApprovalUnavailable
+		return Unavailable
 	}
 	switch answer {
 	case container.Accepted:
-		return shell.ApprovalAllowedOnce
+		return AllowedOnce
 	case container.Declined:
-		return shell.ApprovalRejected
+		return Rejected
 	case container.Cancelled:
-		return shell.ApprovalCancelled
+		return Cancelled
 	}
 	channelErr = fmt.Errorf("the channel returned an unknown answer %q", answer)
-	return shell.ApprovalUnavailable
+	return Unavailable
 }
 
 var errNoChannel = errors.New("the session has no interactive channel")
+
+// ErrDeferred is what a Prompter returns when it cannot wait for the answer: the
+// question travels to the client with the call's result (an MCP input_required result)
+// and the client retries the call with the answer. The request is decided cancelled for
+// now — nothing runs — and logged as deferred.
+var ErrDeferred = errors.New("approval: the question is deferred to the client")
 
 func sessionID(s *container.Session) string {
 	if s == nil {
@@ -169,7 +178,7 @@ func sessionID(s *container.Session) string {
 // so that a channel showing nothing but this text (an MCP elicitation with an empty
 // schema, a terminal) gives the user everything needed to decide. A request that is not
 // a sandbox escalation shows its reason instead.
-func question(req shell.ApprovalRequest) string {
+func question(req Request) string {
 	mode, justification := req.Mode, req.Justification
 	if mode == "" {
 		mode, justification = parseEscalation(req.Reason)

@@ -1,10 +1,3 @@
-// Package bashlocal is the bash-local plugin: the default `shell` provider, which runs
-// every command as a fresh `bash -c` process through the `subprocess` service, with the
-// harness's full authority.
-//
-// The plugin holds no process state: executions belong to the subprocess service, so
-// reloading or removing this plugin never kills a running command, and handles already
-// handed out stay usable.
 package bashlocal
 
 import (
@@ -39,9 +32,9 @@ var Plugin = container.Plugin{
 	Inject:  []string{subprocess.Service},
 	Provide: []string{shell.Service},
 	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
-	Apply: func(ctx *container.Context, config any) error {
+	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
-		sup, err := container.Injected[*subprocess.Supervisor](ctx, subprocess.Service)
+		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
 		if err != nil {
 			return err
 		}
@@ -49,7 +42,7 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		return ctx.Provide(shell.Service, ex)
+		return a.Provide(shell.Service, ex)
 	},
 }
 

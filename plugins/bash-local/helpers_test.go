@@ -55,7 +55,7 @@ func compose(t testing.TB, subConfig, bashConfig map[string]any) (*container.Run
 
 func executor(t testing.TB, rt *container.Runtime) shell.Executor {
 	t.Helper()
-	v, ok := rt.Lookup(shell.Service)
+	v, ok := container.Lookup[any](rt, shell.Service)
 	if !ok {
 		t.Fatalf("no shell service; status %+v", rt.Status())
 	}

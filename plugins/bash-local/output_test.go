@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -105,7 +106,7 @@ func measureHugeOutput(t *testing.T) {
 			exitCode(res), res.Stdout.Truncated, res.Stdout.SpillPath, len(tail), tail[max(0, len(tail)-16):])
 	}
 	// Past maxSpillBytes the spill file was deleted: nothing remains in the spill dir.
-	v, _ := rt.Lookup(subprocess.Service)
+	v, _ := container.Lookup[any](rt, subprocess.Service)
 	if dir := v.(*subprocess.Supervisor).SpillDir(); dir != "" {
 		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
 			t.Errorf("spill dir after 1 GB: %v %v; want empty", entries, err)

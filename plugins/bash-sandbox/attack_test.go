@@ -110,7 +110,7 @@ func TestConfinedNoPrivilege(t *testing.T) {
 
 // defaultMode is the stack's executor default mode.
 func (st *stack) defaultMode() string {
-	v, _ := st.rt.Lookup(shell.Service)
+	v, _ := container.Lookup[any](st.rt, shell.Service)
 	return v.(shell.Executor).SandboxMode()
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // Read-only denies `touch <workspace>/x` with the denial marker, the escalation hint and
-// the exit code, in SPEC §5.4's order; reading anywhere and writing /dev/null work.
+// the exit code, in the bash tool's marker order; reading anywhere and writing /dev/null work.
 func TestStackReadOnly(t *testing.T) {
 	st := newStack(t, stackSetup{})
 	ws := workspace(t)
@@ -169,7 +169,7 @@ func TestStackDangerFullAccess(t *testing.T) {
 }
 
 // With no usable backend, a confined call fails closed with the
-// SPEC message and nothing runs — foreground or background; danger-full-access needs
+// fail-closed message and nothing runs — foreground or background; danger-full-access needs
 // no backend and still runs.
 func TestStackFailClosed(t *testing.T) {
 	restore := bashsandbox.ForceUnavailable("forced by the test")

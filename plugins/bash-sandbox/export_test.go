@@ -13,7 +13,7 @@ var (
 	Widenings            = widenings
 )
 
-// Remedy is the sentence the fail-closed error carries (SPEC §8 "plus what to do").
+// Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).
 const Remedy = remedy
 
 // FailArg is the runner-failure stub's hidden argument.

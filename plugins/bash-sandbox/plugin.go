@@ -88,18 +88,18 @@ var Plugin = container.Plugin{
 // Module registers Plugin in the catalog.
 var Module = container.Declare(Plugin)
 
-func apply(ctx *container.Context, config any) error {
+func apply(a *container.Activation, config any) error {
 	cfg := config.(*Config)
-	sup, err := container.Injected[*subprocess.Supervisor](ctx, subprocess.Service)
+	sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](ctx, prompt.Service)
+	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
 	if err != nil {
 		return err
 	}
-	log := ctx.Logger()
-	ex, resolver, sb, err := newExecutor(sup, cfg, log, ctx.ProfileFiles)
+	log := a.Logger()
+	ex, resolver, sb, err := newExecutor(sup, cfg, log, a.ProfileFiles)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func apply(ctx *container.Context, config any) error {
 		return err
 	}
 	detail := backendDetail(cfg, be)
-	ctx.SetDetail(detail)
+	a.SetDetail(detail)
 	if be.usable {
 		log.Info("bash-sandbox: " + detail)
 	} else {
@@ -119,14 +119,14 @@ func apply(ctx *container.Context, config any) error {
 	for _, w := range rememberConfig(sup, cfg) {
 		log.Warn("profile reload widens confinement: " + w)
 	}
-	ctx.OnSessionEnd(func(id string) { endSession(sup, id) })
-	if err := ctx.Provide(shell.PolicyService, resolver); err != nil {
+	a.OnSessionEnd(func(id string) { endSession(sup, id) })
+	if err := a.Provide(shell.PolicyService, resolver); err != nil {
 		return err
 	}
-	if err := ctx.Provide(shell.Service, ex); err != nil {
+	if err := a.Provide(shell.Service, ex); err != nil {
 		return err
 	}
-	return prompts.Add(ctx, promptSection(resolver))
+	return prompts.Add(a, promptSection(resolver))
 }
 
 // backendDetail is the status line of the row: the backend and what it enforces, or why
@@ -301,7 +301,7 @@ func within(path, root string) bool {
 	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
 }
 
-// protected lists the protected paths of a call in workspace ws (SPEC: .git and .dsh at
+// protected lists the protected paths of a call in workspace ws (the protected paths: .git and .dsh at
 // the workspace root, every file of the running profile — the path read and, for a
 // symlink, its target — and $DSH_HOME), whether they exist or not.
 func (s *sandbox) protected(ws string, dshEnv map[string]string) []string {

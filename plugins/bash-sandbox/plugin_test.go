@@ -92,11 +92,11 @@ func TestSessionlessRootAndStatus(t *testing.T) {
 	if got, want := st.prompts.Compose(nil), bashPrompt+"\n\n"+jobsPrompt(st)+"\n\n"+bashsandbox.PolicyPrompt("workspace-write", root); got != want {
 		t.Fatalf("prompt without a session:\n got %q\nwant %q", got, want)
 	}
-	v, _ := st.rt.Lookup(shell.Service)
+	v, _ := container.Lookup[any](st.rt, shell.Service)
 	if m := v.(shell.Executor).SandboxMode(); m != "workspace-write" {
 		t.Fatalf("SandboxMode = %q", m)
 	}
-	if _, ok := st.rt.Lookup(shell.PolicyService); !ok {
+	if _, ok := container.Lookup[any](st.rt, shell.PolicyService); !ok {
 		t.Fatal("no sandboxPolicy service")
 	}
 

@@ -27,7 +27,7 @@ func TestProbe(t *testing.T) {
 	}
 }
 
-// The fail-closed error: the SPEC sentence, what to do, and the probe's reason.
+// The fail-closed error: the contract sentence, what to do, and the probe's reason.
 func TestUnavailableError(t *testing.T) {
 	err := &bashsandbox.UnavailableError{Mode: "workspace-write", Reason: "forced by the test"}
 	want := `sandbox mode "workspace-write" is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. ` +

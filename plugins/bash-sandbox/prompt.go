@@ -8,7 +8,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 
-// Prompt section identity (SPEC §8).
+// Prompt section identity (the sandbox:policy section).
 const (
 	promptSectionName  = "sandbox:policy"
 	promptSectionOrder = 110

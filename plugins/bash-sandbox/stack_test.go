@@ -109,7 +109,7 @@ func newStackRows(t *testing.T, s stackSetup) *stack {
 			// The session sandboxes of stacks still open may live on.
 			allowed := map[string]bool{}
 			openStacks.Range(func(k, _ any) bool {
-				if v, ok := k.(*container.Runtime).Lookup(subprocess.Service); ok {
+				if v, ok := container.Lookup[any](k.(*container.Runtime), subprocess.Service); ok {
 					for _, pid := range bashsandbox.SandboxPids(v) {
 						allowed[strconv.Itoa(pid)] = true
 					}
@@ -137,9 +137,9 @@ func (st *stack) lookup(t testing.TB) {
 			t.Fatalf("row %s (%s) is %s: %s (missing %v)", row.ID, row.Plugin, row.State, row.Error, row.Missing)
 		}
 	}
-	tv, _ := st.rt.Lookup(tools.Service)
+	tv, _ := container.Lookup[any](st.rt, tools.Service)
 	st.tools = tv.(*tools.Registry)
-	pv, _ := st.rt.Lookup(prompt.Service)
+	pv, _ := container.Lookup[any](st.rt, prompt.Service)
 	st.prompts = pv.(*prompt.Registry)
 }
 
@@ -201,19 +201,19 @@ func enforcement(network string) string {
 
 // deniedText is the exact text of a denied command whose only output is stderr line
 // errLine, under mode, with the escalation hint (the bash tool advertises escalation
-// under bash-sandbox) and exit code 1: SPEC §5.4's marker order.
+// under bash-sandbox) and exit code 1: the bash tool's marker order.
 func deniedText(errLine, mode string) string {
 	return "[stderr]\n" + errLine + "\n" + deniedMarker(mode) + "\n" + escalationHint + "\n[exit code: 1]"
 }
 
-// SPEC strings the bash tool renders and contributes (SPEC §5.6, §8), byte for byte.
+// Contract strings the bash tool renders and contributes, byte for byte.
 const (
 	escalationHint = "[sandbox: escalation available — retry this exact command once with sandbox_permissions " +
 		"(the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
 	bashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
 )
 
-// deniedMarker is the SPEC §8 denial line under mode.
+// deniedMarker is the denial line under mode.
 func deniedMarker(mode string) string { return "[sandbox: file access denied under " + mode + " mode]" }
 
 // bashPath is how bash's messages name it: the executors run it as "bash".

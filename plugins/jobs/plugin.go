@@ -39,6 +39,8 @@ var Module = container.Declare(Plugin)
 type Config struct {
 	// MaxConcurrentJobsPerOwner bounds the live jobs of one session.
 	MaxConcurrentJobsPerOwner int `yaml:"maxConcurrentJobsPerOwner"`
+	// MaxJobsTotal bounds the live jobs of all sessions together.
+	MaxJobsTotal int `yaml:"maxJobsTotal"`
 	// WaitTimeoutMs is how long job_output {wait: true} blocks when timeout_ms is absent.
 	WaitTimeoutMs int `yaml:"waitTimeoutMs"`
 	// MaxWaitTimeoutMs caps timeout_ms (larger requests are clamped).
@@ -47,7 +49,7 @@ type Config struct {
 
 // DefaultConfig returns the config with its defaults applied.
 func DefaultConfig() *Config {
-	return &Config{MaxConcurrentJobsPerOwner: 10, WaitTimeoutMs: 30000, MaxWaitTimeoutMs: 600000}
+	return &Config{MaxConcurrentJobsPerOwner: 10, MaxJobsTotal: 256, WaitTimeoutMs: 30000, MaxWaitTimeoutMs: 600000}
 }
 
 // Validate checks that every value is positive and the default wait is within the cap.
@@ -55,7 +57,7 @@ func (c *Config) Validate() error {
 	for _, f := range []struct {
 		key string
 		v   int
-	}{{"maxConcurrentJobsPerOwner", c.MaxConcurrentJobsPerOwner}, {"waitTimeoutMs", c.WaitTimeoutMs}, {"maxWaitTimeoutMs", c.MaxWaitTimeoutMs}} {
+	}{{"maxConcurrentJobsPerOwner", c.MaxConcurrentJobsPerOwner}, {"maxJobsTotal", c.MaxJobsTotal}, {"waitTimeoutMs", c.WaitTimeoutMs}, {"maxWaitTimeoutMs", c.MaxWaitTimeoutMs}} {
 		if f.v <= 0 {
 			return fmt.Errorf("jobs: %s must be a positive integer", f.key)
 		}
@@ -66,29 +68,29 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func apply(ctx *container.Context, config any) error {
+func apply(a *container.Activation, config any) error {
 	cfg := config.(*Config)
-	reg, err := container.Injected[*tools.Registry](ctx, tools.Service)
+	reg, err := container.Injected[*tools.Registry](a, tools.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](ctx, prompt.Service)
+	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
 	if err != nil {
 		return err
 	}
-	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, Logger: ctx.Logger()})
+	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, MaxTotal: cfg.MaxJobsTotal, Logger: a.Logger()})
 	// Registered first so it runs last: the tools are gone before the jobs are disposed.
-	ctx.Defer(rt.Close)
-	if err := ctx.Provide(Service, rt); err != nil {
+	a.Defer(rt.Close)
+	if err := a.Provide(Service, rt); err != nil {
 		return err
 	}
-	ctx.OnSessionEnd(rt.EndOwner)
+	a.OnSessionEnd(rt.EndOwner)
 	for _, t := range jobTools(rt, cfg) {
-		if err := reg.Register(ctx, t); err != nil {
+		if err := reg.Register(a, t); err != nil {
 			return err
 		}
 	}
-	return prompts.Add(ctx, prompt.Section{Name: "tool:jobs", Order: 106, Text: promptText})
+	return prompts.Add(a, prompt.Section{Name: "tool:jobs", Order: 106, Text: promptText})
 }
 
 // OutputValue is job_output's typed result (MCP structured content).
@@ -148,14 +150,16 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				{Name: "wait", Schema: &tools.Schema{Type: "boolean", Description: "Block until the job finishes (or timeout_ms passes) before reading. Default false."}},
 				{Name: "timeout_ms", Schema: &tools.Schema{Type: "number", Description: fmt.Sprintf("With wait: the longest to block, in milliseconds (default %d, capped at %d).", cfg.WaitTimeoutMs, cfg.MaxWaitTimeoutMs)}},
 			}, Required: []string{"job_id"}},
+			OutputSchema: outputValueSchema,
 			Execute: func(ctx context.Context, call tools.Call) (tools.Result, error) {
 				return jobOutput(ctx, rt, cfg, call), nil
 			},
 		},
 		{
-			Name:        "job_list",
-			Description: "List your background jobs, one line each: <id> [<kind>] <status> — <label>.",
-			InputSchema: &tools.Schema{Type: "object"},
+			Name:         "job_list",
+			Description:  "List your background jobs, one line each: <id> [<kind>] <status> — <label>.",
+			InputSchema:  &tools.Schema{Type: "object"},
+			OutputSchema: listValueSchema,
 			Execute: func(_ context.Context, call tools.Call) (tools.Result, error) {
 				return jobList(rt, call), nil
 			},
@@ -168,6 +172,7 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				{Name: "job_id", Schema: jobID},
 				{Name: "reason", Schema: &tools.Schema{Type: "string", Description: "Why the job is no longer needed (for the log)."}},
 			}, Required: []string{"job_id"}},
+			OutputSchema: killValueSchema,
 			Execute: func(_ context.Context, call tools.Call) (tools.Result, error) {
 				return jobKill(rt, call), nil
 			},

@@ -1,12 +1,3 @@
-// Package jobs provides the `jobs` service — the runtime that tracks background work
-// (bash commands today, other producers tomorrow) — and the model-facing job_output,
-// job_list and job_kill tools.
-//
-// A producer starts a job with Runtime.Start, handing over hooks to cancel it, to know
-// when it is done, to read its new output and to learn its outcome. The runtime owns
-// everything else: ids, per-session visibility, statuses, waiting, completion notices
-// and disposal. Job records live in the runtime, not in the producer, so they survive a
-// reload of the plugin that started them.
 package jobs
 
 import (
@@ -147,7 +138,8 @@ var (
 	ErrUnknownJob = errors.New("unknown job")
 	// ErrNotOwner: the job is owned by another session.
 	ErrNotOwner = errors.New("job belongs to another session")
-	// ErrLimit: the owner already has Options.MaxConcurrentPerOwner live jobs.
+	// ErrLimit: the owner already has Options.MaxConcurrentPerOwner live jobs, or the
+	// runtime Options.MaxTotal.
 	ErrLimit = errors.New("background job limit reached")
 	// ErrInvalid: the Spec is incomplete (empty kind or label, no Run).
 	ErrInvalid = errors.New("invalid job")
@@ -174,6 +166,9 @@ type Options struct {
 	// MaxConcurrentPerOwner bounds the live (running or stopping) jobs of one owner;
 	// unowned jobs share one budget. Default 10.
 	MaxConcurrentPerOwner int
+	// MaxTotal bounds the live jobs of all owners together: each job holds processes,
+	// pipes and a watcher however few owners there are. Default 256.
+	MaxTotal int
 	// DisposeTimeout bounds the wait for cancelled jobs when an owner or the runtime is
 	// disposed; jobs still running then are recorded as killed and forgotten. Default 30s.
 	DisposeTimeout time.Duration
@@ -222,6 +217,9 @@ func NewRuntime(opts Options) *Runtime {
 	if opts.MaxConcurrentPerOwner <= 0 {
 		opts.MaxConcurrentPerOwner = 10
 	}
+	if opts.MaxTotal <= 0 {
+		opts.MaxTotal = 256
+	}
 	if opts.DisposeTimeout <= 0 {
 		opts.DisposeTimeout = 30 * time.Second
 	}
@@ -238,8 +236,9 @@ func ownerID(s *container.Session) string {
 	return s.ID
 }
 
-// Start checks spec (kind, label, the owner's limit, in that order), then calls Run and
-// registers the job it started. If Run fails, nothing is registered and no id is used.
+// Start checks spec (kind, label, the owner's limit, the harness-wide limit, in that
+// order), then calls Run and registers the job it started. If Run fails, nothing is
+// registered and no id is used.
 func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 	if strings.TrimSpace(spec.Kind) == "" {
 		return Snapshot{}, errorf(ErrInvalid, "invalid job kind: expected a non-empty string")
@@ -261,15 +260,26 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 		r.mu.Unlock()
 		return Snapshot{}, ErrEnded
 	}
-	live := r.starting[owner]
+	live, total := r.starting[owner], 0
+	for _, n := range r.starting {
+		total += n
+	}
 	for _, j := range r.jobs {
-		if j.ownerID == owner && !j.status.Terminal() {
+		if j.status.Terminal() {
+			continue
+		}
+		total++
+		if j.ownerID == owner {
 			live++
 		}
 	}
 	if live >= r.opts.MaxConcurrentPerOwner {
 		r.mu.Unlock()
 		return Snapshot{}, errorf(ErrLimit, "background job limit reached for this owner (limit: %d); use job_kill to stop an unneeded job, wait for it to finish, then retry", r.opts.MaxConcurrentPerOwner)
+	}
+	if total >= r.opts.MaxTotal {
+		r.mu.Unlock()
+		return Snapshot{}, errorf(ErrLimit, "background job limit reached: %d jobs are running in this harness", r.opts.MaxTotal)
 	}
 	r.starting[owner]++
 	r.mu.Unlock()

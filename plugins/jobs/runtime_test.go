@@ -428,3 +428,57 @@ func TestConcurrentStartsRespectLimit(t *testing.T) {
 		t.Fatalf("started %d, refused %d", started, refused)
 	}
 }
+
+// TestTotalLimitSpansOwners: the harness-wide cap counts every owner's live jobs (and
+// starts in flight), refuses with its own message, and frees up as jobs finish.
+func TestTotalLimitSpansOwners(t *testing.T) {
+	rt := newRuntime(t, jobs.Options{MaxConcurrentPerOwner: 10, MaxTotal: 3})
+	var works []*work
+	for i := range 3 {
+		s, _ := session(fmt.Sprintf("s%d", i))
+		w, _ := start(t, rt, "bash", "sleep", s)
+		works = append(works, w)
+	}
+	other, _ := session("s9")
+	ran := false
+	_, err := rt.Start(jobs.Spec{Kind: "bash", Label: "x", Owner: other, Run: func() (jobs.Hooks, error) { ran = true; return newWork().hooks(), nil }})
+	const want = "background job limit reached: 3 jobs are running in this harness"
+	if err == nil || err.Error() != want || !errors.Is(err, jobs.ErrLimit) {
+		t.Fatalf("over the total limit: %v, want %q", err, want)
+	}
+	if ran {
+		t.Fatal("run() called although the total limit was reached")
+	}
+	works[0].finish(jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: 0"})
+	waitFor(t, 10*time.Second, "a free slot", func() bool {
+		_, err := rt.Start(jobs.Spec{Kind: "bash", Label: "y", Owner: other, Run: newWork().run})
+		return err == nil
+	})
+}
+
+// TestConcurrentStartsRespectTotalLimit: racing starts of many owners never exceed the
+// harness-wide cap.
+func TestConcurrentStartsRespectTotalLimit(t *testing.T) {
+	const limit = 7
+	rt := newRuntime(t, jobs.Options{MaxConcurrentPerOwner: 10, MaxTotal: limit})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	started, refused := 0, 0
+	for i := range 40 {
+		wg.Go(func() {
+			s, _ := session(fmt.Sprintf("s%d", i))
+			_, err := rt.Start(jobs.Spec{Kind: "bash", Label: fmt.Sprint(i), Owner: s, Run: newWork().run})
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				started++
+			} else if errors.Is(err, jobs.ErrLimit) {
+				refused++
+			}
+		})
+	}
+	wg.Wait()
+	if started != limit || refused != 40-limit {
+		t.Fatalf("started %d, refused %d", started, refused)
+	}
+}

@@ -43,7 +43,7 @@ func compose(t testing.TB, jobsConfig map[string]any) *harness {
 
 func mustLookup[T any](t testing.TB, rt *container.Runtime, name string) T {
 	t.Helper()
-	v, ok := rt.Lookup(name)
+	v, ok := container.Lookup[any](rt, name)
 	if !ok {
 		t.Fatalf("service %q missing: %+v", name, rt.Status())
 	}
@@ -200,7 +200,7 @@ func TestJobsPluginLifecycle(t *testing.T) {
 	if len(h.tools.Tools()) != 0 || len(h.prompts.Sections()) != 0 {
 		t.Fatalf("left behind: tools %d, sections %d", len(h.tools.Tools()), len(h.prompts.Sections()))
 	}
-	if _, ok := h.rt.Lookup("jobs"); ok {
+	if _, ok := container.Lookup[any](h.rt, "jobs"); ok {
 		t.Fatal("jobs service survived unmount")
 	}
 }

@@ -1,5 +1,3 @@
-// Package prompt provides the `systemPrompt` service: ordered prompt sections that
-// plugins contribute and the composed system prompt.
 package prompt
 
 import (
@@ -20,8 +18,8 @@ var Plugin = container.Plugin{
 	Name:    "prompt",
 	Aliases: []string{"@deepseek-ai/dsh-prompt"},
 	Provide: []string{Service},
-	Apply: func(ctx *container.Context, _ any) error {
-		return ctx.Provide(Service, NewRegistry())
+	Apply: func(a *container.Activation, _ any) error {
+		return a.Provide(Service, NewRegistry())
 	},
 }
 

@@ -17,13 +17,13 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // section declares a plugin that adds the given sections to systemPrompt.
 func section(name string, sections ...prompt.Section) container.Plugin {
-	return container.Plugin{Name: name, Inject: []string{prompt.Service}, Apply: func(ctx *container.Context, _ any) error {
-		reg, err := container.Injected[*prompt.Registry](ctx, prompt.Service)
+	return container.Plugin{Name: name, Inject: []string{prompt.Service}, Apply: func(a *container.Activation, _ any) error {
+		reg, err := container.Injected[*prompt.Registry](a, prompt.Service)
 		if err != nil {
 			return err
 		}
 		for _, s := range sections {
-			if err := reg.Add(ctx, s); err != nil {
+			if err := reg.Add(a, s); err != nil {
 				return err
 			}
 		}
@@ -46,7 +46,7 @@ func compose(t *testing.T, plugins ...container.Plugin) (*container.Runtime, *pr
 	if err := rt.Compose("test", rows); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := rt.Lookup(prompt.Service)
+	v, ok := container.Lookup[any](rt, prompt.Service)
 	if !ok {
 		t.Fatal("no systemPrompt service")
 	}

@@ -1,12 +1,3 @@
-// Package shellenv provides the `bashEnv` service: the registry of the managed DSH_*
-// environment that every model-run command receives.
-//
-// The registry owns three reserved built-ins (DSH_HOME, DSH_SHELL=1 and, for a call
-// with a session, DSH_SESSION_ID). Other plugins contribute more DSH_* variables by
-// registering a Contributor that declares and describes its keys; a key has exactly one
-// owner. Collect resolves everything for one call into an immutable, sorted Snapshot,
-// which executors merge last into the child environment (ExecRequest.DshEnv), so nothing
-// ambient can spoof it.
 package shellenv
 
 import (
@@ -42,9 +33,9 @@ var Plugin = container.Plugin{
 	Aliases: []string{"@deepseek-ai/dsh-shell-env"},
 	Provide: []string{Service},
 	Config:  func() any { return DefaultConfig() },
-	Apply: func(ctx *container.Context, config any) error {
+	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
-		return ctx.Provide(Service, NewRegistry(cfg.DshHome))
+		return a.Provide(Service, NewRegistry(cfg.DshHome))
 	},
 }
 

@@ -239,12 +239,12 @@ func TestConfig(t *testing.T) {
 var envPlugin = container.Plugin{
 	Name:   "env-contrib",
 	Inject: []string{shellenv.Service},
-	Apply: func(ctx *container.Context, _ any) error {
-		reg, err := container.Injected[*shellenv.Registry](ctx, shellenv.Service)
+	Apply: func(a *container.Activation, _ any) error {
+		reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
 		if err != nil {
 			return err
 		}
-		return reg.Register(ctx, shellenv.Contributor{
+		return reg.Register(a, shellenv.Contributor{
 			Name:      "contrib",
 			Variables: map[string]string{"DSH_CONTRIB": "a value from a test plugin"},
 			Resolve:   static(map[string]string{"DSH_CONTRIB": "yes"}),
@@ -266,7 +266,7 @@ func TestPluginKeysFollowActivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := rt.Lookup(shellenv.Service)
+	v, ok := container.Lookup[any](rt, shellenv.Service)
 	if !ok {
 		t.Fatalf("no bashEnv service: %+v", rt.Status())
 	}

@@ -1,7 +1,7 @@
 // Package shell is the executor seam: the request/spec/result vocabulary that every
 // `shell` provider implements and every caller (the bash tool, jobs, other plugins)
-// uses, the sandbox policy types, the approval vocabulary, and the exit-status marker
-// contract. It holds types and pure helpers only; executors live in their own plugin
+// uses, the sandbox policy types, and the exit-status marker contract. It holds types
+// and pure helpers only; executors live in their own plugin
 // packages, and the core that the bash executors share is package
 // [github.com/dsh-dev/dsh/plugins/shell/bashexec]. Package
 // [github.com/dsh-dev/dsh/plugins/shell/shelltest] checks an executor against this

@@ -26,6 +26,15 @@ type Executor interface {
 	SandboxMode() string
 }
 
+// Remote is implemented by executors whose commands run on another host. The session's
+// working directory is a local path that means nothing there, so callers do not apply
+// it: the default workdir is the executor's own cwd on the remote host, and a relative
+// workdir is sent as is, for Resolve to resolve against that cwd.
+type Remote interface {
+	// RemoteHost names where the commands run, e.g. "user@build-1:22".
+	RemoteHost() string
+}
+
 // Expiry says what a spec's deadline does.
 type Expiry string
 

@@ -224,22 +224,37 @@ func TestWatchdogProcess(t *testing.T) {
 		if wd <= 0 || proctest.Gone(wd) {
 			t.Fatalf("watchdog pid %d not running", wd)
 		}
-		fds := map[string]string{}
-		entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", wd))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			fds[e.Name()], _ = os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", wd, e.Name()))
-		}
-		if !strings.HasPrefix(fds["0"], "pipe:") || fds["1"] != "/dev/null" || fds["2"] != "/dev/null" {
-			t.Errorf("watchdog descriptors %v; want 0 = its pipe, 1 and 2 = /dev/null", fds)
-		}
-		for fd, target := range fds {
-			// Beyond 0-2 only what the Go runtime opens itself (cgroup CPU limits).
-			if n, _ := strconv.Atoi(fd); n > 2 && !strings.HasPrefix(target, "/sys/fs/cgroup/") {
-				t.Errorf("the watchdog holds fd %s → %s", fd, target)
+		// The watchdog may still be starting, and the Go runtime reads a few /proc files
+		// now and then (the dynamic loader, the cgroup CPU limit): wait until it holds
+		// only what it keeps.
+		var fds map[string]string
+		settled := func() bool {
+			fds = map[string]string{}
+			entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", wd))
+			if err != nil {
+				return false
 			}
+			for _, e := range entries {
+				fds[e.Name()], _ = os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", wd, e.Name()))
+			}
+			if !strings.HasPrefix(fds["0"], "pipe:") || fds["1"] != "/dev/null" || fds["2"] != "/dev/null" {
+				return false
+			}
+			for fd, target := range fds {
+				// Beyond 0-2 only what the Go runtime opens itself (cgroup CPU limits).
+				if n, _ := strconv.Atoi(fd); n > 2 && !strings.HasPrefix(target, "/sys/fs/cgroup/") {
+					return false
+				}
+			}
+			return true
+		}
+		ok, deadline := settled(), time.Now().Add(10*time.Second)
+		for !ok && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+			ok = settled()
+		}
+		if !ok {
+			t.Errorf("watchdog descriptors %v; want 0 = its pipe, 1 and 2 = /dev/null, and only the Go runtime's cgroup files besides", fds)
 		}
 		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", wd))
 		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))

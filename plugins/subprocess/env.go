@@ -79,7 +79,7 @@ func checkVar(k, v string) error {
 	return nil
 }
 
-// buildEnv merges a child's environment in SPEC order: the harness environment minus
+// buildEnv merges a child's environment in this order: the harness environment minus
 // scrubbed names; the fixed overrides; the caller's env; the managed DSH_* snapshot last.
 // A later layer replaces an earlier value in place. os.Environ is only read.
 func buildEnv(env, dshEnv map[string]string) []string {

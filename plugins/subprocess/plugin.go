@@ -47,21 +47,21 @@ var Plugin = container.Plugin{
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
 	Provide: []string{Service},
 	Config:  func() any { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: DefaultSpillBudgetBytes} },
-	Apply: func(ctx *container.Context, config any) error {
+	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
 		sup := New(Options{
 			DisableCgroups:    cfg.Isolation == IsolationProcessGroup,
 			SpillRoot:         cfg.SpillRoot,
 			SpillBudgetBytes:  cfg.SpillBudgetBytes,
-			Logger:            ctx.Logger(),
-			OnIsolationChange: func(iso string) { ctx.SetDetail("process isolation: " + iso) },
+			Logger:            a.Logger(),
+			OnIsolationChange: func(iso string) { a.SetDetail("process isolation: " + iso) },
 		})
-		ctx.SetDetail("process isolation: " + sup.Isolation())
-		ctx.Logger().Info("subprocess: process isolation", "mode", sup.Isolation())
-		ctx.Defer(sup.Close)
+		a.SetDetail("process isolation: " + sup.Isolation())
+		a.Logger().Info("subprocess: process isolation", "mode", sup.Isolation())
+		a.Defer(sup.Close)
 		// A session's spill files go with it (Spec.Owner is the session id).
-		ctx.OnSessionEnd(sup.Spool().EndOwner)
-		return ctx.Provide(Service, sup)
+		a.OnSessionEnd(sup.Spool().EndOwner)
+		return a.Provide(Service, sup)
 	},
 }
 

@@ -50,7 +50,7 @@ func TestPluginReportsIsolationAndOwnsTheSupervisor(t *testing.T) {
 			t.Errorf("row %+v; want active with detail %q…", row, c.prefix)
 		}
 		t.Logf("detail: %s", row.Detail)
-		v, ok := rt.Lookup(subprocess.Service)
+		v, ok := container.Lookup[any](rt, subprocess.Service)
 		sup, isSup := v.(*subprocess.Supervisor)
 		if !ok || !isSup {
 			t.Fatalf("service %T", v)
@@ -93,7 +93,7 @@ func TestPluginSessionEndDeletesTheSessionsSpills(t *testing.T) {
 	if err := rt.Compose("test", []container.Row{{ID: "subprocess", Plugin: "subprocess", Config: map[string]any{"spillRoot": t.TempDir()}}}); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := rt.Lookup(subprocess.Service)
+	v, _ := container.Lookup[any](rt, subprocess.Service)
 	sup := v.(*subprocess.Supervisor)
 	spill := func(owner string) *subprocess.Process {
 		spec := zeros([]int{5000})

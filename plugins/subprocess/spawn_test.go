@@ -285,3 +285,39 @@ func TestEnvironmentMerge(t *testing.T) {
 		t.Errorf("the harness's own variables were modified")
 	}
 }
+
+// A program name is looked up in PATH once and remembered; when the remembered file is
+// gone, that spawn fails as a spawn error and the next one looks again.
+func TestProgramLookupIsRememberedUntilItFails(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	write := func(dir, word string) {
+		if err := os.WriteFile(filepath.Join(dir, "dsh-test-prog"), []byte("#!/bin/sh\necho "+word+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a, "first")
+	t.Setenv("PATH", a+":"+b+":"+os.Getenv("PATH"))
+	sup := newSup(t, true)
+	run := func() (string, error) {
+		spec := bashSpec("")
+		spec.Argv = []string{"dsh-test-prog"}
+		p, err := sup.Spawn(context.Background(), spec)
+		if err != nil {
+			return "", err
+		}
+		waitDone(t, p, 10*time.Second)
+		return p.Stdout().Output().Text, nil
+	}
+	if out, err := run(); out != "first\n" || err != nil {
+		t.Fatalf("first run: %q %v", out, err)
+	}
+	os.Remove(filepath.Join(a, "dsh-test-prog"))
+	write(b, "second")
+	var se *subprocess.SpawnError
+	if _, err := run(); !errors.As(err, &se) || !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("run after the remembered program vanished: %v; want a spawn error with ENOENT", err)
+	}
+	if out, err := run(); out != "second\n" || err != nil {
+		t.Errorf("the next run looks again: %q %v", out, err)
+	}
+}

@@ -116,6 +116,8 @@ type Supervisor struct {
 	spool      *Spool
 	watchdog   *watchdogProc // nil if it could not start
 
+	paths sync.Map // program name + PATH → absolute path (see lookPath)
+
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
 	closeOnce sync.Once
@@ -231,12 +233,8 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 
 	prog := spec.Argv[0]
 	if !strings.Contains(prog, "/") {
-		lp, err := exec.LookPath(prog)
+		lp, err := s.lookPath(prog)
 		if err != nil {
-			var ee *exec.Error
-			if errors.As(err, &ee) {
-				err = ee.Err
-			}
 			return nil, &SpawnError{Op: "exec", Path: prog, Err: err}
 		}
 		prog = lp
@@ -352,6 +350,9 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		var se *SpawnError
 		if errors.As(err, &se) {
 			return nil, se
+		}
+		if errors.Is(err, syscall.ENOENT) && prog != spec.Argv[0] {
+			s.forgetPath(spec.Argv[0]) // the program found earlier is gone
 		}
 		return nil, spawnError(err, spec.Dir, prog)
 	}
@@ -715,4 +716,29 @@ func endTrees(trees []lingerTree) {
 		}
 	}
 	waitUntil(2 * time.Second)
+}
+
+// lookPath finds a program name in the harness's PATH. A found program is remembered
+// for that PATH value — a search of PATH costs tens of microseconds, every command needs
+// one, and the answer rarely changes — and forgotten when starting it fails with ENOENT.
+func (s *Supervisor) lookPath(name string) (string, error) {
+	key := name + "\x00" + os.Getenv("PATH")
+	if v, ok := s.paths.Load(key); ok {
+		return v.(string), nil
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			err = ee.Err
+		}
+		return "", err
+	}
+	s.paths.Store(key, path)
+	return path, nil
+}
+
+// forgetPath drops a remembered program path that no longer starts.
+func (s *Supervisor) forgetPath(name string) {
+	s.paths.Delete(name + "\x00" + os.Getenv("PATH"))
 }

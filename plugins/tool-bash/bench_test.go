@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkBashTrue(b *testing.B) {
 		}
 	})
 	// The executor alone (resolve → execute → result), to attribute the tool layer's cost.
-	v, _ := h.rt.Lookup(shell.Service)
+	v, _ := container.Lookup[any](h.rt, shell.Service)
 	ex := v.(shell.Executor)
 	b.Run("executor-only", func(b *testing.B) {
 		b.ReportAllocs()

@@ -14,7 +14,9 @@
 // command (string, required; run by `bash -c`, no state persists between calls),
 // description (string, required; 5–10 words, display only), timeoutMs (number; the
 // executor applies its default and cap), workdir (string; default the session's cwd,
-// a relative one resolved against it), run_in_background (boolean; only when
+// a relative one resolved against it — except under a remote executor (shell.Remote),
+// where the session's local cwd means nothing and the executor's own cwd on its host
+// takes that role), run_in_background (boolean; only when
 // enableRunInBackground), and, only when the executor confines, sandbox_permissions
 // (workspace-write or danger-full-access) with justification. Other keys never reach
 // the executor (the tools registry names them to the model).

@@ -17,12 +17,12 @@ func escalateArgs(mode string) string {
 func TestEscalationOutcomes(t *testing.T) {
 	s, _ := newSession("s", "/ws")
 	cases := []struct {
-		outcome shell.ApprovalOutcome
+		outcome approval.Outcome
 		want    string
 	}{
-		{shell.ApprovalRejected, `Error: the user rejected escalating this command to "danger-full-access"`},
-		{shell.ApprovalCancelled, `Error: approval for escalating to "danger-full-access" was cancelled`},
-		{shell.ApprovalUnavailable, `Error: sandbox escalation to "danger-full-access" requires approval, but no approval channel is available`},
+		{approval.Rejected, `Error: the user rejected escalating this command to "danger-full-access"`},
+		{approval.Cancelled, `Error: approval for escalating to "danger-full-access" was cancelled`},
+		{approval.Unavailable, `Error: sandbox escalation to "danger-full-access" requires approval, but no approval channel is available`},
 		{"maybe", `Error: approval for escalating to "danger-full-access" returned an unknown outcome "maybe"; the command did not run`},
 	}
 	for _, tc := range cases {
@@ -44,7 +44,7 @@ func TestEscalationOutcomes(t *testing.T) {
 }
 
 func TestEscalationAllowedOnce(t *testing.T) {
-	a := &fakeApprover{outcome: shell.ApprovalAllowedOnce}
+	a := &fakeApprover{outcome: approval.AllowedOnce}
 	h := newHarness(t, setup{mode: "read-only", approver: a})
 	h.exec.behave = func(spec shell.ExecSpec) (shell.RunResult, error) {
 		return shell.RunResult{ExitCode: intp(0), Sandbox: &shell.SandboxFacts{Mode: spec.Sandbox.Mode, Enforcement: "full"}}, nil
@@ -63,7 +63,7 @@ func TestEscalationAllowedOnce(t *testing.T) {
 }
 
 func TestEscalationNotStrictlyWider(t *testing.T) {
-	a := &fakeApprover{outcome: shell.ApprovalAllowedOnce}
+	a := &fakeApprover{outcome: approval.AllowedOnce}
 	h := newHarness(t, setup{mode: "workspace-write", approver: a})
 	s, _ := newSession("s", "/ws")
 	expect(t, h.call(t, s, escalateArgs("workspace-write")), `Error: sandbox escalation to "workspace-write" is not strictly wider than this call's current "workspace-write" mode`, true)
@@ -113,7 +113,7 @@ func (p *prompter) Confirm(_ context.Context, message string) (container.Answer,
 	return p.answer, nil
 }
 
-// The escalation path through the real approval plugin (the shell.Approver seam).
+// The escalation path through the real approval plugin (the approval.Approver seam).
 func TestEscalationThroughApprovalPlugin(t *testing.T) {
 	cases := []struct {
 		policy string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -20,11 +21,12 @@ import (
 
 // bashTool is one registration of the bash tool.
 type bashTool struct {
-	lookup     func(name string) (any, bool) // call-time services: jobs, approval, sandboxPolicy
+	services   container.Services // call-time services: jobs, approval, sandboxPolicy
 	exec       shell.Executor
 	env        *shellenv.Registry
 	background bool
 	sandbox    string // the executor's default mode; "" when it does not confine
+	remote     bool   // the executor runs commands on another host (shell.Remote)
 }
 
 // bashArgs are the validated named arguments of one call.
@@ -126,9 +128,7 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 
 // lookupAs returns the call-time service name if it is provided and is a T.
 func lookupAs[T any](t *bashTool, name string) (T, bool) {
-	v, _ := t.lookup(name)
-	s, ok := v.(T)
-	return s, ok
+	return container.Lookup[T](t.services, name)
 }
 
 func (t *bashTool) jobs() (*jobs.Runtime, bool) { return lookupAs[*jobs.Runtime](t, jobs.Service) }
@@ -149,9 +149,13 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 	if err != nil {
 		return tools.Result{}, err
 	}
+	cwdSession := call.Session
+	if t.remote {
+		cwdSession = nil // a local path: the executor's remote cwd applies instead
+	}
 	req := shell.ExecRequest{
 		Command: a.command,
-		Workdir: workdir(call.Session, policy, a.workdir),
+		Workdir: workdir(cwdSession, policy, a.workdir),
 		DshEnv:  snap.Map(),
 		Sandbox: policy,
 	}
@@ -234,11 +238,11 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 func (t *bashTool) approve(ctx context.Context, session *container.Session, a bashArgs) *failure {
 	m := a.escalate
 	fail := func(format string) *failure { f := failure(fmt.Sprintf(format, m)); return &f }
-	approver, ok := lookupAs[shell.Approver](t, shell.ApprovalService)
+	approver, ok := lookupAs[approval.Approver](t, approval.Service)
 	if !ok {
 		return fail("sandbox escalation to %q requires approval, but no approval service is composed")
 	}
-	outcome := approver.Request(ctx, shell.ApprovalRequest{
+	outcome := approver.Request(ctx, approval.Request{
 		Session:       session,
 		Tool:          toolName,
 		Reason:        "escalate sandbox to " + m + ": " + a.justification,
@@ -247,13 +251,13 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 		Justification: a.justification,
 	})
 	switch outcome {
-	case shell.ApprovalAllowedOnce:
+	case approval.AllowedOnce:
 		return nil
-	case shell.ApprovalRejected:
+	case approval.Rejected:
 		return fail("the user rejected escalating this command to %q")
-	case shell.ApprovalCancelled:
+	case approval.Cancelled:
 		return fail("approval for escalating to %q was cancelled")
-	case shell.ApprovalUnavailable:
+	case approval.Unavailable:
 		return fail("sandbox escalation to %q requires approval, but no approval channel is available")
 	}
 	f := failure(fmt.Sprintf("approval for escalating to %q returned an unknown outcome %q; the command did not run", m, string(outcome)))
@@ -275,6 +279,9 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (to
 	if err != nil {
 		return tools.Result{}, err
 	}
+	if c, ok := execution.(outputCounter); ok {
+		tools.MeterFrom(ctx).Track(c.OutputBytes)
+	}
 	// The call's ctx aborts the execution (Execute); the wait itself must not stop at
 	// the abort, so the result reports it and no process outlives the call.
 	res, err := execution.Result(context.WithoutCancel(ctx))
@@ -286,6 +293,12 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (to
 		mode = res.Sandbox.Mode
 	}
 	return tools.Result{Text: render(res, t.escalation(mode)), Value: valueOf(res)}, nil
+}
+
+// outputCounter is an Execution that knows how much output its command produced so far
+// (for progress reports); executors built on internal/bashexec are.
+type outputCounter interface {
+	OutputBytes() int64
 }
 
 func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest) (tools.Result, error) {

@@ -18,3 +18,6 @@ const (
 	EscalationHint = escalationHint
 	PromptText     = promptText
 )
+
+// OutputSchema is the bash tool's MCP outputSchema.
+var OutputSchema = outputSchema

@@ -3,6 +3,7 @@ package toolbash_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"io"
 	"log/slog"
 	"strings"
@@ -214,11 +215,11 @@ func (p fakePolicy) Resolve(s *container.Session, requested string) (shell.Sandb
 // fakeApprover answers every request with outcome and records the requests.
 type fakeApprover struct {
 	mu       sync.Mutex
-	outcome  shell.ApprovalOutcome
-	requests []shell.ApprovalRequest
+	outcome  approval.Outcome
+	requests []approval.Request
 }
 
-func (a *fakeApprover) Request(_ context.Context, req shell.ApprovalRequest) shell.ApprovalOutcome {
+func (a *fakeApprover) Request(_ context.Context, req approval.Request) approval.Outcome {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.requests = append(a.requests, req)
@@ -239,20 +240,20 @@ func fakeShellPlugin(exec *fakeExec) container.Plugin {
 				Gen int `yaml:"gen"`
 			}{}
 		},
-		Apply: func(ctx *container.Context, _ any) error {
+		Apply: func(a *container.Activation, _ any) error {
 			if exec.mode != "" {
-				if err := ctx.Provide(shell.PolicyService, fakePolicy{def: exec.mode}); err != nil {
+				if err := a.Provide(shell.PolicyService, fakePolicy{def: exec.mode}); err != nil {
 					return err
 				}
 			}
-			return ctx.Provide(shell.Service, exec)
+			return a.Provide(shell.Service, exec)
 		},
 	}
 }
 
 func fakeApprovalPlugin(a *fakeApprover) container.Plugin {
-	return container.Plugin{Name: "fake-approval", Provide: []string{shell.ApprovalService},
-		Apply: func(ctx *container.Context, _ any) error { return ctx.Provide(shell.ApprovalService, a) }}
+	return container.Plugin{Name: "fake-approval", Provide: []string{approval.Service},
+		Apply: func(act *container.Activation, _ any) error { return act.Provide(approval.Service, a) }}
 }
 
 // notices records completion notices of a session.
@@ -327,7 +328,7 @@ func newHarness(t testing.TB, s setup) *harness {
 	if err := rt.Compose("test", rows); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := rt.Lookup(tools.Service)
+	v, ok := container.Lookup[any](rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func FuzzBashArgs(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	a := &fakeApprover{outcome: shell.ApprovalAllowedOnce}
+	a := &fakeApprover{outcome: approval.AllowedOnce}
 	h := newHarness(f, setup{mode: "read-only", approver: a})
 	h.exec.behave = func(spec shell.ExecSpec) (shell.RunResult, error) {
 		return shell.RunResult{ExitCode: intp(len(spec.Command) % 3), Stdout: out(spec.Command), TimeoutMs: spec.TimeoutMs}, nil

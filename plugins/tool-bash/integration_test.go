@@ -74,7 +74,7 @@ func newReal(t testing.TB, s realSetup) *realHarness {
 	if err := rt.Compose("integration", realRows(h, s)); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := rt.Lookup(tools.Service)
+	v, ok := container.Lookup[any](rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}
@@ -456,7 +456,7 @@ func TestRealMountExecutorRegistersTool(t *testing.T) {
 	if _, ok := h.tools.Tool("bash"); ok {
 		t.Fatal("bash tool without an executor")
 	}
-	pv, _ := h.rt.Lookup(prompt.Service)
+	pv, _ := container.Lookup[any](h.rt, prompt.Service)
 	prompts := pv.(*prompt.Registry)
 	jobsPrompt := sectionText(prompts, "tool:jobs")
 	if got := prompts.Compose(nil); jobsPrompt == "" || got != jobsPrompt {
@@ -503,12 +503,12 @@ func TestRealContributorEnv(t *testing.T) {
 	contrib := container.Plugin{
 		Name:   "env-contrib",
 		Inject: []string{shellenv.Service},
-		Apply: func(ctx *container.Context, _ any) error {
-			reg, err := container.Injected[*shellenv.Registry](ctx, shellenv.Service)
+		Apply: func(a *container.Activation, _ any) error {
+			reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
 			if err != nil {
 				return err
 			}
-			return reg.Register(ctx, shellenv.Contributor{Name: "test", Variables: map[string]string{"DSH_TEST_VALUE": "a test value"},
+			return reg.Register(a, shellenv.Contributor{Name: "test", Variables: map[string]string{"DSH_TEST_VALUE": "a test value"},
 				Resolve: func(_ context.Context, call shellenv.Call) (map[string]string, error) {
 					return map[string]string{"DSH_TEST_VALUE": "for-" + call.Session.ID}, nil
 				}})
@@ -525,7 +525,7 @@ func TestRealContributorEnv(t *testing.T) {
 	if err := rt.Compose("integration", append(realRows(h, realSetup{}), container.Row{ID: "contrib", Plugin: "env-contrib"})); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := rt.Lookup(tools.Service)
+	v, _ := container.Lookup[any](rt, tools.Service)
 	h.tools = v.(*tools.Registry)
 	s, _ := newSession("s7", h.cwd)
 	expect(t, h.call(t, s, "bash", bashArgs(`echo "${DSH_TEST_VALUE-unset}"`)), "for-s7\n", false)

@@ -38,40 +38,41 @@ type Config struct {
 // DefaultConfig returns the config with its defaults applied.
 func DefaultConfig() *Config { return &Config{EnableRunInBackground: true} }
 
-func apply(ctx *container.Context, config any) error {
+func apply(a *container.Activation, config any) error {
 	cfg := config.(*Config)
-	reg, err := container.Injected[*tools.Registry](ctx, tools.Service)
+	reg, err := container.Injected[*tools.Registry](a, tools.Service)
 	if err != nil {
 		return err
 	}
-	exec, err := container.Injected[shell.Executor](ctx, shell.Service)
+	exec, err := container.Injected[shell.Executor](a, shell.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](ctx, prompt.Service)
+	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
 	if err != nil {
 		return err
 	}
-	env, err := container.Injected[*shellenv.Registry](ctx, shellenv.Service)
+	env, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
 	if err != nil {
 		return err
 	}
 	t := &bashTool{
-		lookup:     ctx.Lookup,
+		services:   a,
 		exec:       exec,
 		env:        env,
 		background: cfg.EnableRunInBackground,
 		sandbox:    exec.SandboxMode(),
 	}
+	_, t.remote = exec.(shell.Remote)
 	if prev, seen := rememberMode(reg, t.sandbox); seen && prev != "" && t.sandbox == "" {
 		// The executor was swapped for one that does not confine (a reload of the
 		// profile): applied, since the user may mean it, but never silently.
-		ctx.Logger().Warn("profile reload widens confinement: the executor no longer confines commands (it confined them in " + prev + " mode by default)")
+		a.Logger().Warn("profile reload widens confinement: the executor no longer confines commands (it confined them in " + prev + " mode by default)")
 	}
-	if err := reg.Register(ctx, t.definition()); err != nil {
+	if err := reg.Register(a, t.definition()); err != nil {
 		return err
 	}
-	return prompts.Add(ctx, prompt.Section{Name: "tool:bash", Order: 105, Text: promptText})
+	return prompts.Add(a, prompt.Section{Name: "tool:bash", Order: 105, Text: promptText})
 }
 
 func (t *bashTool) definition() tools.Tool {
@@ -79,6 +80,7 @@ func (t *bashTool) definition() tools.Tool {
 		Name:          toolName,
 		Description:   toolDescription(t.background, t.sandbox),
 		InputSchema:   inputSchema(t.background, t.sandbox != ""),
+		OutputSchema:  outputSchema,
 		Execute:       t.execute,
 		PresentCall:   presentCall,
 		PresentResult: presentResult,

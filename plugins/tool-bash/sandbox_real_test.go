@@ -54,7 +54,7 @@ func TestSandboxRealExecutor(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := rt.Lookup(tools.Service)
+	v, _ := container.Lookup[any](rt, tools.Service)
 	reg := v.(*tools.Registry)
 	call := func(s *container.Session, tool string, args map[string]any) tools.Result {
 		return reg.CallMap(context.Background(), tool, args, s)

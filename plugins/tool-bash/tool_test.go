@@ -244,7 +244,7 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("tool-bash row = %+v", row)
 		}
 	}
-	pv, _ := h.rt.Lookup(prompt.Service)
+	pv, _ := container.Lookup[any](h.rt, prompt.Service)
 	prompts := pv.(*prompt.Registry)
 	if err := h.rt.Mount(container.Row{ID: "bash", Plugin: "fake-shell"}); err != nil {
 		t.Fatal(err)

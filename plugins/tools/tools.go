@@ -1,5 +1,3 @@
-// Package tools provides the `tools` service: the registry of model-facing tools, their
-// argument validation, and the shape of their results.
 package tools
 
 import (
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/dsh-dev/dsh/container"
 )
 
@@ -23,8 +23,8 @@ var Plugin = container.Plugin{
 	Name:    "tools",
 	Aliases: []string{"@deepseek-ai/dsh-tools"},
 	Provide: []string{Service},
-	Apply: func(ctx *container.Context, _ any) error {
-		return ctx.Provide(Service, NewRegistry())
+	Apply: func(a *container.Activation, _ any) error {
+		return a.Provide(Service, NewRegistry())
 	},
 }
 
@@ -38,6 +38,9 @@ type Tool struct {
 	// InputSchema is an object schema; the registry validates arguments against it
 	// before Execute runs.
 	InputSchema *Schema
+	// OutputSchema, when set, is a JSON schema that the Value of every result that is
+	// not an error satisfies (MCP outputSchema; clients may validate against it).
+	OutputSchema *jsonschema.Schema
 	// Execute runs the call. A returned error is an infrastructure failure; the registry
 	// turns it into an IsError result.
 	Execute func(ctx context.Context, call Call) (Result, error)

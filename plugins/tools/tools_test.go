@@ -53,12 +53,12 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	register := container.Plugin{
 		Name:   "echo",
 		Inject: []string{tools.Service},
-		Apply: func(ctx *container.Context, _ any) error {
-			reg, err := container.Injected[*tools.Registry](ctx, tools.Service)
+		Apply: func(a *container.Activation, _ any) error {
+			reg, err := container.Injected[*tools.Registry](a, tools.Service)
 			if err != nil {
 				return err
 			}
-			return reg.Register(ctx, tools.Tool{
+			return reg.Register(a, tools.Tool{
 				Name:        "bash",
 				Description: "runs things",
 				InputSchema: bashLike(),
@@ -97,7 +97,7 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 
 func (h *harness) registry(t *testing.T) *tools.Registry {
 	t.Helper()
-	v, ok := h.rt.Lookup(tools.Service)
+	v, ok := container.Lookup[any](h.rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}
@@ -264,12 +264,12 @@ func TestRegistrationOwnedByActivation(t *testing.T) {
 // registering a name twice fails loudly: the second registrant's activation
 // fails with the reason, the first keeps its tool.
 func TestDuplicateToolNameFails(t *testing.T) {
-	dup := container.Plugin{Name: "dup", Inject: []string{tools.Service}, Apply: func(ctx *container.Context, _ any) error {
-		reg, err := container.Injected[*tools.Registry](ctx, tools.Service)
+	dup := container.Plugin{Name: "dup", Inject: []string{tools.Service}, Apply: func(a *container.Activation, _ any) error {
+		reg, err := container.Injected[*tools.Registry](a, tools.Service)
 		if err != nil {
 			return err
 		}
-		return reg.Register(ctx, tools.Tool{Name: "bash", Execute: func(context.Context, tools.Call) (tools.Result, error) {
+		return reg.Register(a, tools.Tool{Name: "bash", Execute: func(context.Context, tools.Call) (tools.Result, error) {
 			return tools.Result{Text: "impostor"}, nil
 		}})
 	}}

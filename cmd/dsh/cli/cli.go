@@ -1,6 +1,3 @@
-// Package cli is the dsh command line: serve (MCP), call, status, tools, prompt, check.
-// It is a package (not just package main) so that embedders can build their own dsh
-// binary with extra plugin modules: see Main.
 package cli
 
 import (
@@ -13,11 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/spf13/cobra"
 	"go.uber.org/fx"
 
@@ -93,6 +91,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Op
 		return exitOK
 	case errors.As(err, &exit):
 		return int(exit)
+	case errors.As(err, new(refusal)):
+		fmt.Fprintf(stderr, "dsh: %v\n", err)
+		return exitUsage
 	case errors.As(err, new(usageError)) || strings.HasPrefix(err.Error(), "unknown command"):
 		fmt.Fprintf(stderr, "dsh: %v\nRun 'dsh --help' for usage.\n", err)
 		return exitUsage
@@ -106,13 +107,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Op
 type exitCodeError int
 
 func (e exitCodeError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 func (g *globalFlags) logger(defaultLevel slog.Level) (*slog.Logger, error) {
 	level := defaultLevel
@@ -172,7 +166,33 @@ func (g *globalFlags) start(ctx context.Context, level slog.Level, watch bool) (
 		return nil, nil, err
 	}
 	h, err := startHarness(ctx, harnessOptions{profile: g.profile, watch: watch, log: log, extra: g.extra})
-	return h, log, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := g.checkSandboxMode(h.rt); err != nil {
+		_ = h.stop()
+		return nil, nil, err
+	}
+	return h, log, nil
+}
+
+// checkSandboxMode refuses --sandbox-mode when the composition's executor does not
+// confine: the mode would be silently ignored and every command would run unconfined.
+func (g *globalFlags) checkSandboxMode(rt *container.Runtime) error {
+	if g.sandboxMode == "" {
+		return nil
+	}
+	if ex, ok := container.Lookup[shell.Executor](rt, shell.Service); ok && ex.SandboxMode() != "" {
+		return nil
+	}
+	executor := "no executor is active"
+	for _, r := range rt.Status().Rows {
+		if p, ok := rt.Catalog().Lookup(r.Plugin); ok && slices.Contains(p.Provide, shell.Service) {
+			executor = "its executor, " + r.Plugin + ", does not confine commands"
+		}
+	}
+	return usageError{fmt.Errorf("--sandbox-mode %s: profile %q cannot apply it: %s (use a profile with bash-sandbox, e.g. --profile sandbox)",
+		g.sandboxMode, g.profile, executor)}
 }
 
 func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -209,7 +229,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer h.stop()
-			reg, ok := container.LookupService[*tools.Registry](h.rt, tools.Service)
+			reg, ok := container.Lookup[*tools.Registry](h.rt, tools.Service)
 			if !ok {
 				return fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
 			}
@@ -222,7 +242,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 			session.Prompter = prompter
 			res := reg.Call(ctx, args[0], raw, session)
 			h.rt.EndSession(session.ID)
-			if env, ok := container.LookupService[*shellenv.Registry](h.rt, shellenv.Service); ok {
+			if env, ok := container.Lookup[*shellenv.Registry](h.rt, shellenv.Service); ok {
 				preserveSpills(&res, filepath.Join(env.Home(), "spill"))
 			}
 			if asJSON {
@@ -278,7 +298,7 @@ func statusCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--profile P] [--json]",
-		Short: "Compose the profile, report each row's state, and dispose it",
+		Short: "Compose the profile, report each row's state, and dispose it (exit 1 when a row failed or can never activate)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, _, err := g.start(cmd.Context(), slog.LevelWarn, false)
@@ -286,50 +306,39 @@ func statusCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			st := h.rt.Status()
+			var stuck error
+			if p, err := h.loader.Load(g.profile); err == nil {
+				stuck = h.rt.CheckActivation(p.Rows)
+			}
 			if err := h.stop(); err != nil {
 				return err
 			}
 			if asJSON {
-				out, err := json.MarshalIndent(publicStatus(st), "", "  ")
+				out, err := json.MarshalIndent(st, "", "  ")
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(g.stdout, "%s\n", out)
-				return nil
+			} else {
+				printStatus(g.stdout, st)
 			}
-			printStatus(g.stdout, st)
+			// A row that failed or can never activate is a composition that does not work:
+			// say why on stderr and exit 1, so scripts notice.
+			healthy := stuck == nil
+			for _, r := range st.Rows {
+				if r.State == container.StateFailed {
+					healthy = false
+				}
+			}
+			// (Rows that can never activate were logged at WARN when the profile composed.)
+			if !healthy {
+				return exitCodeError(exitError)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
-}
-
-// statusJSON is the status document of `dsh status --json` and dsh://status.
-type statusJSON struct {
-	Profile         string          `json:"profile"`
-	Rows            []rowStatusJSON `json:"rows"`
-	LastReloadError string          `json:"lastReloadError"`
-}
-
-type rowStatusJSON struct {
-	ID      string   `json:"id"`
-	Plugin  string   `json:"plugin"`
-	State   string   `json:"state"`
-	Missing []string `json:"missing"`
-	Error   string   `json:"error"`
-}
-
-func publicStatus(st container.Status) statusJSON {
-	out := statusJSON{Profile: st.Profile, LastReloadError: st.LastReloadError, Rows: []rowStatusJSON{}}
-	for _, r := range st.Rows {
-		missing := r.Missing
-		if missing == nil {
-			missing = []string{}
-		}
-		out.Rows = append(out.Rows, rowStatusJSON{ID: r.ID, Plugin: r.Plugin, State: string(r.State), Missing: missing, Error: r.Error})
-	}
-	return out
 }
 
 func printStatus(w io.Writer, st container.Status) {
@@ -373,14 +382,15 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			}
 			defer h.stop()
 			type def struct {
-				Name        string        `json:"name"`
-				Description string        `json:"description"`
-				InputSchema *tools.Schema `json:"inputSchema"`
+				Name         string             `json:"name"`
+				Description  string             `json:"description"`
+				InputSchema  *tools.Schema      `json:"inputSchema"`
+				OutputSchema *jsonschema.Schema `json:"outputSchema,omitempty"`
 			}
 			defs := []def{}
-			if reg, ok := container.LookupService[*tools.Registry](h.rt, tools.Service); ok {
+			if reg, ok := container.Lookup[*tools.Registry](h.rt, tools.Service); ok {
 				for _, t := range reg.Tools() {
-					defs = append(defs, def{t.Name, t.Description, t.InputSchema})
+					defs = append(defs, def{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 				}
 			}
 			out, err := json.MarshalIndent(defs, "", "  ")
@@ -409,7 +419,7 @@ func promptCmd(g *globalFlags) *cobra.Command {
 			}
 			defer h.stop()
 			text := ""
-			if reg, ok := container.LookupService[*prompt.Registry](h.rt, prompt.Service); ok {
+			if reg, ok := container.Lookup[*prompt.Registry](h.rt, prompt.Service); ok {
 				session, err := g.session(ws)
 				if err != nil {
 					return err
@@ -444,8 +454,12 @@ func checkCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The errors name the file (and row and key) themselves.
 			if err := h.rt.Validate(p.Rows); err != nil {
-				return fmt.Errorf("profile %s: %w", p.Name, err)
+				return err
+			}
+			if err := h.rt.CheckActivation(p.Rows); err != nil {
+				return err
 			}
 			enabled := 0
 			for _, r := range p.Rows {

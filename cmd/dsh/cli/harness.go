@@ -14,9 +14,11 @@ import (
 	"github.com/dsh-dev/dsh/plugins/approval"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bash-local"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+	bashssh "github.com/dsh-dev/dsh/plugins/bash-ssh"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
+	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
 	"github.com/dsh-dev/dsh/plugins/tools"
@@ -28,9 +30,11 @@ var Plugins = fx.Options(
 	approval.Module,
 	bashlocal.Module,
 	bashsandbox.Module,
+	bashssh.Module,
 	jobs.Module,
 	prompt.Module,
 	shellenv.Module,
+	ssh.Module,
 	subprocess.Module,
 	toolbash.Module,
 	tools.Module,

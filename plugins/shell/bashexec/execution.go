@@ -136,6 +136,9 @@ func joinStreams(out, errs []byte) string {
 	return b.String()
 }
 
+// OutputBytes is how much the command wrote to stdout and stderr so far.
+func (x *execution) OutputBytes() int64 { return x.proc.Stdout().Len() + x.proc.Stderr().Len() }
+
 func (x *execution) Kill() bool            { return x.proc.Kill() }
 func (x *execution) Done() <-chan struct{} { return x.proc.Done() }
 func (x *execution) Pid() int              { return x.proc.Pid() }

@@ -351,7 +351,7 @@ func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
 	executor := container.Plugin{
 		Name:    "shelltest-executor",
 		Provide: provide,
-		Apply: func(a *container.Context, _ any) error {
+		Apply: func(a *container.Activation, _ any) error {
 			if e.policy != nil {
 				if err := a.Provide(shell.PolicyService, e.policy); err != nil {
 					return err
@@ -377,9 +377,8 @@ func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := rt.Lookup(tools.Service)
-	reg, _ := v.(*tools.Registry)
-	if reg == nil {
+	reg, ok := container.Lookup[*tools.Registry](rt, tools.Service)
+	if !ok {
 		t.Fatalf("no tools registry: %+v", rt.Status())
 	}
 	if _, ok := reg.Tool("bash"); !ok {

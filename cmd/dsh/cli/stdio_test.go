@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"))
+}
+
+// pipeConn connects a stdioConn to the test: the test writes its input and reads its
+// output, both through OS pipes (the way `dsh serve` runs).
+type pipeConn struct {
+	conn  mcp.Connection
+	in    *os.File // the test's end of the server's input
+	lines *bufio.Scanner
+}
+
+func newPipeConn(t *testing.T, maxLine int) *pipeConn {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := (&stdioTransport{in: inR, out: outW, maxLine: maxLine}).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		inW.Close()
+		inR.Close()
+		outW.Close()
+		outR.Close()
+	})
+	sc := bufio.NewScanner(outR)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	return &pipeConn{conn: conn, in: inW, lines: sc}
+}
+
+func (p *pipeConn) send(t *testing.T, s string) {
+	t.Helper()
+	if _, err := io.WriteString(p.in, s+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *pipeConn) line(t *testing.T) string {
+	t.Helper()
+	if !p.lines.Scan() {
+		t.Fatalf("no output line: %v", p.lines.Err())
+	}
+	return p.lines.Text()
+}
+
+// TestStdioAnswersBadLinesAndReadsOn: each bad line is answered in order, and the next
+// good message is still delivered.
+func TestStdioAnswersBadLinesAndReadsOn(t *testing.T) {
+	p := newPipeConn(t, 1<<20)
+	read := make(chan jsonrpc.Message)
+	go func() {
+		for {
+			msg, err := p.conn.Read(context.Background())
+			if err != nil {
+				close(read)
+				return
+			}
+			read <- msg
+		}
+	}()
+	const (
+		parse   = `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not valid JSON"}}`
+		invalid = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: `
+	)
+	for _, tc := range []struct{ line, want string }{
+		{"not json", parse},
+		{`{"jsonrpc":"2.0","method":`, parse},
+		{`{"a":1} {"b":2}`, parse},
+		{"[]", invalid + `empty batch"}}`},
+		{"{}", invalid + `not a JSON-RPC 2.0 message: want \"jsonrpc\": \"2.0\", got \"\""}}`},
+		{"null", invalid + `not a JSON-RPC 2.0 message: want \"jsonrpc\": \"2.0\", got \"\""}}`},
+		{`"text"`, invalid + `not a JSON-RPC 2.0 message: json: cannot unmarshal string into Go value of type cli.envelope"}}`},
+		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, invalid},
+		{`{"jsonrpc":"2.0","result":{}}`, invalid + `not a JSON-RPC 2.0 message: neither a request (no \"method\") nor a response (no \"id\")"}}`},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{}]`, invalid + `batch element 1 is not a JSON-RPC 2.0 message`},
+		{strings.Repeat("x", 3<<20), invalid + `the message exceeds the 1 MiB line limit; it was discarded"}}`},
+	} {
+		p.send(t, tc.line)
+		if got := p.line(t); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%.40q: got %s, want %s…", tc.line, got, tc.want)
+		}
+	}
+	p.send(t, "") // blank lines are skipped
+	p.send(t, ` {"jsonrpc":"2.0","id":"a","method":"ping"} `+"\r")
+	msg := <-read
+	if req, ok := msg.(*jsonrpc.Request); !ok || req.Method != "ping" || req.ID.Raw() != "a" {
+		t.Fatalf("good message after the bad ones: %#v", msg)
+	}
+}
+
+// TestStdioDropsTheResponseToACancelledRequest: once the client cancels a request, its
+// response is not written; others are.
+func TestStdioDropsTheResponseToACancelledRequest(t *testing.T) {
+	p := newPipeConn(t, 0)
+	ctx := context.Background()
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`)
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	for range 3 {
+		if _, err := p.conn.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id1, _ := jsonrpc.MakeID(float64(1))
+	id2, _ := jsonrpc.MakeID(float64(2))
+	if err := p.conn.Write(ctx, &jsonrpc.Response{ID: id1, Error: &jsonrpc.Error{Code: -32800, Message: "cancelled"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.conn.Write(ctx, &jsonrpc.Response{ID: id2, Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.line(t); got != `{"jsonrpc":"2.0","id":2,"result":{}}` {
+		t.Errorf("first line written: %s", got)
+	}
+}
+
+// TestStdioBatch: a batch's responses are written together, as one array.
+func TestStdioBatch(t *testing.T) {
+	p := newPipeConn(t, 0)
+	ctx := context.Background()
+	p.send(t, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	var ids []jsonrpc.ID
+	for range 3 {
+		msg, err := p.conn.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req := msg.(*jsonrpc.Request); req.IsCall() {
+			ids = append(ids, req.ID)
+		}
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		if err := p.conn.Write(ctx, &jsonrpc.Response{ID: ids[i], Result: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.line(t); got != `[{"jsonrpc":"2.0","id":2,"result":{}},{"jsonrpc":"2.0","id":1,"result":{}}]` {
+		t.Errorf("batch response: %s", got)
+	}
+}
+
+// TestStdioCloseUnblocksRead: Close ends a Read that waits for input, for a polled pipe
+// and for a reader the runtime cannot poll; a polled descriptor made non-blocking is put
+// back in blocking mode.
+func TestStdioCloseUnblocksRead(t *testing.T) {
+	for _, kind := range []string{"pipe", "reader"} {
+		t.Run(kind, func(t *testing.T) {
+			var in io.Reader
+			var stop func()
+			if kind == "pipe" {
+				r, w, _ := os.Pipe()
+				in, stop = r, func() { w.Close(); r.Close() }
+			} else {
+				r, w := io.Pipe()
+				in, stop = r, func() { w.Close() }
+			}
+			defer stop()
+			conn, err := (&stdioTransport{in: in, out: io.Discard}).Connect(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error)
+			go func() {
+				_, err := conn.Read(context.Background())
+				done <- err
+			}()
+			conn.Close()
+			select {
+			case err := <-done:
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("Read after Close: %v, want EOF", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close did not unblock Read")
+			}
+		})
+	}
+}
+
+// FuzzStdioLine: no line makes the transport fail or go silent: every non-blank line is
+// either delivered as messages or answered with exactly one JSON-RPC error line (id null).
+func FuzzStdioLine(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, `[]`, `{}`, `null`, `not json`, `[{"jsonrpc":"2.0","method":"x"}]`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`, `{"jsonrpc":"2.0","id":"x","error":{"code":1,"message":"m"}}`, `{"jsonrpc":"2.0","id":1.5,"method":"a","params":[1]}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		line = strings.NewReplacer("\n", " ", "\r", " ").Replace(line)
+		if strings.TrimSpace(line) == "" {
+			return
+		}
+		var out strings.Builder
+		c := &stdioConn{out: &out, maxLine: 1 << 10, inflight: map[jsonrpc.ID]bool{}, batches: map[jsonrpc.ID]*stdioBatch{}}
+		trimmed := []byte(strings.TrimSpace(line))
+		if len(trimmed) > c.maxLine {
+			return // readLine's limit, tested elsewhere
+		}
+		msgs := c.decode(trimmed)
+		answered := strings.Count(out.String(), "\n")
+		switch {
+		case len(msgs) > 0 && answered != 0, len(msgs) == 0 && answered != 1:
+			t.Fatalf("%q: %d messages and %d answers (%s)", line, len(msgs), answered, out.String())
+		case answered == 1:
+			var resp struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   struct{ Code int }
+			}
+			if err := json.Unmarshal([]byte(out.String()), &resp); err != nil || resp.JSONRPC != "2.0" || string(resp.ID) != "null" ||
+				(resp.Error.Code != -32700 && resp.Error.Code != -32600) {
+				t.Fatalf("%q: answer %s", line, out.String())
+			}
+		}
+		for _, m := range msgs {
+			if _, err := jsonrpc.EncodeMessage(m); err != nil {
+				t.Fatalf("%q: delivered a message that does not encode: %v", line, err)
+			}
+		}
+	})
+}

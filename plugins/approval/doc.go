@@ -1,0 +1,10 @@
+// Package approval provides the `approval` service: the one place a tool asks a session's
+// user to allow something once (today: a sandbox escalation of one bash call). It
+// defines the service's vocabulary (Service, Approver, Request and the four Outcomes:
+// allowed-once, rejected, cancelled, unavailable) and the plugin that provides it.
+//
+// The configured policy decides how: `ask` (the default) puts the question to the
+// session's interactive channel (container.Session.Prompter — MCP elicitation under
+// `dsh serve`, a terminal under `dsh call`), `allow` approves without asking (trusted
+// automation), `deny` rejects without asking. Every request and every decision is logged.
+package approval

@@ -1,0 +1,50 @@
+package approval
+
+import (
+	"context"
+
+	"github.com/dsh-dev/dsh/container"
+)
+
+// Service is the name the approval plugin provides its Approver under. Callers
+// look it up at call time; a composition without it cannot approve anything.
+const Service = "approval"
+
+// Outcome is the answer to an approval request. The four values are the whole
+// vocabulary; anything else must be treated as "not approved".
+type Outcome string
+
+const (
+	// AllowedOnce approves this one call only.
+	AllowedOnce Outcome = "allowed-once"
+	// Rejected: the user (or the configured policy) said no.
+	Rejected Outcome = "rejected"
+	// Cancelled: the question was dismissed without an answer.
+	Cancelled Outcome = "cancelled"
+	// Unavailable: the session has no channel to ask its user.
+	Unavailable Outcome = "unavailable"
+)
+
+// Request asks a session's user to allow something once.
+type Request struct {
+	// Session is the calling session (its Prompter is the channel); nil when none.
+	Session *container.Session
+	// Tool is the tool asking, e.g. "bash".
+	Tool string
+	// Reason is the sentence the user is asked about, e.g.
+	// "escalate sandbox to workspace-write: <justification>".
+	Reason string
+	// Command, Mode and Justification are the parts of Reason for channels that show
+	// them separately (the command being escalated, the requested sandbox mode, the
+	// model's justification). Empty when not applicable.
+	Command       string
+	Mode          string
+	Justification string
+}
+
+// Approver is the `approval` service: it asks (or decides by policy) and returns one of
+// the four outcomes. Tools look it up at call time (container.Lookup[Approver]). Request must honour ctx
+// (a cancelled call returns Cancelled) and must not panic.
+type Approver interface {
+	Request(ctx context.Context, req Request) Outcome
+}

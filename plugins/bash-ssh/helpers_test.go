@@ -1,0 +1,60 @@
+package bashssh_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-dev/dsh/internal/sshtest"
+	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
+	"github.com/dsh-dev/dsh/plugins/ssh"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func startServer(t *testing.T) *sshtest.Server { return sshtest.Start(t) }
+
+// newHost returns a connected ssh service for srv, closed when the test ends.
+func newHost(t testing.TB, srv *sshtest.Server, tune func(*ssh.Config)) *ssh.Host {
+	t.Helper()
+	cfg := ssh.DefaultConfig()
+	cfg.Address, cfg.User, cfg.IdentityFile, cfg.KnownHostsFile = srv.Addr, srv.User, srv.IdentityFile, srv.KnownHostsFile
+	cfg.SpillRoot = t.TempDir()
+	if tune != nil {
+		tune(cfg)
+	}
+	h, err := ssh.New(cfg, ssh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	if err := h.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func defaultConfig() bashexec.Config { return bashexec.DefaultConfig() }
+
+func execRequest(command, workdir string) shell.ExecRequest {
+	return shell.ExecRequest{Command: command, Workdir: workdir}
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,136 @@
+package ssh_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-dev/dsh/internal/sshtest"
+	"github.com/dsh-dev/dsh/plugins/ssh"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// states records a Host's state descriptions.
+type states struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (s *states) add(d string) {
+	s.mu.Lock()
+	s.all = append(s.all, d)
+	s.mu.Unlock()
+}
+
+func (s *states) seen(prefix string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.all {
+		if strings.HasPrefix(d, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func config(srv *sshtest.Server, t *testing.T) *ssh.Config {
+	cfg := ssh.DefaultConfig()
+	cfg.Address, cfg.User, cfg.IdentityFile, cfg.KnownHostsFile = srv.Addr, srv.User, srv.IdentityFile, srv.KnownHostsFile
+	cfg.SpillRoot = t.TempDir()
+	return cfg
+}
+
+// newHost returns a connected Host for srv (closed when the test ends) and its state
+// log.
+func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) (*ssh.Host, *states) {
+	t.Helper()
+	cfg := config(srv, t)
+	if tune != nil {
+		tune(cfg)
+	}
+	st := &states{}
+	h, err := ssh.New(cfg, ssh.Options{Logger: quietLogger(), OnState: st.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	if err := h.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return h, st
+}
+
+var capture = subprocess.Capture{MaxBytes: 64000, SpillMaxBytes: 1 << 20}
+
+func spec(command string) ssh.Spec {
+	return ssh.Spec{Command: command, Dir: "/", Stdout: capture, Stderr: capture, GraceMs: 500}
+}
+
+func start(t *testing.T, h *ssh.Host, s ssh.Spec) *ssh.Process {
+	t.Helper()
+	p, err := h.Start(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Start(%q): %v", s.Command, err)
+	}
+	return p
+}
+
+func wait(t *testing.T, p *ssh.Process, d time.Duration) ssh.Exit {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(d):
+		t.Fatalf("the command did not settle within %s", d)
+	}
+	ex, ok := p.Exit()
+	if !ok {
+		t.Fatal("Exit not settled after Done")
+	}
+	return ex
+}
+
+func run(t *testing.T, h *ssh.Host, s ssh.Spec) (ssh.Exit, string, string) {
+	t.Helper()
+	p := start(t, h, s)
+	ex := wait(t, p, 30*time.Second)
+	return ex, p.Stdout().Output().Text, p.Stderr().Output().Text
+}
+
+func code(ex ssh.Exit) int {
+	if ex.Code == nil {
+		return -1
+	}
+	return *ex.Code
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readUntil polls the stream until it holds want.
+func readUntil(t *testing.T, s *subprocess.Stream, want string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "output "+want, func() bool { return strings.Contains(s.Output().Text, want) })
+}
+
+// gone reports whether process group pgid has no live member on this machine (the
+// remote host of the tests).
+func gone(pgid int) bool { return len(sshtest.GroupMembers(pgid)) == 0 }

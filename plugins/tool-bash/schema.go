@@ -1,0 +1,39 @@
+package toolbash
+
+import (
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// outputSchema is the bash tool's MCP outputSchema: one of ForegroundValue and
+// BackgroundValue, told apart by kind. It is derived from the Go types, so the values
+// the tool returns satisfy it by construction (a test validates real results).
+var outputSchema = func() *jsonschema.Schema {
+	fg := mustSchemaFor[ForegroundValue]()
+	fg.Properties["kind"].Enum = []any{KindForeground}
+	// Nullable as single-type branches (portable to clients that map schemas onto a
+	// one-type dialect); sandbox is omitted when absent, never null.
+	for _, name := range []string{"exitCode", "signal"} {
+		p := fg.Properties[name]
+		var branches []*jsonschema.Schema
+		for _, t := range p.Types {
+			branches = append(branches, &jsonschema.Schema{Type: t})
+		}
+		p.Types, p.AnyOf = nil, branches
+	}
+	fg.Properties["sandbox"].Types, fg.Properties["sandbox"].Type = nil, "object"
+	bg := mustSchemaFor[BackgroundValue]()
+	bg.Properties["kind"].Enum = []any{KindBackground}
+	return &jsonschema.Schema{
+		Type:        "object",
+		Description: `The typed result: kind "foreground" (the command ran to its end) or kind "background" (it was started as a job).`,
+		OneOf:       []*jsonschema.Schema{fg, bg},
+	}
+}()
+
+func mustSchemaFor[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
