@@ -387,7 +387,7 @@ func FuzzEscape(f *testing.F) {
 // length, and a command longer than a screen says so next to the question.
 func TestMessageCollapsesPadding(t *testing.T) {
 	message := func(command string) string {
-		return approval.Message(shell.ApprovalRequest{Tool: "bash", Command: command, Mode: shell.ModeDangerFullAccess, Justification: "list"})
+		return approval.Message(approval.Request{Tool: "bash", Command: command, Mode: shell.ModeDangerFullAccess, Justification: "list"})
 	}
 	got := message("rm -rf ~" + strings.Repeat("\n", 400) + strings.Repeat(" \t\n", 100) + "ls -la")
 	if !strings.Contains(got, "Command:\n  rm -rf ~\n  [499 blank lines]\n  ls -la\n") || strings.Count(got, "\n") > 15 {
