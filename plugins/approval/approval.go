@@ -193,7 +193,7 @@ func question(req Request) string {
 	if mode == "" {
 		fmt.Fprintf(&b, "dsh: %s asks for your approval.\n", tool)
 		if req.Command != "" {
-			fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(escapeControls(req.Command)))
+			fmt.Fprintf(&b, "\nCommand:\n%s\n", commandBlock(req.Command))
 		}
 		fmt.Fprintf(&b, "\nReason: %s\n", oneLine(escapeControls(req.Reason)))
 		b.WriteString("\nAccept to allow this once; decline to refuse.")
@@ -201,7 +201,7 @@ func question(req Request) string {
 	}
 	fmt.Fprintf(&b, "dsh: %s asks to run a command with wider sandbox access.\n", tool)
 	if req.Command != "" {
-		fmt.Fprintf(&b, "\nCommand:\n%s\n", indent(escapeControls(req.Command)))
+		fmt.Fprintf(&b, "\nCommand:\n%s\n", commandBlock(req.Command))
 	}
 	fmt.Fprintf(&b, "\nRequested sandbox mode: %s", mode)
 	if d := modeDescription(mode); d != "" {
@@ -242,6 +242,73 @@ func modeDescription(mode string) string {
 		return "the command may read files but not modify them"
 	}
 	return ""
+}
+
+// commandBlock is a command as the question shows it: escaped (escapeControls), with
+// padding that shows nothing collapsed (collapsePadding), indented; a command longer
+// than a terminal screen ends with a line saying so — padding or a long head would
+// otherwise scroll its first lines out of sight above the question.
+func commandBlock(command string) string {
+	block := indent(collapsePadding(escapeControls(command)))
+	if n := strings.Count(block, "\n") + 1; n > screenLines {
+		block += fmt.Sprintf("\n  [the command is %d lines long: read all of it, above, before you accept]", n)
+	}
+	return block
+}
+
+// screenLines is how many lines of a command the question shows without a note.
+const screenLines = 20
+
+// collapsePadding writes each run of more than maxBlankLines blank lines, and each run
+// of more than maxSpaces spaces and tabs, as a marker saying how long it was
+// ("[120 blank lines]", "[300 spaces]"), so that padding cannot push part of a command
+// out of sight (below a screen, or off the right of a window that does not wrap).
+func collapsePadding(s string) string {
+	const maxBlankLines, maxSpaces = 2, 16
+	lines := strings.Split(s, "\n")
+	out := make([]string, 0, len(lines))
+	for i := 0; i < len(lines); {
+		j := i
+		for j < len(lines) && strings.TrimLeft(lines[j], " \t") == "" {
+			j++
+		}
+		if j-i > maxBlankLines {
+			out = append(out, fmt.Sprintf("[%d blank lines]", j-i))
+			i = j
+			continue
+		}
+		if j == i {
+			j = i + 1
+		}
+		for _, l := range lines[i:j] {
+			out = append(out, collapseSpaces(l, maxSpaces))
+		}
+		i = j
+	}
+	return strings.Join(out, "\n")
+}
+
+// collapseSpaces writes each run of more than max spaces and tabs in line as
+// "[N spaces]".
+func collapseSpaces(line string, max int) string {
+	var b strings.Builder
+	for i := 0; i < len(line); {
+		j := i
+		for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
+			j++
+		}
+		switch {
+		case j-i > max:
+			fmt.Fprintf(&b, "[%d spaces]", j-i)
+		case j > i:
+			b.WriteString(line[i:j])
+		default:
+			b.WriteByte(line[i])
+			j = i + 1
+		}
+		i = j
+	}
+	return b.String()
 }
 
 // indent prefixes every line of s with two spaces so a multi-line command stays visibly

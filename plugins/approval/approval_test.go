@@ -379,3 +379,29 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+// Padding cannot push part of a command out of sight: on a terminal, hundreds of blank
+// lines after `rm -rf ~` would scroll it away above the question, leaving only the
+// innocent tail on screen; in a window that does not wrap, hundreds of spaces would
+// push the tail off its right edge. Runs of blank lines and of spaces are shown as their
+// length, and a command longer than a screen says so next to the question.
+func TestMessageCollapsesPadding(t *testing.T) {
+	message := func(command string) string {
+		return approval.Message(approval.Request{Tool: "bash", Command: command, Mode: shell.ModeDangerFullAccess, Justification: "list"})
+	}
+	got := message("rm -rf ~" + strings.Repeat("\n", 400) + strings.Repeat(" \t\n", 100) + "ls -la")
+	if !strings.Contains(got, "Command:\n  rm -rf ~\n  [499 blank lines]\n  ls -la\n") || strings.Count(got, "\n") > 15 {
+		t.Fatalf("blank lines:\n%s", got)
+	}
+	got = message("ls" + strings.Repeat(" ", 300) + "; rm -rf ~\n\n\necho  two  spaces\t\tstay")
+	if !strings.Contains(got, "Command:\n  ls[300 spaces]; rm -rf ~\n  \n  \n  echo  two  spaces\t\tstay\n") {
+		t.Fatalf("spaces:\n%s", got)
+	}
+	got = message("rm -rf ~\n" + strings.TrimSuffix(strings.Repeat("true\n", 30), "\n"))
+	if !strings.Contains(got, "  true\n  [the command is 31 lines long: read all of it, above, before you accept]\n\nRequested sandbox mode: ") {
+		t.Fatalf("long command:\n%s", got)
+	}
+	if got := message("make\n\nmake install"); !strings.Contains(got, "Command:\n  make\n  \n  make install\n") {
+		t.Fatalf("a short command changed:\n%s", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -287,6 +288,9 @@ type cmdStarter struct {
 	box     *box
 	policy  launch.Policy
 	protect []string
+	// stub: the sandbox could not confine the command and started the runner-failure
+	// stub in its place (only then is a "dsh-sandbox:" line a runner failure).
+	stub atomic.Bool
 }
 
 // boxCmd is a command started in a box (a subprocess.Started).
@@ -358,6 +362,7 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 		b.forget(id)
 		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
 	}
+	st.stub.Store(rep.r.Stub)
 	pid, err := pidfdPid(rep.fds[0])
 	syscall.Close(rep.fds[0])
 	if err != nil {

@@ -56,13 +56,15 @@ func isRunnerFailureLine(stderr string) bool {
 // sandboxFacts are the sandbox facts of a finished run under mode with the given
 // enforcement (Enforcement of its launch policy): danger-full-access reports
 // {mode, denied: false} only; the confined modes add the Classify verdict and the
-// enforcement.
-func sandboxFacts(mode, enforcement string, r shell.RunResult) *shell.SandboxFacts {
+// enforcement. stub says whether the runner-failure stub ran in place of the command:
+// only then can the run be a runner failure — a command that writes the stub's line
+// and exits 125 ran, and must not be reported as not having run.
+func sandboxFacts(mode, enforcement string, r shell.RunResult, stub bool) *shell.SandboxFacts {
 	if mode == shell.ModeDangerFullAccess {
 		return &shell.SandboxFacts{Mode: mode}
 	}
 	// The runner's one line never overflows a stream: a truncated stream came from
 	// the command, so it cannot be a runner failure.
-	v := classify(r.ExitCode, r.Stderr.Text, !r.Stderr.Truncated)
+	v := classify(r.ExitCode, r.Stderr.Text, stub && !r.Stderr.Truncated)
 	return &shell.SandboxFacts{Mode: mode, Denied: v.Denied, RunnerFailed: v.RunnerFailed, Enforcement: enforcement}
 }

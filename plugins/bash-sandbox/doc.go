@@ -39,11 +39,13 @@
 //     files keep their owners and commands run as the harness's user;
 //   - a new root: the host's tree bound read-only, nosuid and nodev (submounts too);
 //     the session's private temp dir at /tmp; a small /dev (null, zero, full, random,
-//     urandom, tty bound from the host, a fresh devpts, a private /dev/shm); a fresh
-//     /proc for the PID namespace (with /proc/sys read-only, and nested user namespaces
-//     disabled through it); the workspace root, bound read-write from the directory
-//     pinned at session start; the configured writableRoots read-write; the spill root
-//     covered by an empty tmpfs unless it lies in /tmp; then each protected path bound
+//     urandom, tty bound read-only from the host — the devices stay readable and
+//     writable, their modes, owners and times do not change — a fresh devpts, a private
+//     /dev/shm); a fresh /proc for the PID namespace (with /proc/sys read-only, and
+//     nested user namespaces disabled through it); the workspace root, bound read-write
+//     from the directory pinned at session start; the configured writableRoots
+//     read-write; then the server's directories covered by an empty read-only tmpfs
+//     wherever a command could see them (below), and each protected path bound
 //     read-only over itself (below).
 //
 // dsh talks to it over a unix socket (the internal launch package's protocol). For each
@@ -54,9 +56,10 @@
 // left, a new Landlock domain for the command's mode — then forks and execs from it
 // (the child inherits the thread's credentials and domain), with a new session, the
 // three descriptors only, into the command's cgroup (clone3 CLONE_INTO_CGROUP). The
-// thread then dies. The network filter (seccomp) is installed once on the whole
-// sandbox process, which creates no socket after its set-up, so every command inherits
-// it without paying for its compilation. The sandbox answers with the leader's pidfd,
+// thread then dies. The command filter (seccomp: the keyring calls always, sockets and
+// io_uring with the network denied) is installed once on the whole sandbox process,
+// which creates no socket after its set-up, so every command inherits it without
+// paying for its compilation. The sandbox answers with the leader's pidfd,
 // from which dsh learns the host pid; it is the leader's parent (and the init of the
 // PID namespace, or a subreaper without one), so it reports the leader's exit without
 // reaping it (waitid WNOWAIT) and reaps it only when the Supervisor releases it — the
@@ -73,7 +76,10 @@
 // with it]"; the session's next call starts a new sandbox. If the sandbox cannot
 // be built, the call is a runner failure: the runner-failure stub (the dsh binary again,
 // with a hidden argument) writes exactly one "dsh-sandbox: <message>" line and exits
-// 125, and Classify reports it as RunnerFailed, never as a denial.
+// 125, and Classify reports it as RunnerFailed, never as a denial. The executor reports
+// a runner failure only when the stub did run (dsh started it, or the sandbox said it
+// started it in the command's place: launch.Reply.Stub): a command that writes the
+// same line and exits 125 ran, and is reported as an ordinary failure.
 //
 // # What each mode permits
 //
@@ -94,17 +100,22 @@
 // root; those marked * also as uid 65534, by TestUnprivileged):
 //
 //   - Writable set. The read-only root bind and Landlock. The host's /tmp is replaced
-//     by the session's own, removed when the session ends.
-//     TestConfinedPrivateTmp*, TestStackReadOnly*, TestStackWorkspaceWrite*.
+//     by the session's own, removed when the session ends. Landlock does not govern a
+//     file's metadata (chmod, chown, utimes, xattrs): the read-only mounts do, so the
+//     host device nodes the sandbox shows are bound read-only too.
+//     TestConfinedPrivateTmp*, TestStackReadOnly*, TestStackWorkspaceWrite*,
+//     TestConfinedHostDevicesReadOnly*.
 //   - Protected paths, read-only even in a writable root: .git and .dsh at the workspace
 //     root, every file of the running profile and each base it extends, $DSH_HOME.
 //     Read-only binds; their ancestors below the root are bound over themselves
 //     read-write, so a protected file cannot be moved away with its directory and
 //     replaced. A protected path that does not exist yet cannot be made read-only
 //     without writing to the workspace; the sandbox binds it before the first command
-//     after it appears (a `git init` works; the next command cannot plant a hook). A
-//     protected path that is a symlink inside a writable root fails the call.
+//     after it appears (a `git init` works; the next command cannot plant a hook — the
+//     one that ran `git init` can: see Known gaps). A protected path that is a symlink
+//     inside a writable root, or is reached through one, fails the call.
 //     TestConfinedProtectedPaths*, TestConfinedProtectedPathAppears*,
+//     TestConfinedProfileThroughSymlinkRefused*,
 //     TestServeConfinedCannotRewriteItsProfile (cmd/dsh).
 //   - Pinned workspace. The root is resolved when the session is first seen and held
 //     open; every confined call checks that the path still names that directory, else
@@ -113,9 +124,12 @@
 //   - No privilege. No capability in any set, an empty bounding set, no_new_privs 1,
 //     nested user namespaces disabled; mknod, raw and packet sockets, sethostname and
 //     interface changes are refused. Only descriptors 0–2: everything the sandbox
-//     inherited is close-on-exec, received descriptors too. TestConfinedNoPrivilege*,
-//     TestConfinedNoInheritedDescriptors*, TestCallInheritedDescriptorDoesNotLeak
-//     (cmd/dsh).
+//     inherited is close-on-exec, received descriptors too. Kernel keyrings are not
+//     namespaced: a command would inherit dsh's session keyring (a login's Kerberos
+//     tickets and other secrets) and could read and change it, so add_key, request_key
+//     and keyctl fail with ENOSYS, whatever the network policy. TestConfinedNoPrivilege*,
+//     TestConfinedNoInheritedDescriptors*, TestConfinedNoKeyring*,
+//     TestCallInheritedDescriptorDoesNotLeak (cmd/dsh).
 //   - No reach outside (network "deny"). An empty network namespace (TCP and UDP reach
 //     only its loopback; Landlock denies TCP connect and bind there too); the seccomp
 //     filter refuses socket(2) for every family but AF_INET, AF_INET6 and AF_NETLINK —
@@ -127,16 +141,36 @@
 //     is its own Landlock domain, so it cannot signal, trace or read the /proc files of
 //     another command or of the sandbox. TestConfinedNoReachOutside*,
 //     TestConfinedNoTmux*, TestConfinedOtherProcesses*, TestStackNetwork*.
-//   - The server never writes for the sandbox. Spill files live outside every writable
-//     root, in per-session directories the subprocess service creates without
-//     following symlinks; the sandbox shows none of them. TestConfinedSpillFilesHidden*.
+//   - The server never writes for the sandbox. Spill files live in per-session
+//     directories the subprocess service creates without following symlinks below the
+//     spill root — but it trusts the spill root's own path, and dsh makes the
+//     sessions' directories (their private temp dirs) by path under the host's temp
+//     dir, as every dsh does. Wherever a command could see the spill root or the temp
+//     dir (outside /tmp, or inside a writable root, which is bound over the private
+//     /tmp), it is covered by an empty read-only tmpfs, with its ancestors inside the
+//     writable root bound over themselves so that they cannot be moved away and the
+//     path redirected through a symlink. One that is or holds a writable root (a
+//     workspace at /tmp, where both live by default), or a spill root inside a writable
+//     root that does not exist or is reached through a symlink, refuses the call
+//     (ExposedError). TestConfinedSpillFilesHidden*,
+//     TestConfinedSpillRootInWorkspace*, TestConfinedExposingConfigRefused*,
+//     TestConfinedSessionDirsHidden*.
 //   - Reloads are visible. A reload that widens confinement (a wider defaultMode, the
 //     network allowed, an added writable root, namespaces turned off, or the executor
 //     swapped for one that does not confine) is applied and logged at WARN as
 //     "profile reload widens confinement: <what>". TestReloadWideningIsLogged,
 //     TestServeWideningReloadIsLogged (cmd/dsh).
 //   - Approval prompts show the command and justification with control characters
-//     escaped (package approval). TestApprovalPromptEscapesTheCommand.
+//     escaped, and padding (runs of blank lines or spaces) collapsed, so that no part
+//     of the command scrolls out of sight (package approval).
+//     TestApprovalPromptEscapesTheCommand, approval's TestMessageCollapsesPadding.
+//
+// With the network allowed, nothing of "no reach outside" holds, and the filesystem
+// guarantees can be undone through any more privileged process a command can reach:
+// the host's loopback services — dsh's own HTTP endpoint among them, where a command
+// can open a session of its own and approve its own escalation to danger-full-access —
+// and its UNIX sockets (docker.sock, D-Bus and `systemd-run`, an ssh-agent). Allow the
+// network only for commands you would run unconfined.
 //
 // What this costs users, with the network denied: programs cannot create UNIX sockets
 // (local IPC servers in test suites, ssh-agent, gpg-agent, D-Bus, X11, Docker), nor use
@@ -156,7 +190,10 @@
 // read-only (so the executor refuses to start when its writable roots hold a profile
 // file or $DSH_HOME, and workspace-write calls fail closed with an UnprotectableError
 // naming the path and the root while one exists — a workspace with a .git, typically);
-// other sessions' spill files (and the host's /tmp) stay readable; a host that has user
+// other sessions' spill files (and the host's /tmp) stay readable; no read-only mount
+// keeps a command from changing the metadata of files its user owns outside the
+// writable set (chmod, chown, touch — as root, of the host's system files, e.g. setting
+// a setuid bit); a host that has user
 // namespaces but has them turned off lets commands create nested ones; an unprivileged
 // harness cannot empty the bounding set. An older kernel's Landlock ABI also makes
 // enforcement partial (truncate below ABI 3, TCP below 4, scoping of signals and
@@ -166,13 +203,39 @@
 //
 // # Known gaps
 //
+// A test named after a gap reproduces it, skipped until the gap is closed.
+//
 //   - A protected path that does not exist when a command runs can be created by that
-//     command (see above); it is protected from the next command on.
+//     command (see above); it is protected from the next command on. For .git this is
+//     an escape, not a detail: in a workspace that is not (yet) a repository, or a
+//     subdirectory of one, a command creates .git with hooks or core.fsmonitor, and the
+//     user's next git command there — a shell prompt runs one on every cd — runs them
+//     unconfined. TestConfinedGapGitCreatedByACommand.
+//   - Only .git at the workspace root is protected: git looks in the current directory
+//     first, so a repository a command plants in a subdirectory (a .git there, or the
+//     directory shaped as a bare repository) is honoured by the user's git in it.
+//     TestConfinedGapNestedRepository.
+//   - A protected path that appears while a command runs (the user runs `git init`
+//     during a background job) is bound read-only before the next command starts, but
+//     a running command that entered it before (its working directory, or a descriptor
+//     open on it) keeps writing there. TestConfinedGapJobInsideAppearingProtectedPath.
+//   - A profile file reached through a symlinked directory inside a writable root cannot
+//     be protected (a command could point the link elsewhere): every confined call is
+//     then refused, naming the link, rather than run with the profile redirectable.
+//     TestConfinedProfileThroughSymlinkRefused.
+//   - Nothing bounds a command's resources beyond the Supervisor's cgroups: no pids,
+//     memory or disk limit (a fork bomb, the private /tmp and the private /dev/shm —
+//     a tmpfs of half the RAM, kept until the session ends — can exhaust the host).
+//   - A workspace of / is bound over the root, where path lookups never see it:
+//     nothing is writable in workspace-write.
 //   - A command's orphaned descendants' zombies linger up to a tenth of a second
 //     before the sandbox reaps them.
 //   - If the sandbox process dies, the kernel reaps its children at once; between that
 //     and dsh noticing the closed connection, the Supervisor could in theory signal a
 //     group id already reused (it would need a full pid wrap in that window).
+//   - A command can make its own failure read as a denial (print "Permission denied"
+//     and exit nonzero): the result then carries the denial marker and the escalation
+//     hint, inviting the model to ask for a wider mode. The user still decides.
 //   - The denial classifier reads English strerror texts: commands running under a
 //     non-English LC_MESSAGES/LANG report denials in their language, which are then not
 //     recognised. EBUSY (moving a protected mount point) is not counted as a denial.

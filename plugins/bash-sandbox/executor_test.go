@@ -230,6 +230,12 @@ func TestStackRunnerFailure(t *testing.T) {
 	}
 	res = st.bash(t, session("runner-imitation", ws), `echo "some output" >&2; echo "dsh-sandbox: fake" >&2; exit 125`)
 	expect(t, res, "[stderr]\nsome output\ndsh-sandbox: fake\n[exit code: 125]", false)
+	// So is one that writes exactly the stub's line: only dsh knows whether the stub ran.
+	res = st.bash(t, session("runner-imitation", ws), `touch `+marker+`; echo "dsh-sandbox: fake" >&2; exit 125`)
+	expect(t, res, "[stderr]\ndsh-sandbox: fake\n[exit code: 125]", false)
+	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(bashsandbox.NetworkDeny), false); got != want || !exists(marker) {
+		t.Fatalf("sandbox value %s, want %s (the command ran: %v)", got, want, exists(marker))
+	}
 }
 
 // The runner-failure stub itself: one line, exit 125, classified as a runner failure.

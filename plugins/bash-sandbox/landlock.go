@@ -25,6 +25,8 @@ const (
 	MissingTCP            = "TCP connect and bind denied (Landlock ABI < 4)"
 	MissingSignalScope    = "signals and abstract sockets scoped to the command (Landlock ABI < 6)"
 	MissingSocketFilter   = "UNIX, UDP, raw and Multipath TCP sockets denied (no seccomp filter for this architecture)"
+	MissingKeyringFilter  = "kernel keyrings out of reach (no seccomp filter for this architecture: a command can read and change the harness's session keyring)"
+	MissingMetadata       = "file metadata outside the writable set unchanged (no read-only mount: a command may chmod, chown or touch any file its user owns)"
 )
 
 // Missing lists the guarantees of a confined mode that a backend cannot give on a host
@@ -34,7 +36,7 @@ const (
 func Missing(backend string, abi int, network string, hostUserns bool) []string {
 	var out []string
 	if backend != BackendNamespaces {
-		out = append(out, MissingProtectedPaths, MissingSpillPrivacy)
+		out = append(out, MissingProtectedPaths, MissingSpillPrivacy, MissingMetadata)
 		if hostUserns {
 			out = append(out, MissingNestedUserns)
 		}
@@ -53,6 +55,9 @@ func Missing(backend string, abi int, network string, hostUserns bool) []string 
 	}
 	if network == NetworkDeny && !launch.SeccompSupported {
 		out = append(out, MissingSocketFilter)
+	}
+	if !launch.SeccompSupported {
+		out = append(out, MissingKeyringFilter)
 	}
 	return out
 }

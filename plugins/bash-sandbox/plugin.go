@@ -140,7 +140,7 @@ func backendDetail(cfg *Config, be backend) string {
 	if be.kind != BackendNamespaces {
 		what = fmt.Sprintf("Landlock ABI %d only (%s)", be.abi, be.why)
 	}
-	if cfg.Network == NetworkDeny && launch.SeccompSupported {
+	if launch.SeccompSupported {
 		what += " + seccomp"
 	}
 	missing := be.missing(cfg.Network)
@@ -334,26 +334,112 @@ func (s *sandbox) protected(ws string, dshEnv map[string]string) []string {
 	return out
 }
 
-// hidden are the directories the namespace backend covers with an empty tmpfs: the
-// spill root, unless it lies in /tmp (which the sandbox replaces with the session's own)
-// or holds a writable root (hiding it would hide the root too).
-func (s *sandbox) hidden(ns bool, writable []string) []string {
+// symlinkBelow returns the first directory strictly between root and path (which lies
+// in root) that is a symbolic link, or "".
+func symlinkBelow(root, path string) string {
+	rest := strings.TrimPrefix(strings.TrimPrefix(path, root), "/")
+	dir := root
+	for {
+		elem, more, ok := strings.Cut(rest, "/")
+		if !ok {
+			return ""
+		}
+		dir = filepath.Join(dir, elem)
+		if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return dir
+		}
+		rest = more
+	}
+}
+
+// hidden are the host directories the namespace backend covers with an empty read-only
+// tmpfs, wherever a confined command could otherwise see them — outside /tmp (the
+// sandbox shows the host's tree read-only) or inside a writable root (bound over the
+// private /tmp): the spill root, which holds every session's spill files, and the temp
+// dir, which holds every session's private temp dir (of this dsh and of others). One that holds a writable root cannot be hidden without hiding the root too, and
+// a spill root inside a writable root that does not exist, or is reached through a
+// symbolic link, could be planted (the server follows it): the call is then refused
+// with an *ExposedError.
+func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
 	if !ns {
-		return nil
+		return nil, nil
 	}
-	root := s.sup.Spool().Root()
-	if canon, err := filepath.EvalSymlinks(root); err == nil {
-		root = canon
-	}
-	if root == "" || within(root, "/tmp") {
-		return nil
-	}
-	for _, w := range writable {
-		if within(w, root) {
+	var out []string
+	check := func(what, path string) error {
+		if path == "" {
 			return nil
 		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil
+		}
+		canon, err := filepath.EvalSymlinks(abs)
+		for _, w := range writable {
+			if !within(abs, w) && (err != nil || !within(canon, w)) {
+				continue
+			}
+			switch {
+			case err != nil:
+				return &ExposedError{What: what, Path: abs, Root: w, Why: "does not exist, so a confined command could create it"}
+			case canon != abs:
+				return &ExposedError{What: what, Path: abs, Root: w, Why: "is reached through a symbolic link, which a confined command could change"}
+			}
+		}
+		if err != nil {
+			return nil // not there, and out of every writable root: nothing to see
+		}
+		visible := !within(canon, "/tmp") // the private /tmp covers the host's
+		for _, w := range writable {
+			visible = visible || within(canon, w)
+		}
+		if !visible {
+			return nil
+		}
+		for _, w := range writable {
+			if within(w, canon) {
+				return &ExposedError{What: what, Path: canon, Root: w, Holds: true}
+			}
+		}
+		if !slices.Contains(out, canon) {
+			out = append(out, canon)
+		}
+		return nil
 	}
-	return []string{root}
+	if err := check("the spill root", s.sup.Spool().Root()); err != nil {
+		return nil, err
+	}
+	// Every dsh's session directories are made by path under its temp dir (this one's
+	// under the same parent as base): hide the parent, not only this process's base.
+	base, err := sandboxBase()
+	if err != nil {
+		return nil, err
+	}
+	if err := check("the temp dir", filepath.Dir(base)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ExposedError refuses a confined call whose writable roots would show confined
+// commands what the server keeps from them (the spill files, the sessions' private temp
+// dirs), or let them redirect where the server writes: nothing runs.
+type ExposedError struct {
+	// What names the directory ("the spill root", "the temp dir"),
+	// Path is it, Root the writable root (the workspace or a writableRoots entry).
+	What, Path, Root string
+	// Holds: Path is or holds Root. Otherwise it lies in Root, and Why says what is
+	// wrong with it.
+	Holds bool
+	Why   string
+}
+
+func (e *ExposedError) Error() string {
+	where := fmt.Sprintf("lies in the writable root %q and %s", e.Root, e.Why)
+	if e.Holds {
+		where = fmt.Sprintf("holds the writable root %q, so it cannot be hidden from confined commands", e.Root)
+	}
+	return fmt.Sprintf("bash-sandbox: %s %q %s; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)",
+		e.What, e.Path, where)
 }
 
 // prepare decides how one call runs: its policy is spec.Sandbox (tool-bash resolves it
@@ -377,7 +463,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	mode := policy.Mode
 	switch mode {
 	case shell.ModeDangerFullAccess:
-		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res) }, nil
+		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res, false) }, nil
 	case shell.ModeReadOnly, shell.ModeWorkspaceWrite:
 	default:
 		return nil, fmt.Errorf("%s: unknown sandbox mode %q", pluginName, mode)
@@ -389,7 +475,11 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 		return nil, err
 	}
 	enforcement := enforcementOf(be.missing(s.cfg.Network))
-	finish := func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, enforcement, *res) }
+	stubbed := false // the runner-failure stub runs instead of the command (no sandbox)
+	starter := &cmdStarter{}
+	finish := func(res *shell.RunResult) {
+		res.Sandbox = sandboxFacts(mode, enforcement, *res, stubbed || starter.stub.Load())
+	}
 
 	sess := sessionFor(s.sup, sessionKeyID(spec.SessionID, policy.WorkspaceRoot))
 	pin, err := sess.workspace(policy.WorkspaceRoot)
@@ -412,16 +502,25 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	}
 	if ns {
 		for _, p := range protect {
-			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-				for _, r := range writable {
-					if within(p, r) {
-						return nil, fmt.Errorf("%s: cannot protect %q inside the writable root %q: it is a symbolic link", pluginName, p, r)
-					}
+			for _, r := range writable {
+				if !within(p, r) {
+					continue
+				}
+				if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+					return nil, fmt.Errorf("%s: cannot protect %q inside the writable root %q: it is a symbolic link", pluginName, p, r)
+				}
+				// A symlinked directory on the way: a command could point it elsewhere.
+				if link := symlinkBelow(r, p); link != "" {
+					return nil, fmt.Errorf("%s: cannot protect %q inside the writable root %q: it is reached through the symbolic link %q", pluginName, p, r, link)
 				}
 			}
 		}
 	}
-	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots, hide: s.hidden(ns, writable)}
+	hide, err := s.hidden(ns, writable)
+	if err != nil {
+		return nil, err
+	}
+	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots, hide: hide}
 	b, err := sess.box(s.sup, conf, protect)
 	if err != nil {
 		// The sandbox could not be built: the call is a runner failure (exit 125 and
@@ -432,6 +531,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 			return nil, err
 		}
 		cmd.Argv = []string{exe, launch.FailArg, strings.TrimPrefix(err.Error(), "bash-sandbox: ")}
+		stubbed = true
 		return finish, nil
 	}
 	tmp, _, err := sess.dirs()
@@ -454,7 +554,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 			}
 		}
 	}
-	starter := &cmdStarter{box: b, policy: lp}
+	starter.box, starter.policy = b, lp
 	if ns {
 		starter.protect = protect
 	}

@@ -50,16 +50,20 @@ func TestFacts(t *testing.T) {
 	runner := shell.RunResult{ExitCode: code(125), Stderr: shell.StreamResult{Text: "dsh-sandbox: exec bash: Permission denied\n"}}
 	truncated := shell.RunResult{ExitCode: code(125), Stderr: shell.StreamResult{Text: "dsh-sandbox: Permission denied\n", Truncated: true}}
 
-	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", denied); *f != (shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}) {
+	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", denied, false); *f != (shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}) {
 		t.Errorf("denied: %+v", *f)
 	}
-	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "partial", runner); *f != (shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}) {
+	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "partial", runner, true); *f != (shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}) {
 		t.Errorf("runner failure: %+v", *f)
 	}
-	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", truncated); f.RunnerFailed || !f.Denied {
+	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", truncated, true); f.RunnerFailed || !f.Denied {
 		t.Errorf("a truncated stream cannot be the launcher's one line: %+v", *f)
 	}
-	if f := bashsandbox.Facts(shell.ModeDangerFullAccess, "", denied); *f != (shell.SandboxFacts{Mode: "danger-full-access"}) {
+	// The stub's very line, written by a command that ran: not a runner failure.
+	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "full", runner, false); f.RunnerFailed || !f.Denied {
+		t.Errorf("a command imitating the stub: %+v", *f)
+	}
+	if f := bashsandbox.Facts(shell.ModeDangerFullAccess, "", denied, false); *f != (shell.SandboxFacts{Mode: "danger-full-access"}) {
 		t.Errorf("danger-full-access: %+v", *f)
 	}
 }
@@ -75,7 +79,7 @@ func TestMissing(t *testing.T) {
 		t.Fatalf("namespaces on ABI %d miss %q", abi, m)
 	}
 	ll := bashsandbox.Missing(bashsandbox.BackendLandlock, abi, bashsandbox.NetworkDeny, true)
-	want := []string{bashsandbox.MissingProtectedPaths, bashsandbox.MissingSpillPrivacy, bashsandbox.MissingNestedUserns}
+	want := []string{bashsandbox.MissingProtectedPaths, bashsandbox.MissingSpillPrivacy, bashsandbox.MissingMetadata, bashsandbox.MissingNestedUserns}
 	if os.Geteuid() != 0 {
 		want = append(want, bashsandbox.MissingBoundingSet)
 	}
@@ -98,6 +102,9 @@ func TestMissing(t *testing.T) {
 		got := bashsandbox.Missing(bashsandbox.BackendNamespaces, tc.abi, tc.network, true)
 		if !bashsandbox.SeccompSupported && tc.network == bashsandbox.NetworkDeny {
 			tc.want = append(tc.want, bashsandbox.MissingSocketFilter)
+		}
+		if !bashsandbox.SeccompSupported {
+			tc.want = append(tc.want, bashsandbox.MissingKeyringFilter)
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("ABI %d, network %s: %q, want %q", tc.abi, tc.network, got, tc.want)

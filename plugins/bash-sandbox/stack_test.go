@@ -49,6 +49,7 @@ type stackSetup struct {
 	executor   string         // the `bash` row's plugin; default "@deepseek-ai/dsh-bash-sandbox"
 	bashConfig map[string]any // merged over {cwd: <configured root>, graceMs: 500}
 	approval   string         // approval policy; "" = no approval row
+	subprocess map[string]any // the subprocess row's config (e.g. spillRoot)
 	extraRows  []container.Row
 	extra      []container.Plugin
 }
@@ -74,7 +75,7 @@ func stackRows(s stackSetup, root, home string) []container.Row {
 	rows := []container.Row{
 		{ID: "tools", Plugin: "tools"},
 		{ID: "prompt", Plugin: "prompt"},
-		{ID: "subprocess", Plugin: "subprocess"},
+		{ID: "subprocess", Plugin: "subprocess", Config: s.subprocess},
 		{ID: "shell-env", Plugin: "shell-env", Config: map[string]any{"dshHome": home}},
 		{ID: "jobs", Plugin: "jobs"},
 		{ID: "bash", Plugin: executor, Config: bashCfg},

@@ -17,8 +17,8 @@ func RequiredABI(p Policy) int {
 }
 
 // Enforcement says how completely the running host enforces p: "full" when the kernel's
-// Landlock ABI reaches RequiredABI(p) (and, with the network denied, the sandbox can
-// also filter socket(2), see seccomp.go), "partial" when only part of
+// Landlock ABI reaches RequiredABI(p) (and the sandbox can install its command filter,
+// see seccomp.go), "partial" when only part of
 // the policy is enforced, "" for a policy that is not a confined mode.
 func Enforcement(p Policy) string {
 	if p.Mode != ModeReadOnly && p.Mode != ModeWorkspaceWrite {
@@ -29,7 +29,7 @@ func Enforcement(p Policy) string {
 
 // EnforcementFor is Enforcement on a kernel whose Landlock ABI is abi.
 func EnforcementFor(abi int, p Policy) string {
-	if abi < RequiredABI(p) || (p.Network == NetworkDeny && !SeccompSupported) {
+	if abi < RequiredABI(p) || !SeccompSupported {
 		return EnforcementPartial
 	}
 	return EnforcementFull

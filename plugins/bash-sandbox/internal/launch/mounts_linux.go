@@ -115,9 +115,9 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //	<workspace>          the pinned workspace root, read-write (mounted from its pinned
 //	                     descriptor, so a later rename cannot swap it)
 //	<writable roots>     read-write
-//	<hidden dirs>        an empty read-only tmpfs
 //
-// The protected paths are then made read-only by the caller (protect).
+// The caller then covers the hidden directories with an empty read-only tmpfs (hide)
+// and makes the protected paths read-only (protect).
 func buildRoot(s *Setup, wsfd int) error {
 	if err := syscall.Mount("none", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return errors.New("make the mounts private: " + err.Error())
@@ -169,7 +169,7 @@ func buildRoot(s *Setup, wsfd int) error {
 	}
 	var devs []bind
 	for _, d := range devices {
-		fd, err := cloneTree(0, "/dev/"+d, mountAttrNosuid|mountAttrNoexec)
+		fd, err := cloneTree(0, "/dev/"+d, mountAttrRdonly|mountAttrNosuid|mountAttrNoexec)
 		if err != nil {
 			continue // absent on this host: the sandbox has none either
 		}
@@ -221,14 +221,6 @@ func buildRoot(s *Setup, wsfd int) error {
 		}
 	}
 	binds = nil
-	for _, h := range s.Hide {
-		if _, err := os.Stat(h); err != nil {
-			continue // already invisible
-		}
-		if err := syscall.Mount("tmpfs", h, "tmpfs", syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
-			return errors.New("hide " + h + ": " + err.Error())
-		}
-	}
 	return syscall.Chdir("/")
 }
 
@@ -378,6 +370,25 @@ func (pr *protector) protect(path string) error {
 	if fi.Mode()&os.ModeSymlink != 0 {
 		return errors.New("cannot protect " + path + ": it is a symbolic link")
 	}
+	if inRoot, err := pr.pinAncestors(path); err != nil || !inRoot {
+		return err // outside every writable root: read-only already
+	}
+	fd, err := cloneTree(0, path, mountAttrRdonly|mountAttrNosuid|mountAttrNodev)
+	if err != nil {
+		return err
+	}
+	if err := attach(fd, path); err != nil {
+		return err
+	}
+	pr.done[path] = true
+	return nil
+}
+
+// pinAncestors binds each ancestor of path strictly below the innermost writable root
+// holding it over itself (read-write): a mount point cannot be renamed or removed, so
+// path cannot be moved away with its directory and something else put in its place.
+// It reports whether path lies in a writable root at all.
+func (pr *protector) pinAncestors(path string) (bool, error) {
 	root := ""
 	for _, r := range pr.roots {
 		if within(path, r) && len(r) > len(root) {
@@ -385,7 +396,7 @@ func (pr *protector) protect(path string) error {
 		}
 	}
 	if root == "" {
-		return nil // outside every writable root: read-only already
+		return false, nil
 	}
 	// Ancestors strictly between the root and path, outermost first.
 	var ancestors []string
@@ -398,19 +409,30 @@ func (pr *protector) protect(path string) error {
 		}
 		fd, err := cloneTree(0, a, 0)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if err := attach(fd, a); err != nil {
-			return err
+			return true, err
 		}
 		pr.done[a] = true
 	}
-	fd, err := cloneTree(0, path, mountAttrRdonly|mountAttrNosuid|mountAttrNodev)
-	if err != nil {
+	return true, nil
+}
+
+// hide covers the directory path with an empty read-only tmpfs, after pinning its
+// ancestors inside a writable root (pinAncestors): the server goes on using the host
+// path (the spill root, the session directories), which a command must not redirect by
+// moving an ancestor away and putting a symlink in its place. A path that does not
+// exist is skipped (dsh refuses one that is missing inside a writable root).
+func (pr *protector) hide(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	if _, err := pr.pinAncestors(path); err != nil {
 		return err
 	}
-	if err := attach(fd, path); err != nil {
-		return err
+	if err := syscall.Mount("tmpfs", path, "tmpfs", syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
+		return errors.New("hide " + path + ": " + err.Error())
 	}
 	pr.done[path] = true
 	return nil

@@ -87,6 +87,10 @@ type Reply struct {
 	Op      string
 	Path    string
 	Message string
+	// Stub (Started): the command could not be confined, and the runner-failure stub
+	// was started in its place — what tells dsh that the command did not run (a
+	// command can write the stub's line and exit 125 too).
+	Stub bool
 }
 
 // Release tells the sandbox to reap the leader of command ID.
@@ -145,6 +149,7 @@ func (m *Reply) Encode() []byte {
 	w.str(m.Op)
 	w.str(m.Path)
 	w.str(m.Message)
+	w.bool(m.Stub)
 	return w.b
 }
 
@@ -209,6 +214,7 @@ func DecodeReply(b []byte) (Reply, error) {
 	m.Op = r.str()
 	m.Path = r.str()
 	m.Message = r.str()
+	m.Stub = r.bool()
 	return m, r.done("reply")
 }
 

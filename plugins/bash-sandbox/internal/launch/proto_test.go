@@ -27,6 +27,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	for _, r := range []Reply{
 		{Type: MsgReady},
 		{Type: MsgStarted, ID: 7, Pid: 12},
+		{Type: MsgStarted, ID: 10, Pid: 13, Stub: true},
 		{Type: MsgFailed, ID: 8, Errno: 2, Op: "chdir", Path: "/x", Message: "m"},
 		{Type: MsgExited, ID: 9, Code: -1, Signal: 15},
 	} {

@@ -2,8 +2,16 @@ package launch
 
 import "syscall"
 
-// The seccomp filter of a command whose network is denied. Landlock (ABI < 9) cannot
-// stop UNIX sockets, UDP (ABI < 10) or Multipath TCP, so socket(2) itself is filtered:
+// The seccomp filter of every confined command. Whatever the network policy:
+//
+//   - add_key, request_key and keyctl fail with ENOSYS (as on a kernel without keys):
+//     kernel keyrings are not namespaced, and a command would otherwise inherit the
+//     harness's session keyring (Kerberos tickets, other secrets its login stored
+//     there) to read and change, and reach the host user's own keyring without a user
+//     namespace.
+//
+// With the network denied, too: Landlock (ABI < 9) cannot stop UNIX sockets, UDP
+// (ABI < 10) or Multipath TCP, so socket(2) itself is filtered:
 //
 //   - AF_UNIX sockets cannot be created (EACCES): a read-only mount does not stop
 //     connect(2) to a pathname socket (a tmux server in /tmp, an ssh-agent,
@@ -57,6 +65,10 @@ const (
 	sysIoUringRegister = 427
 )
 
+// Filtered whatever the network policy; every other filtered call only when the
+// network is denied.
+func (a filterAction) always() bool { return a == actKeyring }
+
 // seccomp_data offsets: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64);
 // an int argument is compared on its low 32 bits, which come first on little-endian
 // machines (every architecture with a filter here).
@@ -72,9 +84,10 @@ const (
 type filterAction int
 
 const (
-	actSocket filterAction = iota // check the socket(2) arguments
-	actENOSYS                     // fail with ENOSYS
-	actEACCES                     // fail with EACCES
+	actSocket  filterAction = iota // check the socket(2) arguments
+	actENOSYS                      // fail with ENOSYS
+	actEACCES                      // fail with EACCES
+	actKeyring                     // a keyring call: fail with ENOSYS, whatever the network
 )
 
 // archCalls are the filtered system calls of one architecture.
@@ -144,9 +157,10 @@ func (p *bpfProg) link() bool {
 	return true
 }
 
-// denyNetworkFilter assembles the filter described above for the architectures in
-// arches; streamOnly restricts inet sockets to SOCK_STREAM (no network namespace).
-func denyNetworkFilter(arches []archCalls, streamOnly bool) []syscall.SockFilter {
+// commandFilter assembles the filter described above for the architectures in arches:
+// with denyNetwork, the socket rules too, where streamOnly restricts inet sockets to
+// SOCK_STREAM (no network namespace).
+func commandFilter(arches []archCalls, denyNetwork, streamOnly bool) []syscall.SockFilter {
 	var p bpfProg
 	p.load(offArch)
 	for i, a := range arches {
@@ -155,7 +169,10 @@ func denyNetworkFilter(arches []archCalls, streamOnly bool) []syscall.SockFilter
 		p.jeq(a.arch, "", next)
 		p.load(offNr)
 		for _, c := range a.calls {
-			target := map[filterAction]string{actSocket: "socket", actENOSYS: "enosys", actEACCES: "eacces"}[c.act]
+			if !denyNetwork && !c.act.always() {
+				continue
+			}
+			target := map[filterAction]string{actSocket: "socket", actENOSYS: "enosys", actEACCES: "eacces", actKeyring: "enosys"}[c.act]
 			p.jeq(c.nr, target, "")
 		}
 		p.ret(seccompRetAllow)
@@ -186,6 +203,21 @@ func denyNetworkFilter(arches []archCalls, streamOnly bool) []syscall.SockFilter
 		panic("launch: the seccomp filter does not assemble")
 	}
 	return p.insns
+}
+
+// calls concatenates lists of calls (this package imports no slices).
+func calls(lists ...[]archCall) []archCall {
+	var out []archCall
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// keyrings are the keyring calls of one architecture: add_key, request_key and keyctl,
+// numbered consecutively from first (offset by base for x32).
+func keyrings(base, first uint32) []archCall {
+	return []archCall{{base + first, actKeyring}, {base + first + 1, actKeyring}, {base + first + 2, actKeyring}}
 }
 
 // ioUring are the io_uring calls of one architecture (offset by base for x32).

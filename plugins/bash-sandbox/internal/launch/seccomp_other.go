@@ -2,8 +2,9 @@
 
 package launch
 
-// SeccompSupported: no network filter for this architecture; a denied network is then
-// only partially enforced and Enforcement says "partial".
+// SeccompSupported: no command filter (seccomp.go) for this architecture; enforcement
+// is then "partial": a denied network is only partly enforced, and keyrings are not
+// filtered.
 const SeccompSupported = false
 
 const sysSeccomp = 0

@@ -47,16 +47,24 @@ func TestNetworkFilter(t *testing.T) {
 	native := filterArches[0].arch
 	socketNr := filterArches[0].calls[0].nr
 	allow, eacces, enosys := uint32(seccompRetAllow), uint32(seccompRetErrno|uint32(syscall.EACCES)), uint32(seccompRetErrno|uint32(syscall.ENOSYS))
-	for _, streamOnly := range []bool{false, true} {
-		prog := denyNetworkFilter(filterArches, streamOnly)
+	for _, tc := range []struct {
+		denyNetwork, streamOnly bool
+	}{{true, false}, {true, true}, {false, false}} {
+		prog := commandFilter(filterArches, tc.denyNetwork, tc.streamOnly)
 		if len(prog) > 255 {
 			t.Fatalf("%d instructions", len(prog))
 		}
+		denied := func(v uint32) uint32 {
+			if tc.denyNetwork {
+				return v
+			}
+			return allow
+		}
 		dgram := allow
-		if streamOnly {
+		if tc.streamOnly {
 			dgram = eacces
 		}
-		for _, tc := range []struct {
+		for _, c := range []struct {
 			name string
 			nr   uint32
 			args []uint64
@@ -64,22 +72,25 @@ func TestNetworkFilter(t *testing.T) {
 		}{
 			{"tcp", socketNr, []uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0}, allow},
 			{"tcp6", socketNr, []uint64{unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_TCP}, allow},
-			{"udp", socketNr, []uint64{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK, 0}, dgram},
-			{"raw", socketNr, []uint64{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP}, dgram},
-			{"mptcp", socketNr, []uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP}, eacces},
-			{"unix", socketNr, []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, eacces},
-			{"unix with garbage above the int", socketNr, []uint64{1<<40 | unix.AF_UNIX, unix.SOCK_STREAM, 0}, eacces},
-			{"packet", socketNr, []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, eacces},
-			{"vsock", socketNr, []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, eacces},
+			{"udp", socketNr, []uint64{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK, 0}, denied(dgram)},
+			{"raw", socketNr, []uint64{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP}, denied(dgram)},
+			{"mptcp", socketNr, []uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP}, denied(eacces)},
+			{"unix", socketNr, []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, denied(eacces)},
+			{"unix with garbage above the int", socketNr, []uint64{1<<40 | unix.AF_UNIX, unix.SOCK_STREAM, 0}, denied(eacces)},
+			{"packet", socketNr, []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, denied(eacces)},
+			{"vsock", socketNr, []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, denied(eacces)},
 			{"netlink", socketNr, []uint64{unix.AF_NETLINK, unix.SOCK_RAW, 0}, allow},
 			{"socketpair", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, allow},
-			{"io_uring_setup", unix.SYS_IO_URING_SETUP, nil, enosys},
-			{"io_uring_enter", unix.SYS_IO_URING_ENTER, nil, enosys},
-			{"io_uring_register", unix.SYS_IO_URING_REGISTER, nil, enosys},
+			{"io_uring_setup", unix.SYS_IO_URING_SETUP, nil, denied(enosys)},
+			{"io_uring_enter", unix.SYS_IO_URING_ENTER, nil, denied(enosys)},
+			{"io_uring_register", unix.SYS_IO_URING_REGISTER, nil, denied(enosys)},
+			{"add_key", unix.SYS_ADD_KEY, nil, enosys},
+			{"request_key", unix.SYS_REQUEST_KEY, nil, enosys},
+			{"keyctl", unix.SYS_KEYCTL, []uint64{unix.KEYCTL_READ}, enosys},
 			{"read", unix.SYS_READ, nil, allow},
 		} {
-			if got := run(t, prog, native, tc.nr, tc.args...); got != tc.want {
-				t.Errorf("streamOnly %v, %s: %#x, want %#x", streamOnly, tc.name, got, tc.want)
+			if got := run(t, prog, native, c.nr, c.args...); got != c.want {
+				t.Errorf("denyNetwork %v, streamOnly %v, %s: %#x, want %#x", tc.denyNetwork, tc.streamOnly, c.name, got, c.want)
 			}
 		}
 		// Every other architecture the kernel runs here is filtered the same way.
@@ -89,14 +100,16 @@ func TestNetworkFilter(t *testing.T) {
 				var args []uint64
 				switch c.act {
 				case actSocket:
-					args, want = []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, eacces
+					args, want = []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, denied(eacces)
 				case actEACCES:
-					want = eacces
+					want = denied(eacces)
 				case actENOSYS:
+					want = denied(enosys)
+				case actKeyring:
 					want = enosys
 				}
 				if got := run(t, prog, a.arch, c.nr, args...); got != want {
-					t.Errorf("arch %#x call %d: %#x, want %#x", a.arch, c.nr, got, want)
+					t.Errorf("denyNetwork %v: arch %#x call %d: %#x, want %#x", tc.denyNetwork, a.arch, c.nr, got, want)
 				}
 			}
 		}

@@ -153,6 +153,11 @@ func (s *server) setup(payload []byte, fds []int) error {
 			}
 		}
 		s.pr = protector{roots: append([]string{m.Workspace}, m.WritableRoots...), done: map[string]bool{}}
+		for _, h := range m.Hide {
+			if err := s.pr.hide(h); err != nil {
+				return err
+			}
+		}
 		for _, p := range m.Protect {
 			if err := s.pr.protect(p); err != nil {
 				return err
@@ -164,12 +169,13 @@ func (s *server) setup(payload []byte, fds []int) error {
 	}
 	s.dropCaps = holdsCap(capSetpcap)
 	s.lastCap = lastCapability()
-	if s.network == NetworkDeny && SeccompSupported {
+	if SeccompSupported {
 		// The filter is the same for every command of the session: installed once, on
-		// every thread of this process (which makes no socket of its own from now on),
-		// it is inherited by each command thread and its fork — compiling a filter per
-		// command would cost more than the rest of the confinement.
-		if err := filterProcess(denyNetworkFilter(filterArches, !s.ns)); err != nil {
+		// every thread of this process (which makes no socket of its own from now on
+		// and uses no keyring), it is inherited by each command thread and its fork —
+		// compiling a filter per command would cost more than the rest of the
+		// confinement.
+		if err := filterProcess(commandFilter(filterArches, s.network == NetworkDeny, !s.ns)); err != nil {
 			return errors.New("seccomp: " + err.Error())
 		}
 	}
@@ -316,7 +322,7 @@ func (s *server) started(m Start, f forked, pidfd int, failed func(Reply)) {
 		go s.await(l)
 		return
 	}
-	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid}).Encode(), dup)
+	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, Stub: f.confined != nil}).Encode(), dup)
 	syscall.Close(dup)
 	go s.await(l)
 }

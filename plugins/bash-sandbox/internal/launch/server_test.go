@@ -145,7 +145,7 @@ func TestServe(t *testing.T) {
 			ro := Policy{Mode: ModeReadOnly, Network: NetworkDeny}
 
 			first, exit, _ := sb.run(t, 1, ro, ws, "bash", "-c", "exit 7")
-			if first.Type != MsgStarted || first.Pid <= 0 || exit.Type != MsgExited || exit.ID != 1 || exit.Code != 7 || exit.Signal != 0 {
+			if first.Type != MsgStarted || first.Pid <= 0 || first.Stub || exit.Type != MsgExited || exit.ID != 1 || exit.Code != 7 || exit.Signal != 0 {
 				t.Fatalf("exit 7: %+v, %+v", first, exit)
 			}
 			_, exit, _ = sb.run(t, 2, ro, ws, "bash", "-c", "kill -TERM $$")
@@ -163,7 +163,7 @@ func TestServe(t *testing.T) {
 			marker := filepath.Join(ws, "marker")
 			bad := Policy{Mode: ModeWorkspaceWrite, WorkspaceRoot: filepath.Join(base, "nowhere"), Network: NetworkDeny}
 			first, exit, stderr := sb.run(t, 5, bad, ws, "bash", "-c", "touch "+marker)
-			if first.Type != MsgStarted || exit.Code != RunnerFailureExitCode ||
+			if first.Type != MsgStarted || !first.Stub || exit.Code != RunnerFailureExitCode ||
 				!strings.HasPrefix(stderr, RunnerFailurePrefix+"confine the command: landlock: "+filepath.Join(base, "nowhere")+": no such file or directory") ||
 				strings.Count(stderr, "\n") != 1 {
 				t.Fatalf("unconfinable command: %+v, %+v, stderr %q", first, exit, stderr)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() { os.Exit(helperMain(os.Args[1:])) }
@@ -120,6 +122,37 @@ func attack(op string, args []string) error {
 			var ws syscall.WaitStatus
 			syscall.Wait4(pid, &ws, 0, nil)
 		}
+		return err
+	case "chmod": // path: to the mode it has (nothing changes if it gets through)
+		var st syscall.Stat_t
+		if err := syscall.Stat(arg(0), &st); err != nil {
+			return err
+		}
+		return syscall.Chmod(arg(0), st.Mode&0o7777)
+	case "chown": // path: to the owner it has (-1, -1)
+		return syscall.Chown(arg(0), -1, -1)
+	case "utimes": // path: to the times it has
+		var st syscall.Stat_t
+		if err := syscall.Stat(arg(0), &st); err != nil {
+			return err
+		}
+		return syscall.UtimesNano(arg(0), []syscall.Timespec{st.Atim, st.Mtim})
+	case "keyring": // description: read that user key from the session keyring
+		if _, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); err != nil {
+			return err
+		}
+		id, err := unix.KeyctlSearch(unix.KEY_SPEC_SESSION_KEYRING, "user", arg(0), 0)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 256)
+		n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("read the key: %q", buf[:min(n, len(buf))])
+	case "add-key": // description: add a user key to the session keyring
+		_, err := unix.AddKey("user", arg(0), []byte("from the sandbox"), unix.KEY_SPEC_SESSION_KEYRING)
 		return err
 	case "fds": // the descriptors this process was started with
 		entries, err := os.ReadDir("/proc/self/fd")
