@@ -30,6 +30,8 @@ type Activation struct {
 	id     string // the row id, fixed for the activation (the fiber's row may be rewritten)
 	ctx    context.Context
 	cancel context.CancelFunc
+	// replaced is what this row ran before a reload replaced it, or nil.
+	replaced *Replaced
 
 	logOnce sync.Once
 	log     *slog.Logger // built on first use: most activations never log
@@ -143,6 +145,19 @@ func (a *Activation) OnSessionEnd(fn func(sessionID string)) {
 		a.sessionEnds = append(a.sessionEnds, fn)
 	}
 }
+
+// Replaced is what a row ran before a profile reload replaced it: the plugin's name and
+// its decoded config value (the type the plugin's Config function returns).
+type Replaced struct {
+	Plugin string
+	Config any
+}
+
+// Replaced returns what this row ran before a profile reload replaced it (another
+// config, or another plugin under the same row id), so a plugin can tell what the
+// reload changed — a sandbox that widens, an approval policy that stops asking — and
+// say so; nil for a row's first activation and for reactivations that no reload caused.
+func (a *Activation) Replaced() *Replaced { return a.replaced }
 
 // ProfileFiles are the files of the running composition's profile (see
 // Runtime.ProfileFiles). They may change with a reload; read them when needed.

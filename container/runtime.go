@@ -84,6 +84,11 @@ type fiber struct {
 	seq    uint64 // activation order; 0 when not active
 	act    *Activation
 	detail string
+	// config is the decoded config of the last activation; replaced is what this row
+	// ran before a reload replaced it (same id, another plugin or config), for the
+	// first activation of the new fiber to compare (Activation.Replaced).
+	config   any
+	replaced *Replaced
 }
 
 type provision struct {
@@ -500,6 +505,11 @@ func (r *Runtime) compose(name string, rows []Row, files []string) error {
 			f.row = pr.row // same plugin and config; the source file may have changed
 		} else {
 			f = &fiber{row: pr.row, plugin: pr.plugin, state: StatePending, since: time.Now()}
+			for _, old := range gone {
+				if old.row.ID == f.row.ID && old.config != nil {
+					f.replaced = &Replaced{Plugin: old.plugin.Name, Config: old.config}
+				}
+			}
 			r.byID[f.row.ID] = f
 		}
 		order = append(order, f)
@@ -886,9 +896,11 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	act := &Activation{rt: r, fiber: f, id: f.row.ID, ctx: ctx, cancel: cancel}
+	act := &Activation{rt: r, fiber: f, id: f.row.ID, ctx: ctx, cancel: cancel, replaced: f.replaced}
 	r.mu.Lock()
 	f.act = act
+	f.config = config
+	f.replaced = nil // only the first activation after the reload replaced a row
 	f.detail = ""
 	r.setStateLocked(f, StateLoading)
 	r.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -670,5 +671,49 @@ func TestCheckActivation(t *testing.T) {
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Errorf("got:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
+// A reload that replaces a row (another config or another plugin under its id) lets the
+// new activation see what the row ran before — once; other activations see nothing.
+func TestActivationSeesWhatAReloadReplaced(t *testing.T) {
+	type seen struct {
+		plugin string
+		value  string
+	}
+	var mu sync.Mutex
+	var log []*seen
+	watch := func(name string) container.Plugin {
+		return container.Plugin{
+			Name:    name,
+			Provide: []string{"svc"},
+			Config:  func() any { return &testConfig{Value: "default"} },
+			Apply: func(a *container.Activation, _ any) error {
+				var s *seen
+				if r := a.Replaced(); r != nil {
+					s = &seen{plugin: r.Plugin, value: r.Config.(*testConfig).Value}
+				}
+				mu.Lock()
+				log = append(log, s)
+				mu.Unlock()
+				return a.Provide("svc", &svc{})
+			},
+		}
+	}
+	rt := newRuntime(t, watch("one"), watch("two"))
+	for _, rows := range [][]container.Row{
+		{{ID: "r", Plugin: "one", Config: map[string]any{"value": "a"}}},
+		{{ID: "r", Plugin: "one", Config: map[string]any{"value": "b"}}},
+		{{ID: "r", Plugin: "two", Config: map[string]any{"value": "c"}}},
+		{{ID: "r", Plugin: "two", Config: map[string]any{"value": "c"}}}, // unchanged: not restarted
+	} {
+		if err := rt.Compose("p", rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(log) != 3 || log[0] != nil || *log[1] != (seen{"one", "a"}) || *log[2] != (seen{"one", "b"}) {
+		t.Errorf("activations saw %v", log)
 	}
 }

@@ -34,8 +34,36 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
+		if prev, ok := replacedPolicy(act); ok && policyRank(cfg.Policy) > policyRank(prev) {
+			// Applied (the user may mean it), never silently: escalations now need less.
+			act.Logger().Warn(fmt.Sprintf("profile reload widens confinement: approval policy %s → %s", prev, cfg.Policy))
+		}
 		return act.Provide(Service, a)
 	},
+}
+
+// replacedPolicy is the policy this row had before a reload replaced it.
+func replacedPolicy(act *container.Activation) (string, bool) {
+	r := act.Replaced()
+	if r == nil {
+		return "", false
+	}
+	prev, ok := r.Config.(*Config)
+	if !ok {
+		return "", false
+	}
+	return prev.Policy, true
+}
+
+// policyRank orders the policies by how much they let through: deny < ask < allow.
+func policyRank(p string) int {
+	switch p {
+	case PolicyDeny:
+		return 0
+	case PolicyAsk:
+		return 1
+	}
+	return 2
 }
 
 // Module registers Plugin in the catalog.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -403,5 +404,46 @@ func TestMessageCollapsesPadding(t *testing.T) {
 	}
 	if got := message("make\n\nmake install"); !strings.Contains(got, "Command:\n  make\n  \n  make install\n") {
 		t.Fatalf("a short command changed:\n%s", got)
+	}
+}
+
+// A reload that makes the policy let more through is applied and logged at WARN; one
+// that narrows it, or a first composition, says nothing.
+func TestReloadWideningPolicyIsLogged(t *testing.T) {
+	catalog, err := container.NewCatalog(approval.Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &logRecorder{}
+	rt := container.NewRuntime(catalog, container.Options{Logger: slog.New(rec)})
+	defer rt.Close()
+	warnings := func() []string {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var out []string
+		for _, r := range rec.records {
+			if r.level == slog.LevelWarn {
+				out = append(out, r.msg)
+			}
+		}
+		rec.records = nil
+		return out
+	}
+	for _, step := range []struct {
+		policy string
+		want   []string
+	}{
+		{"deny", nil},
+		{"ask", []string{"profile reload widens confinement: approval policy deny → ask"}},
+		{"allow", []string{"profile reload widens confinement: approval policy ask → allow"}},
+		{"deny", nil},
+		{"deny", nil},
+	} {
+		if err := rt.Compose("p", []container.Row{{ID: "approval", Plugin: "approval", Config: map[string]any{"policy": step.policy}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := warnings(); !slices.Equal(got, step.want) {
+			t.Errorf("reload to %s: warned %q, want %q", step.policy, got, step.want)
+		}
 	}
 }
