@@ -88,14 +88,17 @@ func TestConfinedSpillRootInWorkspace(t *testing.T) {
 			if mode == shell.ModeReadOnly {
 				why = "Permission denied"
 			}
-			if !strings.HasPrefix(res.Text, "[stderr]\nmv: cannot move 'a' to 'a-moved': "+why+"\n") {
+			// The spill root shows the session's own spill directory, nothing else.
+			own, rest, _ := strings.Cut(res.Text, "\n")
+			if !strings.HasPrefix(own, "dsh-spill-") || !strings.HasPrefix(rest, "[stderr]\nmv: cannot move 'a' to 'a-moved': "+why+"\n") {
 				t.Fatalf("moving the spill root's parent: %q", res.Text)
 			}
 			res = st.bash(t, s, "head -c 3000 /dev/zero | tr '\\0' x")
 			path := res.Value.(toolbash.ForegroundValue).Stdout.SpillPath
-			if !strings.HasPrefix(path, spill+"/dsh-spill-") || !exists(path) {
+			if !strings.HasPrefix(path, spill+"/"+own+"/") || !exists(path) {
 				t.Fatalf("spill file %q (%q)", path, res.Text)
 			}
+			expect(t, st.bash(t, s, "wc -c < "+path), "3000\n", false)
 			if entries, _ := os.ReadDir(target); len(entries) != 0 {
 				t.Fatalf("the server wrote through the planted symlink: %v", entries)
 			}

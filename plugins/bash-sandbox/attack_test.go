@@ -19,7 +19,6 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/shell"
-	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
 )
 
 var confinedModes = []string{shell.ModeReadOnly, shell.ModeWorkspaceWrite}
@@ -448,33 +447,6 @@ func TestConfinedOtherProcesses(t *testing.T) {
 		// Inside one command's own tree, signals work; a signal death is not a denial.
 		expect(t, st.bash(t, s, `sleep 60 & kill -TERM $! && wait $!; echo "child: $?"`), "child: 143\n", false)
 		st.call(t, s, "job_kill", `{"job_id":"`+id+`"}`)
-	})
-}
-
-// The server never writes for the sandbox: the spill directory — the harness's, with
-// every session's files — is out of every confined command's sight, so it can be
-// neither read nor replaced (by a symlink the server would then write through).
-func TestConfinedSpillFilesHidden(t *testing.T) {
-	forConfinedModes(t, stackSetup{bashConfig: map[string]any{"maxOutputBytes": 1000}}, func(t *testing.T, st *stack, s *container.Session, ws string) {
-		res := st.bash(t, s, "head -c 5000 /dev/zero | tr '\\0' x")
-		spill := res.Value.(toolbash.ForegroundValue).Stdout.SpillPath
-		if spill == "" || !exists(spill) {
-			t.Fatalf("no spill file: %q", res.Text)
-		}
-		other := session("spill-other", ws)
-		for _, path := range []string{spill, filepath.Dir(spill), filepath.Dir(filepath.Dir(spill))} {
-			if got := attackLine(t, st, other, "read", path); got != "no such file or directory" {
-				t.Errorf("read %s from another session: %q", path, got)
-			}
-		}
-		dir := filepath.Dir(filepath.Dir(spill))
-		res = st.bash(t, s, "rm -rf "+dir+" && ln -s /etc "+dir+" && echo replaced")
-		if b, err := os.Lstat(dir); err != nil || !b.IsDir() {
-			t.Fatalf("the spill directory was replaced: %v (%q)", err, res.Text)
-		}
-		if b, err := os.ReadFile(spill); err != nil || len(b) != 5000 {
-			t.Fatalf("the spill file: %d bytes, %v", len(b), err)
-		}
 	})
 }
 

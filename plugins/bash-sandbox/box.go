@@ -64,9 +64,10 @@ type boxReply struct {
 const boxSetupTimeout = 30 * time.Second
 
 // openBox starts a session sandbox on sup: conf, the private temp dir tmp, an empty
-// directory stage for its new root, the pinned workspace ws (nil for none) and the
-// protected paths known now.
-func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *os.File, protect []string) (*box, error) {
+// directory stage for its new root, the pinned workspace ws (nil for none), the
+// session's spill directory spill at spillPath (nil for none), and the protected paths
+// and masked files known now.
+func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *os.File, spillPath string, spill *os.File, protect, mask []string) (*box, error) {
 	if !dispatched.Load() {
 		return nil, errNotDispatched
 	}
@@ -107,10 +108,15 @@ func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *
 		Stage:         stage,
 		Hide:          conf.hide,
 		Protect:       protect,
+		Mask:          mask,
 	}
 	var fds []int
 	if ws != nil {
 		fds = append(fds, int(ws.Fd()))
+	}
+	if spill != nil {
+		setup.Spill = spillPath
+		fds = append(fds, int(spill.Fd()))
 	}
 	if err := b.handshake(setup.Encode(), fds); err != nil {
 		b.kill()
@@ -288,6 +294,7 @@ type cmdStarter struct {
 	box     *box
 	policy  launch.Policy
 	protect []string
+	mask    []string
 	// stub: the sandbox could not confine the command and started the runner-failure
 	// stub in its place (only then is a "dsh-sandbox:" line a runner failure).
 	stub atomic.Bool
@@ -332,6 +339,7 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 		Dir:     req.Dir,
 		Env:     req.Env,
 		Protect: st.protect,
+		Mask:    st.mask,
 		Cgroup:  req.CgroupFD >= 0,
 	}
 	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}

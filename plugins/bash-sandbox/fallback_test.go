@@ -19,6 +19,7 @@ import (
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
 )
 
 // bashDetail is the status detail of the stack's executor row.
@@ -82,6 +83,16 @@ func TestFallbackLandlockOnly(t *testing.T) {
 			tmpdir, _ := os.ReadFile(filepath.Join(ws, "tmpdir"))
 			if !strings.HasPrefix(string(tmpdir), os.TempDir()) || strings.TrimSpace(string(tmpdir)) == os.TempDir() {
 				t.Fatalf("TMPDIR %q is not a private directory", tmpdir)
+			}
+			// Without a mount namespace the spill files are where the server writes them
+			// (every session's: MissingSpillPrivacy): the session reads its own, read-only.
+			spill := st.bash(t, s, "seq 1 30000").Value.(toolbash.ForegroundValue).Stdout.SpillPath
+			if spill == "" {
+				t.Fatal("no spill file")
+			}
+			expect(t, st.bash(t, s, "seq 1 30000 | cmp - "+spill+" && echo same"), "same\n", false)
+			if got := attackLine(t, st, s, "write", spill); got != "permission denied" {
+				t.Errorf("writing the spill file: %q", got)
 			}
 			// The host's shared /tmp and everything outside the writable set stay
 			// read-only (Landlock), sockets are filtered (seccomp), capabilities gone.

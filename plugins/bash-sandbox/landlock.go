@@ -18,7 +18,8 @@ const (
 // The guarantees a host can lack, as Missing names them.
 const (
 	MissingProtectedPaths = "read-only protected paths inside writable roots (no mount namespace: workspace-write calls fail closed while one exists)"
-	MissingSpillPrivacy   = "spill files hidden from confined commands (no mount namespace: other sessions' spill files stay readable)"
+	MissingSpillPrivacy   = "other sessions' spill files hidden from confined commands (no mount namespace: every session's spill files stay readable)"
+	MissingSecretFiles    = "the serve token hidden from confined commands (no mount namespace: $DSH_HOME/serve-token and the files given to HideFile stay readable)"
 	MissingNestedUserns   = "no nested user namespaces (namespaces are off: a command may create a user namespace and hold capabilities in it)"
 	MissingBoundingSet    = "an empty capability bounding set (not root and no user namespace)"
 	MissingTruncate       = "truncate(2) denied outside the writable set (Landlock ABI < 3)"
@@ -36,7 +37,7 @@ const (
 func Missing(backend string, abi int, network string, hostUserns bool) []string {
 	var out []string
 	if backend != BackendNamespaces {
-		out = append(out, MissingProtectedPaths, MissingSpillPrivacy, MissingMetadata)
+		out = append(out, MissingProtectedPaths, MissingSpillPrivacy, MissingSecretFiles, MissingMetadata)
 		if hostUserns {
 			out = append(out, MissingNestedUserns)
 		}

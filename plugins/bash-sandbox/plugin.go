@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
@@ -325,11 +326,76 @@ func (s *sandbox) protected(ws string, dshEnv map[string]string) []string {
 			add(real)
 		}
 	}
-	add(dshEnv["DSH_HOME"])
-	if h := os.Getenv("DSH_HOME"); h != "" {
+	for _, h := range homes(dshEnv) {
 		add(h)
+	}
+	return out
+}
+
+// homes are the dsh homes a call may use: the call's $DSH_HOME (shell-env's), and this
+// process's ($DSH_HOME, else ~/.dsh).
+func homes(dshEnv map[string]string) []string {
+	out := []string{dshEnv["DSH_HOME"]}
+	if h := os.Getenv("DSH_HOME"); h != "" {
+		out = append(out, h)
 	} else if home, err := os.UserHomeDir(); err == nil {
-		add(filepath.Join(home, ".dsh"))
+		out = append(out, filepath.Join(home, ".dsh"))
+	}
+	return out
+}
+
+// serveTokenName is the file in the dsh home where `dsh serve --http` writes the bearer
+// token it generates.
+const serveTokenName = "serve-token"
+
+// secrets are the files of this process's that confined commands must not read.
+var secrets struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+// HideFile keeps the file at path — a secret of this process, such as the bearer-token
+// file of `dsh serve --http` — from the confined commands of this process's session
+// sandboxes (namespace backend): wherever a command could read it, the sandbox covers
+// it with /dev/null before each command starts (so a file that appears, or is replaced,
+// later is covered from the next command on). $DSH_HOME/serve-token is always hidden.
+// The Landlock-only fallback cannot hide a file (MissingSecretFiles).
+func HideFile(path string) {
+	if abs, err := filepath.Abs(path); err == nil {
+		secrets.mu.Lock()
+		if !slices.Contains(secrets.paths, abs) {
+			secrets.paths = append(secrets.paths, abs)
+		}
+		secrets.mu.Unlock()
+	}
+}
+
+// masked lists the secret files a command of a call could read, to be covered: every
+// home's serve-token and the HideFile files, canonical where they exist, except those
+// the private /tmp covers anyway (under /tmp and in no writable root).
+func masked(dshEnv map[string]string, writable []string) []string {
+	var candidates []string
+	for _, h := range homes(dshEnv) {
+		if h != "" && filepath.IsAbs(h) {
+			candidates = append(candidates, filepath.Join(h, serveTokenName))
+		}
+	}
+	secrets.mu.Lock()
+	candidates = append(candidates, secrets.paths...)
+	secrets.mu.Unlock()
+	var out []string
+	for _, p := range candidates {
+		p = filepath.Clean(p)
+		if canon, err := filepath.EvalSymlinks(p); err == nil {
+			p = canon
+		}
+		visible := !within(p, "/tmp")
+		for _, w := range writable {
+			visible = visible || within(p, w)
+		}
+		if visible && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -520,8 +586,12 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	if err != nil {
 		return nil, err
 	}
+	var mask []string
+	if ns {
+		mask = masked(spec.DshEnv, writable)
+	}
 	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots, hide: hide}
-	b, err := sess.box(s.sup, conf, protect)
+	b, err := sess.box(s.sup, conf, spec.SessionID, protect, mask)
 	if err != nil {
 		// The sandbox could not be built: the call is a runner failure (exit 125 and
 		// one "dsh-sandbox:" line, from the runner-failure stub), never a denial.
@@ -556,7 +626,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	}
 	starter.box, starter.policy = b, lp
 	if ns {
-		starter.protect = protect
+		starter.protect, starter.mask = protect, mask
 	}
 	cmd.Start = starter
 	env := maps.Clone(cmd.Env)

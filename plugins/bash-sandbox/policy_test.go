@@ -79,7 +79,7 @@ func TestMissing(t *testing.T) {
 		t.Fatalf("namespaces on ABI %d miss %q", abi, m)
 	}
 	ll := bashsandbox.Missing(bashsandbox.BackendLandlock, abi, bashsandbox.NetworkDeny, true)
-	want := []string{bashsandbox.MissingProtectedPaths, bashsandbox.MissingSpillPrivacy, bashsandbox.MissingMetadata, bashsandbox.MissingNestedUserns}
+	want := []string{bashsandbox.MissingProtectedPaths, bashsandbox.MissingSpillPrivacy, bashsandbox.MissingSecretFiles, bashsandbox.MissingMetadata, bashsandbox.MissingNestedUserns}
 	if os.Geteuid() != 0 {
 		want = append(want, bashsandbox.MissingBoundingSet)
 	}

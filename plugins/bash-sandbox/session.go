@@ -175,8 +175,10 @@ func (s *session) dirs() (tmp, stage string, err error) {
 
 // box returns the session's sandbox for conf, starting one when the session has none
 // with that configuration (a reload changed it, or the last one died); an older one is
-// retired (it closes when its commands are done).
-func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, protect []string) (*box, error) {
+// retired (it closes when its commands are done). A new one starts with the protected
+// paths and the masked files known now, and shows (namespaces only) the spill
+// directory of owner, the session's id (see showSpill).
+func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, owner string, protect, mask []string) (*box, error) {
 	if b := s.current(conf); b != nil {
 		return b, nil
 	}
@@ -203,7 +205,15 @@ func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, protect []stri
 		}
 		ws = p.dir
 	}
-	b, err := openBox(sup, conf, tmp, stage, ws, protect)
+	var spill *os.File
+	spillPath := ""
+	if conf.namespaces {
+		spillPath, spill = ownerSpill(sup, owner)
+	}
+	b, err := openBox(sup, conf, tmp, stage, ws, spillPath, spill, protect, mask)
+	if spill != nil {
+		spill.Close()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +236,24 @@ func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, protect []stri
 		}
 	}()
 	return b, nil
+}
+
+// ownerSpill returns the spill directory of owner's streams — made now, and kept until
+// the session ends (subprocess.Spool.OwnerDir) — for the session sandbox to show its
+// commands, read-only, at the path its results name (the namespace backend hides the
+// spill root, and the host's /tmp, from them): its canonical path and the directory.
+// Nothing when it cannot be made: no spill path would then be reported either.
+func ownerSpill(sup *subprocess.Supervisor, owner string) (string, *os.File) {
+	f, err := sup.Spool().OwnerDir(owner)
+	if err != nil {
+		return "", nil // the spool logged why
+	}
+	canon, err := filepath.EvalSymlinks(f.Name())
+	if err != nil {
+		f.Close()
+		return "", nil
+	}
+	return canon, f
 }
 
 // current returns the session's usable box for conf, if any.

@@ -51,9 +51,11 @@ type SpoolOptions struct {
 // to a held descriptor of its parent without following symlinks; before a file is
 // created the directories' paths are checked to still name the held directories, so a
 // directory replaced by a symlink makes the spill fail (the stream keeps its tail and
-// reports no spill path) instead of writing through it. The spill directory is removed
-// by Close; one left by a dead process is removed by the next Spool spilling under the
-// same root.
+// reports no spill path) instead of writing through it. An owner's directory is made on
+// its first spill and removed once it holds no file — or, made ahead by OwnerDir (for a
+// sandbox to show the owner's commands their own files), kept until EndOwner. The spill
+// directory is removed by Close; one left by a dead process is removed by the next Spool
+// spilling under the same root.
 //
 // All methods are safe for concurrent use.
 type Spool struct {
@@ -76,7 +78,7 @@ type Spool struct {
 }
 
 // spoolOwner is one owner's share of the spool: its directory (made on its first
-// spill, removed once it holds no file) and its streams.
+// spill or by OwnerDir, removed once it holds no file and is not kept) and its streams.
 type spoolOwner struct {
 	id      string
 	dirName string
@@ -84,6 +86,7 @@ type spoolOwner struct {
 	files   int   // spill files that exist in it
 	streams int   // open streams
 	ended   bool  // EndOwner was called: files of streams closing now are deleted
+	kept    bool  // OwnerDir was called: the directory stays, even empty, until EndOwner
 	ino     inode // the directory's identity, to check its path before each new file
 }
 
@@ -138,15 +141,46 @@ func (sp *Spool) newStream(owner string, limits Capture, fileName string) *Strea
 	limits.MaxBytes = max(limits.MaxBytes, 0)
 	limits.SpillMaxBytes = max(limits.SpillMaxBytes, 0)
 	sp.mu.Lock()
+	o := sp.ownerLocked(owner)
+	o.streams++
+	sp.mu.Unlock()
+	return &Stream{limits: limits, sp: sp, owner: o, fileName: fileName}
+}
+
+// ownerLocked returns owner's share, creating it; an ended owner starts afresh.
+func (sp *Spool) ownerLocked(owner string) *spoolOwner {
 	o := sp.owners[owner]
 	if o == nil {
 		o = &spoolOwner{id: owner, dirName: ownerDirName(owner), fd: -1}
 		sp.owners[owner] = o
 	}
 	o.ended = false
-	o.streams++
-	sp.mu.Unlock()
-	return &Stream{limits: limits, sp: sp, owner: o, fileName: fileName}
+	return o
+}
+
+// OwnerDir makes owner's directory now, unless a spill made it already, and keeps it —
+// even when it holds no file — until EndOwner ends the owner. It is for a sandbox that
+// shows the owner's commands their own spill files: every spill path reported for
+// owner's streams lies directly in this directory, which exists (and is the same
+// directory) from now until EndOwner. It returns the directory, open read-only, named
+// by its path (f.Name()); the caller closes it. It is made like every directory of the
+// spool (mkdirat, no symlink followed, paths checked) and fails when a spill would.
+func (sp *Spool) OwnerDir(owner string) (*os.File, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed {
+		return nil, errSpoolClosed
+	}
+	o, err := sp.ownerDirLocked(sp.ownerLocked(owner))
+	if err != nil {
+		return nil, err
+	}
+	o.kept = true
+	fd, err := unix.FcntlInt(uintptr(o.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, &opError{op: "dup", path: sp.dir + "/" + o.dirName, err: err}
+	}
+	return os.NewFile(uintptr(fd), sp.dir+"/"+o.dirName), nil
 }
 
 // ownerDirName is the directory name of an owner: "no-session" for "", "s-<owner>" for
@@ -192,6 +226,7 @@ func (sp *Spool) EndOwner(owner string) {
 		return
 	}
 	o.ended = true
+	o.kept = false
 	kept := sp.retired[:0]
 	for _, f := range sp.retired {
 		if f.owner == o {
@@ -340,10 +375,10 @@ func (sp *Spool) closeStream(o *spoolOwner, file *spillFile) {
 	sp.forgetOwnerLocked(o)
 }
 
-// forgetOwnerLocked removes o's directory once it holds no file, and o itself once it
-// has no stream either and has ended.
+// forgetOwnerLocked removes o's directory once it holds no file (and is not kept), and
+// o itself once it has no stream either and has ended.
 func (sp *Spool) forgetOwnerLocked(o *spoolOwner) {
-	if o.files == 0 && o.fd >= 0 && !sp.closed {
+	if o.files == 0 && o.fd >= 0 && !o.kept && !sp.closed {
 		unix.Close(o.fd)
 		o.fd = -1
 		// Not through a symlink: unlinkat of a symlink with AT_REMOVEDIR fails.
@@ -369,27 +404,10 @@ func (sp *Spool) create(o *spoolOwner, name string) (*os.File, *spillFile, error
 	if sp.closed {
 		return nil, nil, errSpoolClosed
 	}
-	if err := sp.initLocked(); err != nil {
-		return nil, nil, err
-	}
-	if err := checkDirPath(sp.dir, sp.dirIno); err != nil {
-		sp.dirErr = err // for good: every later spill fails at once (and quietly)
-		sp.log.Warn("subprocess: the spill directory was moved or replaced; long output keeps its tail only", "err", err)
+	if _, err := sp.ownerDirLocked(o); err != nil {
 		return nil, nil, err
 	}
 	ownerPath := sp.dir + "/" + o.dirName
-	if o.fd < 0 {
-		fd, ino, err := makePrivateDir(sp.dirFD, o.dirName, ownerPath, true)
-		if err != nil {
-			sp.log.Warn("subprocess: cannot create a spill directory; long output keeps its tail only", "err", err)
-			return nil, nil, err
-		}
-		o.fd, o.ino = fd, ino
-	}
-	if err := checkDirPath(ownerPath, o.ino); err != nil {
-		sp.log.Warn("subprocess: a spill directory was moved or replaced; long output keeps its tail only", "err", err)
-		return nil, nil, err
-	}
 	fd, err := unix.Openat(o.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		err = &opError{op: "create", path: ownerPath + "/" + name, err: err}
@@ -406,6 +424,33 @@ func (sp *Spool) create(o *spoolOwner, name string) (*os.File, *spillFile, error
 	f := &spillFile{path: path, name: name, owner: o}
 	sp.files[f] = struct{}{}
 	return os.NewFile(uintptr(fd), path), f, nil
+}
+
+// ownerDirLocked makes sure the spill directory and o's directory exist, are held open
+// and are still named by their paths (see create), and returns o.
+func (sp *Spool) ownerDirLocked(o *spoolOwner) (*spoolOwner, error) {
+	if err := sp.initLocked(); err != nil {
+		return nil, err
+	}
+	if err := checkDirPath(sp.dir, sp.dirIno); err != nil {
+		sp.dirErr = err // for good: every later spill fails at once (and quietly)
+		sp.log.Warn("subprocess: the spill directory was moved or replaced; long output keeps its tail only", "err", err)
+		return nil, err
+	}
+	ownerPath := sp.dir + "/" + o.dirName
+	if o.fd < 0 {
+		fd, ino, err := makePrivateDir(sp.dirFD, o.dirName, ownerPath, true)
+		if err != nil {
+			sp.log.Warn("subprocess: cannot create a spill directory; long output keeps its tail only", "err", err)
+			return nil, err
+		}
+		o.fd, o.ino = fd, ino
+	}
+	if err := checkDirPath(ownerPath, o.ino); err != nil {
+		sp.log.Warn("subprocess: a spill directory was moved or replaced; long output keeps its tail only", "err", err)
+		return nil, err
+	}
+	return o, nil
 }
 
 // initLocked creates the private spill directory on first use: a uniquely named 0700

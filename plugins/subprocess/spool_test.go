@@ -469,3 +469,78 @@ func TestSpoolDefaults(t *testing.T) {
 	}
 	s.Close()
 }
+
+// OwnerDir makes an owner's directory before its first spill — the directory every one
+// of its spill paths lies in — and keeps it, even empty, until EndOwner: a sandbox that
+// shows it to the owner's commands shows their later spill files too.
+func TestSpoolOwnerDirKeptUntilEndOwner(t *testing.T) {
+	sp, _ := newSpool(t, 6000)
+	f, err := sp.OwnerDir("kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	path := f.Name()
+	if path != filepath.Join(sp.Dir(), "s-kept") || mode(t, path) != fs.ModeDir|0o700 {
+		t.Fatalf("owner dir %q (spill dir %q), mode %v", path, sp.Dir(), mode(t, path))
+	}
+	same := func() bool {
+		a, err1 := f.Stat()
+		b, err2 := os.Lstat(path)
+		return err1 == nil && err2 == nil && os.SameFile(a, b)
+	}
+	if !same() {
+		t.Fatal("the returned directory is not the one at its path")
+	}
+	s, data := streamOf(t, sp, "kept", 5000, 5000)
+	if filepath.Dir(s.SpillPath()) != path {
+		t.Fatalf("spill path %q is not in %q", s.SpillPath(), path)
+	}
+	if got, err := os.ReadFile(s.SpillPath()); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("spill file: %v", err)
+	}
+	s.Close()
+	// Another owner's output evicts the file: the directory stays, the same one.
+	other, _ := streamOf(t, sp, "other", 5000, 5000)
+	other.Close()
+	if s.SpillPath() != "" {
+		t.Fatalf("the evicted file is still reported: %q", s.SpillPath())
+	}
+	if entries, err := os.ReadDir(path); err != nil || len(entries) != 0 || !same() {
+		t.Fatalf("the kept directory after its last file went: %v %v", entries, err)
+	}
+	again, err := sp.OwnerDir("kept")
+	if err != nil || again.Name() != path {
+		t.Fatalf("OwnerDir again: %v %v", again, err)
+	}
+	again.Close()
+	sp.EndOwner("kept")
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the owner dir after EndOwner: %v", err)
+	}
+	sp.Close()
+	if _, err := sp.OwnerDir("late"); err == nil {
+		t.Fatal("OwnerDir of a closed spool succeeded")
+	}
+}
+
+// OwnerDir makes its directory as a spill would: a symlink planted at its name is
+// refused, never followed.
+func TestSpoolOwnerDirRefusesAPlantedLink(t *testing.T) {
+	sp, _ := newSpool(t, 1<<20)
+	first, err := sp.OwnerDir("first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	target := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(sp.Dir(), "s-planted")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := sp.OwnerDir("planted"); err == nil || !strings.Contains(err.Error(), "s-planted: ENOTDIR") {
+		t.Fatalf("OwnerDir through a planted link: %v, %v", f, err)
+	}
+	if entries, _ := os.ReadDir(target); len(entries) != 0 {
+		t.Errorf("wrote through the link: %v", entries)
+	}
+}

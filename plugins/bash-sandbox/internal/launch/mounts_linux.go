@@ -11,14 +11,22 @@ import (
 const (
 	sysOpenTree     = 428
 	sysMoveMount    = 429
+	sysFsopen       = 430
+	sysFsconfig     = 431
+	sysFsmount      = 432
 	sysMountSetattr = 442
 
-	openTreeClone   = 1
-	openTreeCloexec = syscall.O_CLOEXEC
-	atFdcwd         = -100
-	atEmptyPath     = 0x1000
-	atRecursive     = 0x8000
-	moveMountFEmpty = 0x4
+	openTreeClone     = 1
+	openTreeCloexec   = syscall.O_CLOEXEC
+	atFdcwd           = -100
+	atEmptyPath       = 0x1000
+	atRecursive       = 0x8000
+	moveMountFEmpty   = 0x4
+	moveMountTEmpty   = 0x40
+	fsopenCloexec     = 1
+	fsconfigSetString = 1
+	fsconfigCmdCreate = 6
+	fsmountCloexec    = 1
 
 	mountAttrRdonly = 0x1
 	mountAttrNosuid = 0x2
@@ -34,14 +42,13 @@ type mountAttr struct {
 	attrSet, attrClr, propagation, userns uint64
 }
 
-// cloneTree returns a detached copy of the mount tree at path (or of dirfd itself when
-// path is ""), with its submounts, and sets attrs on all of it.
+// cloneTree returns a detached copy of the mount tree at path — absolute, or relative
+// to dirfd; dirfd itself when path is "" — with its submounts, and sets attrs on all
+// of it.
 func cloneTree(dirfd int, path string, attrs uint64) (int, error) {
 	flags := uintptr(openTreeClone | openTreeCloexec | atRecursive)
 	if path == "" {
 		flags |= atEmptyPath
-	} else {
-		dirfd = fdcwd
 	}
 	p, err := syscall.BytePtrFromString(path)
 	if err != nil {
@@ -81,16 +88,54 @@ func setAttrs(fd int, attrs uint64) error {
 // attach mounts the detached tree fd on target (which must exist) and closes fd.
 func attach(fd int, target string) error {
 	defer syscall.Close(fd)
-	p, err := syscall.BytePtrFromString(target)
+	return moveMount(fd, fdcwd, target, target)
+}
+
+// moveMount mounts the tree fd on the directory (or file) name under dirfd — on dirfd
+// itself when name is "" — without following a final symlink; what names the target
+// in errors.
+func moveMount(fd, dirfd int, name, what string) error {
+	p, err := syscall.BytePtrFromString(name)
 	if err != nil {
 		return err
 	}
+	flags := uintptr(moveMountFEmpty)
+	if name == "" {
+		flags |= moveMountTEmpty
+	}
 	empty := [1]byte{}
-	_, _, e := syscall.Syscall6(sysMoveMount, uintptr(fd), uintptr(unsafe.Pointer(&empty[0])), uintptr(fdcwd), uintptr(unsafe.Pointer(p)), moveMountFEmpty, 0)
+	_, _, e := syscall.Syscall6(sysMoveMount, uintptr(fd), uintptr(unsafe.Pointer(&empty[0])), uintptr(dirfd), uintptr(unsafe.Pointer(p)), flags, 0)
 	if e != 0 {
-		return errors.New("move_mount " + target + ": " + e.Error())
+		return errors.New("move_mount " + what + ": " + e.Error())
 	}
 	return nil
+}
+
+// newTmpfs makes a small detached tmpfs (nosuid, nodev, noexec, its root 0755) and
+// returns its root, writable until sealed (see protector.seal).
+func newTmpfs() (int, error) {
+	str := func(s string) uintptr {
+		p, _ := syscall.BytePtrFromString(s)
+		return uintptr(unsafe.Pointer(p))
+	}
+	fsfd, _, e := syscall.Syscall(sysFsopen, str("tmpfs"), fsopenCloexec, 0)
+	if e != 0 {
+		return -1, errors.New("fsopen tmpfs: " + e.Error())
+	}
+	defer syscall.Close(int(fsfd))
+	for _, kv := range [][2]string{{"mode", "0755"}, {"size", "16k"}} {
+		if _, _, e := syscall.Syscall6(sysFsconfig, fsfd, fsconfigSetString, str(kv[0]), str(kv[1]), 0, 0); e != 0 {
+			return -1, errors.New("fsconfig tmpfs " + kv[0] + ": " + e.Error())
+		}
+	}
+	if _, _, e := syscall.Syscall6(sysFsconfig, fsfd, fsconfigCmdCreate, 0, 0, 0, 0); e != 0 {
+		return -1, errors.New("fsconfig tmpfs: " + e.Error())
+	}
+	fd, _, e := syscall.Syscall(sysFsmount, fsfd, fsmountCloexec, mountAttrNosuid|mountAttrNodev|mountAttrNoexec)
+	if e != 0 {
+		return -1, errors.New("fsmount tmpfs: " + e.Error())
+	}
+	return int(fd), nil
 }
 
 // bind is a detached mount tree and where it goes.
@@ -116,21 +161,48 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //	                     descriptor, so a later rename cannot swap it)
 //	<writable roots>     read-write
 //
-// The caller then covers the hidden directories with an empty read-only tmpfs (hide)
-// and makes the protected paths read-only (protect).
-func buildRoot(s *Setup, wsfd int) error {
+// and, beneath the private /tmp where no command reaches it, a read-only tmpfs holding
+// one empty file, the source of the masks. It returns that tmpfs's root and, detached,
+// a read-only copy of the session's spill directory (spillfd, at s.Spill; -1 for
+// none). The caller then covers the hidden directories with an empty tmpfs (hide),
+// shows the spill directory through them (showSpill), seals them read-only (seal),
+// makes the protected paths read-only (protect) and masks the secrets (mask).
+func buildRoot(s *Setup, wsfd, spillfd int) (spill, blank int, err error) {
+	spill, blank, err = buildTree(s, wsfd, spillfd)
+	if err != nil {
+		closeFD(spill)
+		closeFD(blank)
+		return -1, -1, err
+	}
+	return spill, blank, nil
+}
+
+func buildTree(s *Setup, wsfd, spillfd int) (spill, blank int, err error) {
+	spill, blank = -1, -1
 	if err := syscall.Mount("none", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-		return errors.New("make the mounts private: " + err.Error())
+		return spill, blank, errors.New("make the mounts private: " + err.Error())
 	}
 	// Clone every tree first, from the host's view, before anything is attached.
+	if s.Spill != "" {
+		// Like the workspace: the directory the server holds, as this namespace sees it.
+		here, err := samePinned("the spill directory", s.Spill, spillfd)
+		if err != nil {
+			return spill, blank, err
+		}
+		spill, err = cloneTree(here, "", mountAttrRdonly|mountAttrNosuid|mountAttrNodev|mountAttrNoexec)
+		syscall.Close(here)
+		if err != nil {
+			return spill, blank, err
+		}
+	}
 	root, err := cloneTree(0, "/", mountAttrRdonly|mountAttrNosuid|mountAttrNodev)
 	if err != nil {
-		return err
+		return spill, blank, err
 	}
 	tmp, err := cloneTree(0, s.TempDir, mountAttrNosuid|mountAttrNodev)
 	if err != nil {
 		syscall.Close(root)
-		return err
+		return spill, blank, err
 	}
 	var binds []bind
 	closeAll := func() {
@@ -142,18 +214,20 @@ func buildRoot(s *Setup, wsfd int) error {
 		// The pinned descriptor belongs to dsh's mount namespace, whose mounts cannot be
 		// cloned from here: clone the same directory as this namespace sees it, after
 		// checking it is still the pinned one.
-		here, err := samePinned(s.Workspace, wsfd)
+		here, err := samePinned("the workspace", s.Workspace, wsfd)
 		if err != nil {
 			syscall.Close(root)
 			syscall.Close(tmp)
-			return err
+			closeAll()
+			return spill, blank, err
 		}
 		fd, err := cloneTree(here, "", mountAttrNosuid|mountAttrNodev)
 		syscall.Close(here)
 		if err != nil {
 			syscall.Close(root)
 			syscall.Close(tmp)
-			return err
+			closeAll()
+			return spill, blank, err
 		}
 		binds = append(binds, bind{fd, s.Workspace})
 	}
@@ -163,7 +237,7 @@ func buildRoot(s *Setup, wsfd int) error {
 			syscall.Close(root)
 			syscall.Close(tmp)
 			closeAll()
-			return err
+			return spill, blank, err
 		}
 		binds = append(binds, bind{fd, w})
 	}
@@ -182,20 +256,27 @@ func buildRoot(s *Setup, wsfd int) error {
 		}
 	}
 
-	fail := func(err error) error {
+	fail := func(err error) (int, int, error) {
 		for _, b := range binds {
 			syscall.Close(b.fd)
 		}
 		for _, d := range devs {
 			syscall.Close(d.fd)
 		}
-		return err
+		return spill, blank, err
 	}
 	if err := attach(root, s.Stage); err != nil {
 		syscall.Close(tmp)
 		return fail(err)
 	}
 	if err := pivot(s.Stage); err != nil {
+		syscall.Close(tmp)
+		return fail(err)
+	}
+	if blank, err = newBlank(); err == nil {
+		err = moveMount(blank, fdcwd, "/tmp", "/tmp")
+	}
+	if err != nil {
 		syscall.Close(tmp)
 		return fail(err)
 	}
@@ -221,23 +302,55 @@ func buildRoot(s *Setup, wsfd int) error {
 		}
 	}
 	binds = nil
-	return syscall.Chdir("/")
+	return spill, blank, syscall.Chdir("/")
 }
 
-// samePinned opens path (O_PATH) and checks it is the directory pinned is open on.
-func samePinned(path string, pinned int) (int, error) {
+// blankName is the empty file in the masks' tmpfs.
+const blankName = "empty"
+
+// newBlank makes the masks' source: a detached tmpfs holding one empty file (0400),
+// read-only.
+func newBlank() (int, error) {
+	fd, err := newTmpfs()
+	if err != nil {
+		return -1, err
+	}
+	f, err := syscall.Openat(fd, blankName, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o400)
+	if err == nil {
+		syscall.Close(f)
+		err = setAttrs(fd, mountAttrRdonly)
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return -1, errors.New("the masks' empty file: " + err.Error())
+	}
+	return fd, nil
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		syscall.Close(fd)
+	}
+}
+
+// samePinned opens path (O_PATH) and checks it is the directory pinned is open on;
+// what names it in errors ("the workspace").
+func samePinned(what, path string, pinned int) (int, error) {
 	fd, err := syscall.Open(path, oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return -1, errors.New("workspace " + path + ": " + err.Error())
+		return -1, errors.New(what + " " + path + ": " + err.Error())
 	}
 	var a, b syscall.Stat_t
 	if err := syscall.Fstat(fd, &a); err != nil {
 		syscall.Close(fd)
-		return -1, errors.New("workspace " + path + ": " + err.Error())
+		return -1, errors.New(what + " " + path + ": " + err.Error())
 	}
 	if err := syscall.Fstat(pinned, &b); err != nil || a.Dev != b.Dev || a.Ino != b.Ino {
 		syscall.Close(fd)
-		return -1, errors.New("the workspace " + path + " no longer resolves to the directory pinned when the session started")
+		if what == "the workspace" {
+			return -1, errors.New("the workspace " + path + " no longer resolves to the directory pinned when the session started")
+		}
+		return -1, errors.New(what + " " + path + " no longer resolves to the directory the server holds")
 	}
 	return fd, nil
 }
@@ -347,10 +460,70 @@ func ensureDir(path string) error {
 	return os.MkdirAll(path, 0o755)
 }
 
-// protector keeps protected paths read-only inside the writable roots.
+// protector keeps protected paths read-only inside the writable roots, covers the
+// hidden directories, shows the session's spill directory and masks secrets.
 type protector struct {
-	roots []string        // writable roots, as mounted
-	done  map[string]bool // paths bound already (protected paths and pinned ancestors)
+	roots   []string        // writable roots, as mounted
+	done    map[string]bool // paths protected or hidden already
+	pinned  map[string]bool // ancestors bound over themselves (pinAncestors)
+	covers  []cover         // covering tmpfs mounts not sealed yet
+	blank   int             // the masks' tmpfs (see buildRoot)
+	blankID [2]uint64       // the masks' empty file: device and inode
+}
+
+// cover is a tmpfs covering a directory, still writable: its root.
+type cover struct {
+	path string
+	fd   int
+}
+
+// build covers the hidden directories, shows the spill directory (the detached tree
+// spill, -1 for none) through them, seals them, protects the protected paths and masks
+// the secrets of m, in the mount tree buildRoot made (blank: the masks' tmpfs, kept).
+func (pr *protector) build(m *Setup, spill, blank int) error {
+	*pr = protector{roots: append([]string{m.Workspace}, m.WritableRoots...), done: map[string]bool{}, pinned: map[string]bool{}, blank: blank}
+	var st syscall.Stat_t
+	f, err := syscall.Openat(blank, blankName, oPath|syscall.O_CLOEXEC, 0)
+	if err == nil {
+		err = syscall.Fstat(f, &st)
+		syscall.Close(f)
+	}
+	if err != nil {
+		closeFD(spill)
+		return errors.New("the masks' empty file: " + err.Error())
+	}
+	pr.blankID = [2]uint64{uint64(st.Dev), st.Ino}
+	for _, h := range m.Hide {
+		if err := pr.hide(h); err != nil {
+			closeFD(spill)
+			return err
+		}
+	}
+	if spill >= 0 {
+		if err := pr.showSpill(spill, m.Spill); err != nil {
+			return err
+		}
+	}
+	if err := pr.seal(); err != nil {
+		return err
+	}
+	return pr.update(m.Protect, m.Mask)
+}
+
+// update protects the protected paths and masks the secrets that need it now (they
+// may have appeared, or been replaced, since the last time).
+func (pr *protector) update(protect, mask []string) error {
+	for _, p := range protect {
+		if err := pr.protect(p); err != nil {
+			return err
+		}
+	}
+	for _, p := range mask {
+		if err := pr.mask(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // protect makes path read-only: a read-only bind of it over itself. A path inside a
@@ -359,6 +532,7 @@ type protector struct {
 // protected file cannot be moved away with its directory and replaced. A path that
 // does not exist is skipped (nothing to protect yet); one that is a symbolic link is
 // an error (a link cannot be made read-only, and replacing it redirects the path).
+// A path that is already an ancestor pinned for another one is still made read-only.
 func (pr *protector) protect(path string) error {
 	if pr.done[path] {
 		return nil
@@ -404,8 +578,8 @@ func (pr *protector) pinAncestors(path string) (bool, error) {
 		ancestors = append([]string{dir}, ancestors...)
 	}
 	for _, a := range ancestors {
-		if pr.done[a] {
-			continue
+		if pr.done[a] || pr.pinned[a] {
+			continue // a mount point already
 		}
 		fd, err := cloneTree(0, a, 0)
 		if err != nil {
@@ -414,16 +588,16 @@ func (pr *protector) pinAncestors(path string) (bool, error) {
 		if err := attach(fd, a); err != nil {
 			return true, err
 		}
-		pr.done[a] = true
+		pr.pinned[a] = true
 	}
 	return true, nil
 }
 
-// hide covers the directory path with an empty read-only tmpfs, after pinning its
-// ancestors inside a writable root (pinAncestors): the server goes on using the host
-// path (the spill root, the session directories), which a command must not redirect by
-// moving an ancestor away and putting a symlink in its place. A path that does not
-// exist is skipped (dsh refuses one that is missing inside a writable root).
+// hide covers the directory path with an empty tmpfs (read-only once sealed), after
+// pinning its ancestors inside a writable root (pinAncestors): the server goes on using
+// the host path (the spill root, the session directories), which a command must not
+// redirect by moving an ancestor away and putting a symlink in its place. A path that
+// does not exist is skipped (dsh refuses one that is missing inside a writable root).
 func (pr *protector) hide(path string) error {
 	if _, err := os.Stat(path); err != nil {
 		return nil
@@ -431,10 +605,154 @@ func (pr *protector) hide(path string) error {
 	if _, err := pr.pinAncestors(path); err != nil {
 		return err
 	}
-	if err := syscall.Mount("tmpfs", path, "tmpfs", syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
+	fd, err := newTmpfs()
+	if err != nil {
 		return errors.New("hide " + path + ": " + err.Error())
 	}
+	if err := moveMount(fd, fdcwd, path, path); err != nil {
+		syscall.Close(fd)
+		return errors.New("hide " + path + ": " + err.Error())
+	}
+	pr.covers = append(pr.covers, cover{path, fd})
 	pr.done[path] = true
+	return nil
+}
+
+// showSpill mounts tree — the session's own spill directory, read-only — at path, its
+// host path, so that the spill paths in the session's results name files a command can
+// read. The mount point is made where no command has been: inside the tmpfs covering
+// a hidden directory that holds path; or, for a path under /tmp (the private temp dir,
+// which commands may write), inside a new tmpfs covering path's parent (the spill
+// directory, which then shows this session's directory only). Either tmpfs is sealed
+// read-only with the others, so the mount point can be neither moved nor replaced.
+// tree is closed.
+func (pr *protector) showSpill(tree int, path string) error {
+	defer syscall.Close(tree)
+	var in *cover
+	for i, c := range pr.covers {
+		if path != c.path && within(path, c.path) && (in == nil || len(c.path) > len(in.path)) {
+			in = &pr.covers[i]
+		}
+	}
+	if in == nil {
+		parent := parentDir(path)
+		if parent == "/tmp" || !within(parent, "/tmp") {
+			return errors.New("show the spill directory " + path + ": it is neither in a hidden directory nor under /tmp")
+		}
+		tmp, err := syscall.Open("/tmp", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return errors.New("show the spill directory: /tmp: " + err.Error())
+		}
+		dir, err := mkdirAllAt(tmp, parent[len("/tmp/"):])
+		syscall.Close(tmp)
+		if err != nil {
+			return errors.New("show the spill directory: mount point " + parent + ": " + err.Error())
+		}
+		fd, err := newTmpfs()
+		if err == nil {
+			if err = moveMount(fd, dir, "", parent); err != nil {
+				syscall.Close(fd)
+			}
+		}
+		syscall.Close(dir)
+		if err != nil {
+			return errors.New("show the spill directory: " + err.Error())
+		}
+		pr.covers = append(pr.covers, cover{parent, fd})
+		in = &pr.covers[len(pr.covers)-1]
+	}
+	dir, err := mkdirAllAt(in.fd, path[len(in.path)+1:])
+	if err != nil {
+		return errors.New("show the spill directory: mount point " + path + ": " + err.Error())
+	}
+	defer syscall.Close(dir)
+	return moveMount(tree, dir, "", path)
+}
+
+// mkdirAllAt makes the directories of the relative path rel under dirfd, as far as
+// they are missing, without following a symbolic link, and returns the last (O_PATH).
+func mkdirAllAt(dirfd int, rel string) (int, error) {
+	fd, err := dupCloexec(dirfd)
+	if err != nil {
+		return -1, err
+	}
+	for rel != "" {
+		elem := rel
+		if i := indexByte(rel, '/'); i >= 0 {
+			elem, rel = rel[:i], rel[i+1:]
+		} else {
+			rel = ""
+		}
+		if elem == "" || elem == "." || elem == ".." {
+			syscall.Close(fd)
+			return -1, syscall.EINVAL
+		}
+		if err := syscall.Mkdirat(fd, elem, 0o755); err != nil && err != syscall.EEXIST {
+			syscall.Close(fd)
+			return -1, err
+		}
+		next, err := syscall.Openat(fd, elem, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		syscall.Close(fd)
+		if err != nil {
+			return -1, err // a symlink or a file in the way: ELOOP, ENOTDIR
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// seal makes the covering tmpfs mounts read-only (their roots 0555), once what shows
+// through them is in place.
+func (pr *protector) seal() error {
+	for _, c := range pr.covers {
+		if dir, err := syscall.Openat(c.fd, ".", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
+			_ = syscall.Fchmod(dir, 0o555)
+			syscall.Close(dir)
+		}
+		err := setAttrs(c.fd, mountAttrRdonly)
+		syscall.Close(c.fd)
+		if err != nil {
+			pr.covers = nil
+			return errors.New("seal " + c.path + ": mount_setattr: " + err.Error())
+		}
+	}
+	pr.covers = nil
+	return nil
+}
+
+// mask covers the file at path with an empty read-only file: a secret of the harness
+// (its HTTP bearer token) that a command could otherwise read. Nothing at path, a
+// directory or a symbolic link is left alone, and so is a file masked already — but
+// one replaced since it was masked (a rename over a mount point in another namespace
+// detaches the mount) is masked again.
+func (pr *protector) mask(path string) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		return nil
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR, syscall.S_IFLNK:
+		return nil
+	}
+	if [2]uint64{uint64(st.Dev), st.Ino} == pr.blankID {
+		return nil
+	}
+	fd, err := cloneTree(pr.blank, blankName, mountAttrRdonly|mountAttrNosuid|mountAttrNodev|mountAttrNoexec)
+	if err != nil {
+		return errors.New("mask " + path + ": " + err.Error())
+	}
+	if err := attach(fd, path); err != nil {
+		return errors.New("mask " + path + ": " + err.Error())
+	}
 	return nil
 }
 

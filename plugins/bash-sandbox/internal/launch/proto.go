@@ -12,7 +12,8 @@ import (
 // socket, each a 4-byte big-endian length and a payload whose first byte is the message
 // type. File descriptors travel as SCM_RIGHTS attached to the frame they belong to.
 //
-//	dsh → sandbox: Setup (first; fds: the pinned workspace root, if any), Start (fds:
+//	dsh → sandbox: Setup (first; fds: the pinned workspace root, if any, then the
+//	               session's spill directory, if any), Start (fds:
 //	               stdin, stdout, stderr, and the command's cgroup when it has one),
 //	               Release
 //	sandbox → dsh: Ready or Failed (the answer to Setup), Started (fd: the leader's
@@ -54,6 +55,14 @@ type Setup struct {
 	Hide []string
 	// Protect are paths bound read-only over themselves, and kept so (namespaces only).
 	Protect []string
+	// Spill is the host path of the session's own spill directory (its directory
+	// travels as a descriptor with the message, after the workspace's), shown read-only
+	// at that same path once the hidden directories are covered (namespaces only); ""
+	// for none.
+	Spill string
+	// Mask are files covered with /dev/null wherever a command could read them (the
+	// harness's secrets, e.g. its HTTP bearer token; namespaces only).
+	Mask []string
 }
 
 // Start asks the sandbox to start one command, confined to Policy.
@@ -69,6 +78,9 @@ type Start struct {
 	// Protect are protected paths that must be read-only before the command starts
 	// (namespaces only; one that appeared since the setup is bound now).
 	Protect []string
+	// Mask are files that must be masked before the command starts (namespaces only;
+	// one that appeared, or was replaced, since it was last masked is masked now).
+	Mask []string
 	// Cgroup: the fourth descriptor is the command's cgroup directory.
 	Cgroup bool
 }
@@ -108,6 +120,8 @@ func (m *Setup) Encode() []byte {
 	w.str(m.Stage)
 	w.strs(m.Hide)
 	w.strs(m.Protect)
+	w.str(m.Spill)
+	w.strs(m.Mask)
 	return w.b
 }
 
@@ -125,6 +139,7 @@ func (m *Start) Encode() []byte {
 	w.str(m.Dir)
 	w.strs(m.Env)
 	w.strs(m.Protect)
+	w.strs(m.Mask)
 	w.bool(m.Cgroup)
 	return w.b
 }
@@ -166,6 +181,8 @@ func DecodeSetup(b []byte) (Setup, error) {
 		Stage:         r.str(),
 		Hide:          r.strs(),
 		Protect:       r.strs(),
+		Spill:         r.str(),
+		Mask:          r.strs(),
 	}
 	return m, r.done("setup")
 }
@@ -181,6 +198,7 @@ func DecodeStart(b []byte) (Start, error) {
 	m.Dir = r.str()
 	m.Env = r.strs()
 	m.Protect = r.strs()
+	m.Mask = r.strs()
 	m.Cgroup = r.bool()
 	return m, r.done("start")
 }

@@ -10,6 +10,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	setup := Setup{
 		Namespaces: true, Network: NetworkDeny, Workspace: "/w", WritableRoots: []string{"/a", "/b c"},
 		TempDir: "/tmp/s/tmp", Stage: "/tmp/s/stage", Hide: []string{"/h"}, Protect: []string{"/w/.git", "/w/.dsh"},
+		Spill: "/h/dsh-spill-1-ab/s-x", Mask: []string{"/home/u/.dsh/serve-token"},
 	}
 	got, err := DecodeSetup(setup.Encode())
 	if err != nil || !reflect.DeepEqual(got, setup) {
@@ -18,7 +19,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	start := Start{
 		ID: 1<<63 + 5, Policy: Policy{Mode: ModeWorkspaceWrite, WorkspaceRoot: "/w", WritableRoots: []string{"/tmp"}, Network: NetworkAllow},
 		Path: "/usr/bin/bash", Argv: []string{"bash", "-c", "echo \x00-free but \xff odd"}, Dir: "/w", Env: []string{"A=1", ""},
-		Protect: nil, Cgroup: true,
+		Protect: nil, Mask: []string{"/k"}, Cgroup: true,
 	}
 	gotStart, err := DecodeStart(start.Encode())
 	if err != nil || !reflect.DeepEqual(gotStart, start) {

@@ -132,36 +132,40 @@ func (s *server) setup(payload []byte, fds []int) error {
 	}
 	s.ns, s.network = m.Namespaces, m.Network
 	s.pinned = map[string]int{}
-	wsfd := -1
+	want := 0
 	if m.Workspace != "" {
-		if len(fds) != 1 {
-			closeFDs(fds)
-			return errors.New("the setup lacks the pinned workspace descriptor")
-		}
+		want++
+	}
+	if m.Spill != "" {
+		want++
+	}
+	if len(fds) != want {
+		closeFDs(fds)
+		return errors.New("the setup has " + strconv.Itoa(len(fds)) + " descriptors, want " + strconv.Itoa(want) + " (the pinned workspace, the spill directory)")
+	}
+	wsfd, spillfd := -1, -1
+	if m.Workspace != "" {
 		wsfd = fds[0]
 		s.pinned[m.Workspace] = wsfd
-	} else {
-		closeFDs(fds)
+		fds = fds[1:]
+	}
+	if m.Spill != "" {
+		spillfd = fds[0]
+		defer syscall.Close(spillfd) // only its mount stays
 	}
 	if s.ns {
-		if err := buildRoot(&m, wsfd); err != nil {
+		spill, blank, err := buildRoot(&m, wsfd, spillfd)
+		if err != nil {
 			return err
 		}
 		if s.network == NetworkDeny {
 			if err := loUp(); err != nil {
+				closeFD(spill)
 				return err
 			}
 		}
-		s.pr = protector{roots: append([]string{m.Workspace}, m.WritableRoots...), done: map[string]bool{}}
-		for _, h := range m.Hide {
-			if err := s.pr.hide(h); err != nil {
-				return err
-			}
-		}
-		for _, p := range m.Protect {
-			if err := s.pr.protect(p); err != nil {
-				return err
-			}
+		if err := s.pr.build(&m, spill, blank); err != nil {
+			return err
 		}
 	} else if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetSubreaper, 1, 0, 0, 0, 0); e != 0 {
 		// Orphaned descendants of the commands come here, to be reaped.
@@ -217,14 +221,9 @@ func (s *server) start(m Start, fds []int) {
 		failed(Reply{Message: "start: " + err.Error()})
 		return
 	}
-	if s.ns && len(m.Protect) > 0 {
+	if s.ns && len(m.Protect)+len(m.Mask) > 0 {
 		s.pmu.Lock()
-		var err error
-		for _, p := range m.Protect {
-			if err = s.pr.protect(p); err != nil {
-				break
-			}
-		}
+		err := s.pr.update(m.Protect, m.Mask)
 		s.pmu.Unlock()
 		if err != nil {
 			failed(Reply{Message: err.Error()})

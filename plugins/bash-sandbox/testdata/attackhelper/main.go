@@ -106,6 +106,12 @@ func attack(op string, args []string) error {
 		return unwrap(err)
 	case "write": // path
 		return unwrap(os.WriteFile(arg(0), []byte("written from the sandbox\n"), 0o644))
+	case "unlink": // path
+		return syscall.Unlink(arg(0))
+	case "rmdir": // path
+		return syscall.Rmdir(arg(0))
+	case "rename": // path to
+		return syscall.Rename(arg(0), arg(1))
 	case "kill": // pid
 		pid, _ := strconv.Atoi(arg(0))
 		return syscall.Kill(pid, syscall.SIGTERM)
