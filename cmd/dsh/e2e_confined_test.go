@@ -128,15 +128,17 @@ func canonDir(t *testing.T, dir string) string {
 }
 
 // selfApprove, run by bash inside a confined command ($1 the port of dsh's HTTP
-// endpoint, $2 a path to create): it opens an MCP session of its own (declaring that it
-// answers elicitations), calls bash asking to escalate to danger-full-access, and
-// accepts the approval question the server sends back to it.
+// endpoint, $2 a path to create): with the bearer token it finds in
+// $DSH_HOME/serve-token, it opens an MCP session of its own (declaring that it answers
+// elicitations), calls bash asking to escalate to danger-full-access, and accepts the
+// approval question the server sends back to it. It prints the token's length first.
 const selfApprove = `P=$1; M=$2
+T=$(cat "$DSH_HOME/serve-token"); echo "token: ${#T} bytes"
 post() { # fd body [session]
   local fd=$1 body=$2 hdr=
   [ -n "$3" ] && hdr="Mcp-Session-Id: $3"$'\r\n'
   eval "exec $fd<>/dev/tcp/127.0.0.1/$P"
-  printf 'POST /mcp HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n%sContent-Length: %d\r\n\r\n%s' "$hdr" "${#body}" "$body" >&$fd
+  printf 'POST /mcp HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n%sContent-Length: %d\r\n\r\n%s' "$T" "$hdr" "${#body}" "$body" >&$fd
 }
 post 3 '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"x","version":"1"}}}'
 sid=$(tr -d '\r' <&3 | sed -n 's/^Mcp-Session-Id: //Ip'); exec 3<&-
@@ -151,17 +153,37 @@ while IFS= read -r -t 20 line <&3; do
 done
 `
 
+// homeTempDir makes a directory under the user's home — outside the host's temp dir,
+// which the sandbox hides from confined commands — removed at the end.
+func homeTempDir(t *testing.T, pattern string) string {
+	t.Helper()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skipf("no home directory: %v", err)
+	}
+	dir, err := os.MkdirTemp(home, pattern)
+	if err != nil {
+		t.Skipf("no directory under the home directory: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return canonDir(t, dir)
+}
+
 // With `network: allow`, a confined command reaches the host's loopback — and dsh's
-// own HTTP endpoint there, where it opens a session of its own and approves its own
-// escalation to danger-full-access: it then writes where its sandbox forbids.
+// own HTTP endpoint there. The bearer token dsh generated into $DSH_HOME/serve-token is
+// hidden from it (an empty file, in `dsh serve`'s own sessions and in any other dsh's
+// sandbox), so it cannot open a session of its own there and approve its own escalation
+// to danger-full-access.
 func TestServeNetworkAllowSelfApprovedEscalation(t *testing.T) {
-	t.Skip("known gap: with network allow, a confined command can use dsh's own HTTP endpoint (no authentication yet) and approve its own escalation")
 	ws := canonDir(t, t.TempDir())
+	home := homeTempDir(t, "dsh-e2e-home-")
 	profile := filepath.Join(canonDir(t, t.TempDir()), "profile.yaml")
 	if err := os.WriteFile(profile, []byte("extends: sandbox\nplugins:\n  - id: bash\n    config: {network: allow}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	env := append(os.Environ(), "DSH_HOME="+home)
 	cmd := exec.Command(dshBin, "serve", "--profile", profile, "--http", "127.0.0.1:0", "--workspace", ws)
+	cmd.Env = env
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -171,17 +193,25 @@ func TestServeNetworkAllowSelfApprovedEscalation(t *testing.T) {
 	port := ""
 	for port == "" && sc.Scan() {
 		if _, rest, ok := strings.Cut(sc.Text(), "on http://127.0.0.1:"); ok {
-			port = strings.TrimRight(rest, "/")
+			port = strings.TrimSuffix(rest, "/mcp")
 		}
 	}
 	go io.Copy(io.Discard, stderr)
 	if err := os.WriteFile(filepath.Join(ws, "self-approve.sh"), []byte(selfApprove), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if token, err := os.ReadFile(filepath.Join(home, "serve-token")); err != nil || len(token) < 40 {
+		t.Fatalf("the generated token: %q, %v", token, err)
+	}
 	marker := filepath.Join(t.TempDir(), "escaped") // out of the confined command's reach
-	out, errOut, _ := runDsh(t, ws, "call", "--profile", profile, "--workspace", ws, "bash",
+	attack := exec.Command(dshBin, "call", "--profile", profile, "--workspace", ws, "bash",
 		`{"command":"bash self-approve.sh `+port+` `+marker+`","description":"Reach dsh's HTTP endpoint"}`)
+	attack.Env = env
+	out, _ := attack.CombinedOutput()
 	if _, err := os.Stat(marker); err == nil {
-		t.Fatalf("a confined command approved its own escalation and wrote %s (%q, %q)", marker, out, errOut)
+		t.Fatalf("a confined command approved its own escalation and wrote %s (%q)", marker, out)
+	}
+	if !strings.HasPrefix(string(out), "token: 0 bytes\n") {
+		t.Fatalf("the confined command's view of the token: %q", out)
 	}
 }

@@ -45,8 +45,10 @@
 //     nested user namespaces disabled through it); the workspace root, bound read-write
 //     from the directory pinned at session start; the configured writableRoots
 //     read-write; then the server's directories covered by an empty read-only tmpfs
-//     wherever a command could see them (below), and each protected path bound
-//     read-only over itself (below).
+//     wherever a command could see them (below), with the session's own spill
+//     directory bound read-only through them at its host path (below), each
+//     protected path bound read-only over itself (below), and the harness's secret
+//     files covered by an empty read-only file (below).
 //
 // dsh talks to it over a unix socket (the internal launch package's protocol). For each
 // command it sends the argv, directory, environment and policy, with the command's
@@ -154,7 +156,36 @@
 //     root that does not exist or is reached through a symlink, refuses the call
 //     (ExposedError). TestConfinedSpillFilesHidden*,
 //     TestConfinedSpillRootInWorkspace*, TestConfinedExposingConfigRefused*,
-//     TestConfinedSessionDirsHidden*.
+//     TestConfinedSessionDirsHidden*, TestConfinedProtectedPathHoldingTheSpillRoot*.
+//   - Own spill files, read-only. A truncated result names its spill file
+//     (<spill root>/dsh-spill-<pid>-<rand>/<session dir>/<n>-stdout.log) and the bash
+//     tool tells the model to read it: the session's commands see exactly that
+//     directory — the one their foreground calls and background jobs spill into —
+//     read-only (and nosuid, nodev, noexec), at that very path, and nothing else of
+//     the spill root: no other session's directory, no other dsh's spill directory.
+//     The directory is made when the session's sandbox starts (subprocess's
+//     Spool.OwnerDir) and kept until the session ends, so spills made later show
+//     too; the sandbox receives it as a descriptor and binds that same directory.
+//     Its mount point is made where no command has been: in the tmpfs covering a
+//     hidden spill root before that tmpfs is made read-only, or — for a spill root
+//     under /tmp, which the private /tmp replaces — in a read-only tmpfs of its own
+//     over <spill root>/dsh-spill-<pid>-<rand> inside the private /tmp. Nothing a
+//     command does there reaches the host's spill directory, which the server writes
+//     by its host path, outside the sandbox. Spill files that `dsh call` keeps are
+//     moved to $DSH_HOME/spill, readable as the rest of $DSH_HOME.
+//     TestConfinedOwnSpillFilesReadOnly*, TestConfinedSpillFilesHidden*,
+//     TestServeConfinedReadsItsSpillFile, TestServeHTTPSpillFilesArePrivate,
+//     TestCallConfinedReadsItsKeptSpillFile (cmd/dsh).
+//   - Secrets. $DSH_HOME/serve-token — the bearer token `dsh serve --http` generates,
+//     which would let a command drive dsh's own HTTP endpoint — reads as an empty
+//     read-only file, for the call's $DSH_HOME, this process's and the default
+//     ~/.dsh; so does every file given to HideFile (`dsh serve` gives it its
+//     --token-file). The rest of $DSH_HOME stays readable. A masked file that appears,
+//     or is replaced (a rename over a mount point in another namespace detaches the
+//     mount), after the sandbox started is covered again before the next command.
+//     TestConfinedServeTokenHidden*, TestServeNetworkAllowSelfApprovedEscalation,
+//     TestServeTokenFileHiddenFromConfinedCommands,
+//     TestServeGeneratedTokenHiddenFromConfinedCommands (cmd/dsh).
 //   - Reloads are visible. A reload that widens confinement (a wider defaultMode, the
 //     network allowed, an added writable root, namespaces turned off, or the executor
 //     swapped for one that does not confine) is applied and logged at WARN as
@@ -168,9 +199,11 @@
 // With the network allowed, nothing of "no reach outside" holds, and the filesystem
 // guarantees can be undone through any more privileged process a command can reach:
 // the host's loopback services — dsh's own HTTP endpoint among them, where a command
-// can open a session of its own and approve its own escalation to danger-full-access —
-// and its UNIX sockets (docker.sock, D-Bus and `systemd-run`, an ssh-agent). Allow the
-// network only for commands you would run unconfined.
+// holding a bearer token it can read (not the hidden ones above; a --token-file of
+// another dsh is not hidden here) can open a session of its own and approve its own
+// escalation to danger-full-access — and its UNIX sockets (docker.sock, D-Bus and
+// `systemd-run`, an ssh-agent). Allow the network only for commands you would run
+// unconfined.
 //
 // What this costs users, with the network denied: programs cannot create UNIX sockets
 // (local IPC servers in test suites, ssh-agent, gpg-agent, D-Bus, X11, Docker), nor use
@@ -190,7 +223,9 @@
 // read-only (so the executor refuses to start when its writable roots hold a profile
 // file or $DSH_HOME, and workspace-write calls fail closed with an UnprotectableError
 // naming the path and the root while one exists — a workspace with a .git, typically);
-// other sessions' spill files (and the host's /tmp) stay readable; no read-only mount
+// other sessions' spill files (and the host's /tmp) stay readable, as do a session's
+// own (where the server wrote them: nothing needs showing); secret files cannot be
+// masked (the serve token stays readable); no read-only mount
 // keeps a command from changing the metadata of files its user owns outside the
 // writable set (chmod, chown, touch — as root, of the host's system files, e.g. setting
 // a setuid bit); a host that has user
@@ -241,4 +276,13 @@
 //     recognised. EBUSY (moving a protected mount point) is not counted as a denial.
 //   - A background job started before a profile swap keeps the executor it started
 //     with: a job started under bash-local stays unconfined to its end.
+//   - Secret files are masked before each command starts: a command already running
+//     when one appears or is replaced (another `dsh serve --http` writing
+//     $DSH_HOME/serve-token) can read it. A --token-file is hidden only in the
+//     sandboxes of the dsh that was given it (HideFile): other dsh processes' confined
+//     commands read it if their user can.
+//   - A spill root whose path goes through a symbolic link under /tmp: the path a
+//     result names goes through the link, which the private /tmp does not have, so
+//     the session's own spill files are not found there (they are shown at the
+//     canonical path).
 package bashsandbox

@@ -358,8 +358,9 @@ var secrets struct {
 // file of `dsh serve --http` — from the confined commands of this process's session
 // sandboxes (namespace backend): wherever a command could read it, the sandbox covers
 // it with /dev/null before each command starts (so a file that appears, or is replaced,
-// later is covered from the next command on). $DSH_HOME/serve-token is always hidden.
-// The Landlock-only fallback cannot hide a file (MissingSecretFiles).
+// later is covered from the next command on). $DSH_HOME/serve-token (and
+// ~/.dsh/serve-token) is always hidden. The Landlock-only fallback cannot hide a file
+// (MissingSecretFiles).
 func HideFile(path string) {
 	if abs, err := filepath.Abs(path); err == nil {
 		secrets.mu.Lock()
@@ -370,12 +371,17 @@ func HideFile(path string) {
 	}
 }
 
-// masked lists the secret files a command of a call could read, to be covered: every
-// home's serve-token and the HideFile files, canonical where they exist, except those
-// the private /tmp covers anyway (under /tmp and in no writable root).
+// masked lists the secret files a command of a call could read, to be covered: the
+// serve-token of every home (the call's, this process's, the default ~/.dsh) and the
+// HideFile files, canonical where they exist, except those the private /tmp covers
+// anyway (under /tmp and in no writable root).
 func masked(dshEnv map[string]string, writable []string) []string {
+	hs := homes(dshEnv)
+	if home, err := os.UserHomeDir(); err == nil {
+		hs = append(hs, filepath.Join(home, ".dsh")) // the default home, another dsh's
+	}
 	var candidates []string
-	for _, h := range homes(dshEnv) {
+	for _, h := range hs {
 		if h != "" && filepath.IsAbs(h) {
 			candidates = append(candidates, filepath.Join(h, serveTokenName))
 		}

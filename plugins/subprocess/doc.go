@@ -49,7 +49,9 @@
 // symlink. What this layer cannot do is keep a process of the same user from reading
 // or replacing files it can reach: the modes stop other users, and a confined command
 // must be kept from the spill root by its sandbox (a mount namespace that shows it no
-// host temp directory, and a root outside every writable root).
+// host temp directory, and a root outside every writable root). A sandbox that shows a
+// session its own spill files (read-only) gets that session's directory ahead of its
+// first spill from Spool.OwnerDir, which keeps it, even empty, until the session ends.
 //
 // The spill files of a Spool share a budget (SpoolOptions.BudgetBytes, 1 GiB by
 // default): every byte is reserved before it is written. When a write would pass it,

@@ -241,10 +241,11 @@ func callCmd(g *globalFlags) *cobra.Command {
 			defer prompter.close()
 			session.Prompter = prompter
 			res := reg.Call(ctx, args[0], raw, session)
-			h.rt.EndSession(session.ID)
+			// Before the session ends: its end deletes the session's spill files.
 			if env, ok := container.Lookup[*shellenv.Registry](h.rt, shellenv.Service); ok {
 				preserveSpills(&res, filepath.Join(env.Home(), "spill"))
 			}
+			h.rt.EndSession(session.ID)
 			if asJSON {
 				out, err := json.Marshal(struct {
 					Text    string `json:"text"`

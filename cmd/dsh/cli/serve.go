@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-dev/dsh/container"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 )
 
 func serveCmd(g *globalFlags) *cobra.Command {
@@ -61,7 +63,14 @@ func serveCmd(g *globalFlags) *cobra.Command {
 				err = serveStdio(ctx, b, g.stdin, g.stdout)
 			} else {
 				var tokens []string
-				if tokens, err = loadTokens(o.tokenFile, dshHome(h.rt), g.stderr); err == nil {
+				home := dshHome(h.rt)
+				if tokens, err = loadTokens(o.tokenFile, home, g.stderr); err == nil {
+					// Confined commands must not read it (and drive this endpoint).
+					if o.tokenFile != "" {
+						bashsandbox.HideFile(o.tokenFile)
+					} else {
+						bashsandbox.HideFile(filepath.Join(home, "serve-token"))
+					}
 					err = serveHTTP(ctx, b, tokens, o, g.stderr, log)
 				}
 			}

@@ -1,0 +1,132 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// fullOutput finds the spill path a result names.
+var fullOutput = regexp.MustCompile(`\[output truncated; full output: ([^\]\n]+)\]`)
+
+// spillOf returns the spill path text names.
+func spillOf(t *testing.T, text string) string {
+	t.Helper()
+	m := fullOutput.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no spill path in %q", text[max(0, len(text)-300):])
+	}
+	return m[1]
+}
+
+// The bash tool tells the model to read the spill file a truncated result names: under
+// `dsh serve --profile sandbox` the next confined command does, at that very path —
+// whole, read-only.
+func TestServeConfinedReadsItsSpillFile(t *testing.T) {
+	c := startServe(t, clientOptions{}, "--profile", "sandbox", "--workspace", t.TempDir())
+	bash := func(command string) string {
+		text, _, _ := c.call(t, "bash", map[string]any{"command": command, "description": "Read the spill file"})
+		return text
+	}
+	path := spillOf(t, bash("seq 1 30000"))
+	if got := bash("wc -l " + path); got != "30000 "+path+"\n" {
+		t.Fatalf("wc -l: %q", got)
+	}
+	if got := bash("seq 1 30000 | cmp - " + path + " && echo same"); got != "same\n" {
+		t.Fatalf("the spill file's content: %q", got)
+	}
+	if got := bash("rm -f " + path); !strings.Contains(got, "Read-only file system") {
+		t.Errorf("rm: %q", got)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the spill file on the host: %v", err)
+	}
+}
+
+// Two principals of `dsh serve --http` are two harness sessions: each reads its own
+// spill files, and sees nothing of the other's.
+func TestServeHTTPSpillFilesArePrivate(t *testing.T) {
+	const otherToken = "e2e-other-token-0123456789abcdef"
+	s := startHTTPServe(t, "--profile", "sandbox", "--workspace", t.TempDir(), "--token-file", writeTokens(t, testToken, otherToken))
+	a := httpModern(t, s.url, testToken, modernOptions{noListen: true})
+	b := httpModern(t, s.url, otherToken, modernOptions{noListen: true})
+	bash := func(c *modernClient, command string) string {
+		return c.text(t, "bash", map[string]any{"command": command, "description": "Read a spill file"})
+	}
+	path := spillOf(t, bash(a, "seq 1 30000"))
+	if got := bash(a, "wc -l < "+path); got != "30000\n" {
+		t.Fatalf("the owner reads %q", got)
+	}
+	if got := bash(b, "cat "+path); got != "[stderr]\ncat: "+path+": No such file or directory\n[exit code: 1]" {
+		t.Errorf("the other session reads %q", got)
+	}
+	own := filepath.Base(filepath.Dir(spillOf(t, bash(b, "seq 1 30000"))))
+	if got := bash(b, "ls -A "+filepath.Dir(filepath.Dir(path))); got != own+"\n" || own == filepath.Base(filepath.Dir(path)) {
+		t.Errorf("the other session's spill directory holds %q (its own: %q)", got, own)
+	}
+}
+
+// `dsh call` keeps the spill files it reports in $DSH_HOME/spill (the harness, and its
+// private spill directory, are gone when it exits); a later confined call reads them
+// there.
+func TestCallConfinedReadsItsKeptSpillFile(t *testing.T) {
+	home := homeTempDir(t, "dsh-e2e-home-")
+	ws := t.TempDir()
+	call := func(command string) string {
+		t.Helper()
+		args, _ := json.Marshal(map[string]string{"command": command, "description": "Read a kept spill file"})
+		cmd := exec.Command(dshBin, "call", "--profile", "sandbox", "--workspace", ws, "bash", string(args))
+		cmd.Env = append(os.Environ(), "DSH_HOME="+home)
+		out, err := cmd.Output()
+		if _, ok := err.(*exec.ExitError); err != nil && !ok {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	path := spillOf(t, call("seq 1 30000"))
+	if !strings.HasPrefix(path, filepath.Join(home, "spill")+"/") {
+		t.Fatalf("kept spill file %q is not in $DSH_HOME/spill", path)
+	}
+	if got := call("wc -l < " + path + "; seq 1 30000 | cmp - " + path + " && echo same"); got != "30000\nsame\n" {
+		t.Fatalf("reading the kept spill file: %q", got)
+	}
+}
+
+// The token file of `dsh serve --http --token-file` is hidden from the server's own
+// confined commands, wherever it is: they read an empty file.
+func TestServeTokenFileHiddenFromConfinedCommands(t *testing.T) {
+	ws := t.TempDir()
+	file := filepath.Join(homeTempDir(t, "dsh-e2e-tokens-"), "tokens")
+	if err := os.WriteFile(file, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startHTTPServe(t, "--profile", "sandbox", "--workspace", ws, "--token-file", file)
+	c := httpModern(t, s.url, testToken, modernOptions{noListen: true})
+	if got := c.text(t, "bash", map[string]any{"command": "wc -c < " + file, "description": "Read the token file"}); got != "0\n" {
+		t.Fatalf("the token file inside the sandbox: %q", got)
+	}
+}
+
+// The generated token ($DSH_HOME/serve-token) reads empty in the server's own sessions;
+// the rest of $DSH_HOME stays readable.
+func TestServeGeneratedTokenHiddenFromConfinedCommands(t *testing.T) {
+	home := homeTempDir(t, "dsh-e2e-home-")
+	t.Setenv("DSH_HOME", home)
+	url := startHTTPServe(t, "--profile", "sandbox", "--workspace", t.TempDir()).url
+	token, err := os.ReadFile(filepath.Join(home, "serve-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "notes"), []byte("visible\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := httpModern(t, url, strings.TrimSpace(string(token)), modernOptions{noListen: true})
+	got := c.text(t, "bash", map[string]any{"command": `cat "$DSH_HOME/notes"; wc -c < "$DSH_HOME/serve-token"`, "description": "Read the token"})
+	if got != "visible\n0\n" {
+		t.Fatalf("$DSH_HOME inside the sandbox: %q", got)
+	}
+}
