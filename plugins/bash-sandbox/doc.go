@@ -278,9 +278,9 @@
 //     with: a job started under bash-local stays unconfined to its end.
 //   - Secret files are masked before each command starts: a command already running
 //     when one appears or is replaced (another `dsh serve --http` writing
-//     $DSH_HOME/serve-token) can read it. A --token-file is hidden only in the
-//     sandboxes of the dsh that was given it (HideFile): other dsh processes' confined
-//     commands read it if their user can.
+//     $DSH_HOME/serve-token) can read it, and keep a copy. A --token-file is hidden
+//     only in the sandboxes of the dsh that was given it (HideFile): other dsh
+//     processes' confined commands read it if their user can.
 //   - A spill root whose path goes through a symbolic link under /tmp: the path a
 //     result names goes through the link, which the private /tmp does not have, so
 //     the session's own spill files are not found there (they are shown at the
