@@ -348,7 +348,7 @@ func homes(dshEnv map[string]string) []string {
 // token it generates.
 const serveTokenName = "serve-token"
 
-// secrets are the files of this process's that confined commands must not read.
+// secrets are the files of this process that confined commands must not read (HideFile).
 var secrets struct {
 	mu    sync.Mutex
 	paths []string
@@ -357,8 +357,8 @@ var secrets struct {
 // HideFile keeps the file at path — a secret of this process, such as the bearer-token
 // file of `dsh serve --http` — from the confined commands of this process's session
 // sandboxes (namespace backend): wherever a command could read it, the sandbox covers
-// it with /dev/null before each command starts (so a file that appears, or is replaced,
-// later is covered from the next command on). $DSH_HOME/serve-token (and
+// it with an empty read-only file before each command starts (so a file that appears,
+// or is replaced, later is covered from the next command on). $DSH_HOME/serve-token (and
 // ~/.dsh/serve-token) is always hidden. The Landlock-only fallback cannot hide a file
 // (MissingSecretFiles).
 func HideFile(path string) {

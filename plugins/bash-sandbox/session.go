@@ -177,7 +177,7 @@ func (s *session) dirs() (tmp, stage string, err error) {
 // with that configuration (a reload changed it, or the last one died); an older one is
 // retired (it closes when its commands are done). A new one starts with the protected
 // paths and the masked files known now, and shows (namespaces only) the spill
-// directory of owner, the session's id (see showSpill).
+// directory of owner, the session's id (see ownerSpill).
 func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, owner string, protect, mask []string) (*box, error) {
 	if b := s.current(conf); b != nil {
 		return b, nil
