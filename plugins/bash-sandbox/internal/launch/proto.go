@@ -60,8 +60,8 @@ type Setup struct {
 	// at that same path once the hidden directories are covered (namespaces only); ""
 	// for none.
 	Spill string
-	// Mask are files covered with /dev/null wherever a command could read them (the
-	// harness's secrets, e.g. its HTTP bearer token; namespaces only).
+	// Mask are files covered with an empty read-only file wherever a command could read
+	// them (the harness's secrets, e.g. its HTTP bearer token; namespaces only).
 	Mask []string
 }
 
