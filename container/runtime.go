@@ -100,6 +100,31 @@ type provision struct {
 // that exist. Operations (Compose, Mount, Unmount, EndSession, Close) are serialized and
 // run plugin code; Lookup and Status never wait for plugin code. Plugin code must not
 // call the operation methods.
+//
+// What it guarantees (Cordis semantics):
+//
+//   - A fiber is pending while any service it injects is missing; Status names the
+//     missing services and the catalog plugins that could provide them, and
+//     CheckActivation names rows that can never activate.
+//   - When a provider appears, its dependents activate; when it goes away or is
+//     replaced, they unload, dependents first, and return to pending — and come back
+//     by themselves.
+//   - A second provider of one service fails that fiber, leaving the first untouched; a
+//     profile with two enabled providers of an exclusive service (`shell`) is refused
+//     before anything starts. A cycle in inject/provide declarations is reported with
+//     its path.
+//   - A failing Apply (error or panic) fails only its fiber, keeping the error; a hung
+//     one is reported. Failed fibers leave that state only by a config change or a
+//     restart.
+//   - An activation's context is cancelled when it ends; its goroutines (Go) are awaited
+//     before its disposers (Defer, and everything registered with it as owner) run.
+//   - One lock, never held while plugin code runs, guards fiber state.
+//   - Compose validates a whole profile first (unknown keys, unknown plugins, bad config
+//     values, duplicate ids, exclusive services, cycles; every error names the file, the
+//     row and the key) and changes nothing when it fails; otherwise it diffs by row id
+//     and restarts only what changed. A Reloader does that on every edit of the profile
+//     file (or a base it extends) and keeps the last good composition when an edit is
+//     invalid.
 type Runtime struct {
 	catalog *Catalog
 	opts    Options

@@ -178,16 +178,19 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	// While the harness runs, the only new descriptors are the few empty cgroups the
-	// supervisor keeps for reuse (at most 8), its own cgroup directory (held locked) and
-	// the pipe to its crash-cleanup watchdog; closing it releases them too.
+	// supervisor keeps for reuse (at most 8), its own cgroup directory (held locked),
+	// the pipe to its crash-cleanup watchdog and the /dev/null every command's stdin
+	// shares; closing it releases them too.
 	var kept []string
-	pipes := 0
+	pipes, nulls := 0, 0
 	for _, fd := range proctest.NewFDs(fds, proctest.FDs(t)) {
 		switch {
 		case strings.Contains(fd, "/sys/fs/cgroup/"):
 			kept = append(kept, fd)
 		case strings.Contains(fd, "pipe:") && pipes == 0:
 			pipes++
+		case strings.HasSuffix(fd, "→ /dev/null") && nulls == 0:
+			nulls++
 		default:
 			t.Errorf("file descriptor leaked: %s", fd)
 		}

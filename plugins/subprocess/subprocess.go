@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Service is the name the Supervisor is provided under.
@@ -117,6 +119,10 @@ type Supervisor struct {
 	watchdog   *watchdogProc // nil if it could not start
 
 	paths sync.Map // program name + PATH → absolute path (see lookPath)
+
+	nullOnce sync.Once // devNull
+	null     *os.File
+	nullErr  error
 
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
@@ -256,20 +262,20 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	}
 	var childIn *os.File
 	if spec.Stdin == nil {
-		f, err := os.Open(os.DevNull)
+		null, err := s.devNull()
 		if err != nil {
 			return nil, &SpawnError{Op: "open", Path: os.DevNull, Err: err}
 		}
-		childIn = f
+		childIn = null // shared by every spawn; not closed here
 	} else {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, &SpawnError{Op: "pipe", Err: err}
 		}
 		childIn, p.wIn, p.stdin = r, w, spec.Stdin
+		closeAfterStart = append(closeAfterStart, childIn)
 	}
-	closeAfterStart = append(closeAfterStart, childIn)
-	rOut, wOut, err := os.Pipe()
+	rOut, wOut, err := outputPipe()
 	if err != nil {
 		cleanup()
 		p.closeParentEnds()
@@ -277,7 +283,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	}
 	p.rOut = rOut
 	closeAfterStart = append(closeAfterStart, wOut)
-	rErr, wErr, err := os.Pipe()
+	rErr, wErr, err := outputPipe()
 	if err != nil {
 		cleanup()
 		p.closeParentEnds()
@@ -674,6 +680,11 @@ func (s *Supervisor) Close() {
 		s.spool.Close()
 		// Nothing is left for the watchdog to clean up: it exits.
 		s.watchdog.stop()
+		// No spawn can start any more (closed, under the life lock).
+		s.nullOnce.Do(func() {})
+		if s.null != nil {
+			s.null.Close()
+		}
 	})
 }
 
@@ -741,4 +752,27 @@ func (s *Supervisor) lookPath(name string) (string, error) {
 // forgetPath drops a remembered program path that no longer starts.
 func (s *Supervisor) forgetPath(name string) {
 	s.paths.Delete(name + "\x00" + os.Getenv("PATH"))
+}
+
+// outputPipe returns a pipe for one output stream: the read end, the parent's,
+// registered with the runtime's poller (reads park the goroutine, and the drain bound
+// is a read deadline), and the write end, the child's, a plain descriptor the poller
+// never sees — it only goes to the child and is closed once the child has it.
+func outputPipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
+}
+
+// devNull is the stdin of every command that has none: /dev/null, opened once.
+func (s *Supervisor) devNull() (*os.File, error) {
+	s.nullOnce.Do(func() { s.null, s.nullErr = os.Open(os.DevNull) })
+	return s.null, s.nullErr
 }
