@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/dsh-dev/dsh/plugins/bash-sandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -541,78 +540,20 @@ type child struct {
 
 func (c *child) Pid() int { return c.pid }
 
-// Wait waits for the exit without reaping: through the pidfd, polled by the runtime,
-// else in a blocking waitid.
+// Wait waits for the exit without reaping (launch.AwaitExit).
 func (c *child) Wait() (subprocess.ExitStatus, error) {
-	var info siginfo
-	exited := false
+	var pidfd *os.File
 	if c.pidfd >= 0 && syscall.SetNonblock(c.pidfd, true) == nil {
-		f := os.NewFile(uintptr(c.pidfd), "pidfd")
+		pidfd = os.NewFile(uintptr(c.pidfd), "pidfd")
 		c.pidfd = -1
-		if rc, err := f.SyscallConn(); err == nil {
-			_ = rc.Read(func(fd uintptr) bool {
-				for {
-					info = siginfo{}
-					switch e := waitid(pPIDFD, fd, &info, syscall.WEXITED|syscall.WNOHANG|wNowait); e {
-					case syscall.EINTR:
-						continue
-					case syscall.EAGAIN:
-						return false
-					case 0:
-						exited = info.pid != 0
-						return exited
-					default:
-						return true
-					}
-				}
-			})
-		}
-		f.Close()
+		defer pidfd.Close()
 	}
-	for !exited {
-		info = siginfo{}
-		switch e := waitid(pPID, uintptr(c.pid), &info, syscall.WEXITED|wNowait); e {
-		case syscall.EINTR:
-			continue
-		case 0:
-			exited = true
-		default:
-			return subprocess.ExitStatus{}, fmt.Errorf("wait for the session sandbox: %w", e)
-		}
+	code, sig, err := launch.AwaitExit(c.pid, pidfd)
+	if err != nil {
+		return subprocess.ExitStatus{}, fmt.Errorf("wait for the session sandbox: %w", err)
 	}
-	const cldKilled, cldDumped = 2, 3
-	if info.code == cldKilled || info.code == cldDumped {
-		return subprocess.ExitStatus{Signal: syscall.Signal(info.status)}, nil
-	}
-	return subprocess.ExitStatus{Code: int(info.status)}, nil
+	return subprocess.ExitStatus{Code: code, Signal: syscall.Signal(sig)}, nil
 }
 
 // Release reaps the child.
-func (c *child) Release() {
-	var info siginfo
-	for waitid(pPID, uintptr(c.pid), &info, syscall.WEXITED|syscall.WNOHANG) == syscall.EINTR {
-	}
-}
-
-// siginfo is the part of the kernel's siginfo_t that waitid fills for a child.
-type siginfo struct {
-	signo  int32
-	errno  int32
-	code   int32
-	_      int32
-	pid    int32
-	uid    uint32
-	status int32
-	_      [100]byte
-}
-
-const (
-	pPID    = 1
-	pPIDFD  = 3
-	wNowait = 0x1000000
-)
-
-func waitid(idtype int, id uintptr, info *siginfo, options int) syscall.Errno {
-	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), id, uintptr(unsafe.Pointer(info)), uintptr(options), 0, 0)
-	return e
-}
+func (c *child) Release() { launch.Reap(c.pid) }

@@ -390,39 +390,7 @@ type cachedRuleset struct {
 
 // await waits for l's exit without reaping it and reports it (Exited).
 func (s *server) await(l *leader) {
-	var info siginfo
-	rc, err := l.pidfd.SyscallConn()
-	exited := false
-	if err == nil {
-		_ = rc.Read(func(fd uintptr) bool {
-			for {
-				info = siginfo{}
-				switch e := waitid(pPIDFD, fd, &info, syscall.WEXITED|syscall.WNOHANG|wNowait); e {
-				case syscall.EINTR:
-					continue
-				case syscall.EAGAIN:
-					return false
-				case 0:
-					exited = info.pid != 0
-					return exited
-				default:
-					return true
-				}
-			}
-		})
-	}
-	if !exited {
-		// Not pollable: block on this goroutine's thread.
-		for {
-			info = siginfo{}
-			e := waitid(pPID, uintptr(l.pid), &info, syscall.WEXITED|wNowait)
-			if e == syscall.EINTR {
-				continue
-			}
-			break
-		}
-	}
-	code, sig := info.decode()
+	code, sig, _ := AwaitExit(l.pid, l.pidfd)
 	s.mu.Lock()
 	l.exited = true
 	release := l.released
@@ -451,9 +419,7 @@ func (s *server) release(id uint64) {
 	}
 	delete(s.leaders, id)
 	s.mu.Unlock()
-	var info siginfo
-	for waitid(pPID, uintptr(l.pid), &info, syscall.WEXITED|syscall.WNOHANG) == syscall.EINTR {
-	}
+	Reap(l.pid)
 	l.pidfd.Close()
 }
 
@@ -613,6 +579,56 @@ const (
 func waitid(idtype int, id uintptr, info *siginfo, options int) syscall.Errno {
 	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), id, uintptr(unsafe.Pointer(info)), uintptr(options), 0, 0)
 	return e
+}
+
+// AwaitExit waits until the child pid has exited and returns its exit code or the signal
+// that ended it, without reaping it: the child stays a zombie (its pid, and the group id
+// it leads, cannot be reused) until Reap. It waits through pidfd, polled by the Go
+// runtime, when it can, else in a blocking waitid on this goroutine's thread; an error
+// means the child is not this process's (or is gone).
+func AwaitExit(pid int, pidfd *os.File) (code, signal int, err error) {
+	var info siginfo
+	exited := false
+	if pidfd != nil {
+		if rc, err := pidfd.SyscallConn(); err == nil {
+			_ = rc.Read(func(fd uintptr) bool {
+				for {
+					info = siginfo{}
+					switch e := waitid(pPIDFD, fd, &info, syscall.WEXITED|syscall.WNOHANG|wNowait); e {
+					case syscall.EINTR:
+						continue
+					case syscall.EAGAIN:
+						return false
+					case 0:
+						exited = info.pid != 0
+						return exited
+					default:
+						return true
+					}
+				}
+			})
+		}
+	}
+	for !exited {
+		info = siginfo{}
+		switch e := waitid(pPID, uintptr(pid), &info, syscall.WEXITED|wNowait); e {
+		case syscall.EINTR:
+			continue
+		case 0:
+			exited = true
+		default:
+			return 0, 0, e
+		}
+	}
+	code, signal = info.decode()
+	return code, signal, nil
+}
+
+// Reap reaps the exited child pid (see AwaitExit).
+func Reap(pid int) {
+	var info siginfo
+	for waitid(pPID, uintptr(pid), &info, syscall.WEXITED|syscall.WNOHANG) == syscall.EINTR {
+	}
 }
 
 // status decodes an exited child's siginfo: its exit code, or the signal that ended it.
