@@ -159,9 +159,11 @@ type Replaced struct {
 // say so; nil for a row's first activation and for reactivations that no reload caused.
 func (a *Activation) Replaced() *Replaced { return a.replaced }
 
-// ProfileFiles are the files of the running composition's profile (see
-// Runtime.ProfileFiles). They may change with a reload; read them when needed.
-func (a *Activation) ProfileFiles() []string { return a.rt.ProfileFiles() }
+// ProfileFiles are the files of the running composition's profile: its own file, then
+// each base it extends, as read (none for a built-in profile). They may change with a
+// reload; read them when needed. A confining executor keeps them out of its commands'
+// reach.
+func (a *Activation) ProfileFiles() []string { return a.rt.profileFilesNow() }
 
 // SetDetail records a short human-readable note shown in this row's status (for
 // example which process-isolation mode is active).

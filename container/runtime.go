@@ -479,10 +479,10 @@ func (r *Runtime) ComposeProfile(p *Profile) error {
 	return r.compose(p.Name, p.Rows, append([]string{}, p.Files...))
 }
 
-// ProfileFiles are the files of the running composition's profile (its own file, then
+// profileFilesNow are the files of the running composition's profile (its own file, then
 // each base it extends, as read), or none for a built-in profile or rows composed
 // without a profile. A confining executor keeps them out of its commands' reach.
-func (r *Runtime) ProfileFiles() []string {
+func (r *Runtime) profileFilesNow() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return append([]string(nil), r.profileFiles...)
@@ -519,9 +519,11 @@ func (r *Runtime) compose(name string, rows []Row, files []string) error {
 		r.unload(f, StateDisposed)
 	}
 	r.mu.Lock()
+	replaced := make(map[string]*fiber, len(gone))
 	for _, f := range gone {
 		r.setStateLocked(f, StateDisposed)
 		delete(r.byID, f.row.ID)
+		replaced[f.row.ID] = f
 	}
 	order := make([]*fiber, 0, len(prepared))
 	for _, pr := range prepared {
@@ -530,10 +532,8 @@ func (r *Runtime) compose(name string, rows []Row, files []string) error {
 			f.row = pr.row // same plugin and config; the source file may have changed
 		} else {
 			f = &fiber{row: pr.row, plugin: pr.plugin, state: StatePending, since: time.Now()}
-			for _, old := range gone {
-				if old.row.ID == f.row.ID && old.config != nil {
-					f.replaced = &Replaced{Plugin: old.plugin.Name, Config: old.config}
-				}
+			if old := replaced[f.row.ID]; old != nil && old.config != nil {
+				f.replaced = &Replaced{Plugin: old.plugin.Name, Config: old.config}
 			}
 			r.byID[f.row.ID] = f
 		}

@@ -117,8 +117,12 @@ func apply(a *container.Activation, config any) error {
 	} else {
 		log.Warn("bash-sandbox: " + detail)
 	}
-	for _, w := range rememberConfig(sup, cfg) {
-		log.Warn("profile reload widens confinement: " + w)
+	if r := a.Replaced(); r != nil {
+		if prev, ok := r.Config.(*Config); ok {
+			for _, w := range widenings(prev, cfg) {
+				log.Warn("profile reload widens confinement: " + w)
+			}
+		}
 	}
 	a.OnSessionEnd(func(id string) { endSession(sup, id) })
 	if err := a.Provide(shell.PolicyService, resolver); err != nil {
@@ -344,9 +348,9 @@ func homes(dshEnv map[string]string) []string {
 	return out
 }
 
-// serveTokenName is the file in the dsh home where `dsh serve --http` writes the bearer
+// ServeTokenName is the file in the dsh home where `dsh serve --http` writes the bearer
 // token it generates.
-const serveTokenName = "serve-token"
+const ServeTokenName = "serve-token"
 
 // secrets are the files of this process that confined commands must not read (HideFile).
 var secrets struct {
@@ -383,7 +387,7 @@ func masked(dshEnv map[string]string, writable []string) []string {
 	var candidates []string
 	for _, h := range hs {
 		if h != "" && filepath.IsAbs(h) {
-			candidates = append(candidates, filepath.Join(h, serveTokenName))
+			candidates = append(candidates, filepath.Join(h, ServeTokenName))
 		}
 	}
 	secrets.mu.Lock()

@@ -150,7 +150,8 @@ func probeBackend(namespaces bool) error {
 			return err
 		}
 	}
-	sup := subprocess.New(subprocess.Options{DisableCgroups: true, SpillRoot: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// The probe's sandbox dies when its control socket closes: no watchdog needed.
+	sup := subprocess.New(subprocess.Options{DisableCgroups: true, NoCrashCleanup: true, SpillRoot: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer sup.Close()
 	ws, err := newPin(filepath.Join(dir, "ws"))
 	if err != nil {

@@ -21,9 +21,10 @@ import (
 // session sandboxes. Sessions are kept per owner — the Supervisor the executor spawns
 // through — and ended by the container's session-end hook.
 var registry = struct {
-	mu sync.Mutex
-	m  map[sessKey]*session
-}{m: map[sessKey]*session{}}
+	mu     sync.Mutex
+	m      map[sessKey]*session
+	owners map[any]bool // owners whose end is hooked to their Supervisor's Close
+}{m: map[sessKey]*session{}, owners: map[any]bool{}}
 
 type sessKey struct {
 	owner any // the *subprocess.Supervisor (or, without one, the Resolver)
@@ -46,12 +47,21 @@ type session struct {
 // sessionFor returns the state of session id under owner, creating it.
 func sessionFor(owner any, id string) *session {
 	registry.mu.Lock()
-	defer registry.mu.Unlock()
 	k := sessKey{owner, id}
 	s := registry.m[k]
 	if s == nil {
 		s = &session{key: k}
 		registry.m[k] = s
+	}
+	sup, hook := owner.(*subprocess.Supervisor)
+	hook = hook && !registry.owners[owner]
+	if hook {
+		registry.owners[owner] = true
+	}
+	registry.mu.Unlock()
+	if hook {
+		// The sessions of a Supervisor end with it, whoever closes it.
+		sup.OnClose(func() { endOwner(owner) })
 	}
 	return s
 }
@@ -72,6 +82,7 @@ func endSession(owner any, id string) {
 // endOwner ends every session of owner (its Supervisor is closed).
 func endOwner(owner any) {
 	registry.mu.Lock()
+	delete(registry.owners, owner)
 	var ended []*session
 	for k, s := range registry.m {
 		if k.owner == owner {
@@ -231,9 +242,6 @@ func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, owner string, 
 	go func() {
 		<-b.proc.Done()
 		b.fail()
-		if ex, _ := b.proc.Exit(); ex.Reason == subprocess.ReasonDispose {
-			endOwner(sup) // the Supervisor is closing: every session of it is over
-		}
 	}()
 	return b, nil
 }

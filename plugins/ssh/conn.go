@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -333,6 +332,3 @@ func (ctl *control) read(r *bufio.Reader) {
 		}
 	}
 }
-
-// itoa is strconv.Itoa for int64.
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

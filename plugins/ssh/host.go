@@ -791,7 +791,7 @@ func (h *Host) Close() {
 	h.notifyLocked()
 	h.mu.Unlock()
 	for _, p := range live {
-		p.kill(reasonDispose, true)
+		p.kill(subprocess.ReasonDispose, true)
 	}
 	h.mu.Lock()
 	remnants := h.remnants

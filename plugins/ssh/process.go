@@ -62,16 +62,6 @@ type Exit struct {
 	Err error
 }
 
-type reason int
-
-const (
-	reasonNone reason = iota
-	reasonTimeout
-	reasonAbort
-	reasonKill
-	reasonDispose
-)
-
 // Process is one remote command and its captured output. All methods are safe for
 // concurrent use.
 type Process struct {
@@ -101,7 +91,7 @@ type Process struct {
 	exited      bool
 	code        *int
 	signal      string
-	reason      reason
+	reason      subprocess.Reason
 	killing     bool
 	killDone    chan struct{}
 	lost        error
@@ -227,10 +217,10 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		p.mu.Lock()
 		if !p.exited && !p.settling {
 			if !spec.Deadline.IsZero() {
-				p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(reasonTimeout, false) })
+				p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(subprocess.ReasonTimeout, false) })
 			}
 			if ctx.Done() != nil {
-				p.stopCtx = context.AfterFunc(ctx, func() { p.kill(reasonAbort, false) })
+				p.stopCtx = context.AfterFunc(ctx, func() { p.kill(subprocess.ReasonAbort, false) })
 			}
 		}
 		p.mu.Unlock()
@@ -272,19 +262,8 @@ func checkSpec(spec Spec) error {
 	if !strings.HasPrefix(spec.Dir, "/") || strings.IndexByte(spec.Dir, 0) >= 0 {
 		return fmt.Errorf("invalid dir: expected an absolute remote path, got %q", spec.Dir)
 	}
-	if spec.GraceMs <= 0 || spec.GraceMs > MaxGraceMs {
-		return fmt.Errorf("invalid graceMs: expected 0 < graceMs <= %d, got %d", MaxGraceMs, spec.GraceMs)
-	}
-	for _, c := range [...]struct {
-		name string
-		c    subprocess.Capture
-	}{{"stdout", spec.Stdout}, {"stderr", spec.Stderr}} {
-		if c.c.MaxBytes <= 0 {
-			return fmt.Errorf("invalid %s capture: maxBytes must be positive, got %d", c.name, c.c.MaxBytes)
-		}
-		if c.c.SpillMaxBytes < 0 {
-			return fmt.Errorf("invalid %s capture: spillMaxBytes must not be negative, got %d", c.name, c.c.SpillMaxBytes)
-		}
+	if err := subprocess.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
+		return err
 	}
 	for k, v := range spec.Env {
 		if !validName(k) {
@@ -361,11 +340,11 @@ func (p *Process) Exit() (Exit, bool) {
 // Kill ends the command's remote process group: SIGTERM now, SIGKILL after the grace
 // period to whatever is left — even when the command itself already exited. It returns
 // false once the command has settled; calling it again is harmless.
-func (p *Process) Kill() bool { return p.kill(reasonKill, true) }
+func (p *Process) Kill() bool { return p.kill(subprocess.ReasonKill, true) }
 
 // kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
 // while the command runs; after it exited, the drain bound alone ends the call.
-func (p *Process) kill(why reason, explicit bool) bool {
+func (p *Process) kill(why subprocess.Reason, explicit bool) bool {
 	p.mu.Lock()
 	if p.settling || p.settled || (p.exited && !explicit) {
 		p.mu.Unlock()
@@ -750,8 +729,8 @@ func (p *Process) settle() {
 	ex := Exit{
 		Code:     p.code,
 		Signal:   p.signal,
-		TimedOut: p.reason == reasonTimeout,
-		Aborted:  p.reason == reasonAbort,
+		TimedOut: p.reason == subprocess.ReasonTimeout,
+		Aborted:  p.reason == subprocess.ReasonAbort,
 	}
 	switch {
 	case p.exited:
@@ -760,7 +739,7 @@ func (p *Process) settle() {
 	case p.pid != 0:
 		ex.Err = fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
 	}
-	ex.Killed = ex.Signal != "" || p.reason != reasonNone || ex.Err != nil
+	ex.Killed = ex.Signal != "" || p.reason != subprocess.ReasonNone || ex.Err != nil
 	note := ""
 	if ex.Err != nil && p.pid != 0 {
 		note = ex.Err.Error() + "\n"

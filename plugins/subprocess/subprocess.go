@@ -40,6 +40,10 @@ type Options struct {
 	// OnIsolationChange, when set, is called with the new Isolation text if cgroup
 	// isolation turns out unusable at spawn time and the Supervisor falls back.
 	OnIsolationChange func(isolation string)
+	// NoCrashCleanup starts no watchdog (see the package documentation): for a
+	// short-lived Supervisor whose processes die with their own parent anyway, which
+	// saves the watchdog's start (a few milliseconds).
+	NoCrashCleanup bool
 }
 
 // Spec describes one process tree to spawn.
@@ -127,6 +131,7 @@ type Supervisor struct {
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
 	closeOnce sync.Once
+	onClose   []func() // under mu; run at the end of Close
 }
 
 // lingerTree is a settled process whose tree may live on: its leader exited by itself
@@ -167,7 +172,7 @@ func New(opts Options) *Supervisor {
 	}
 	// A harness that is the init of its pid namespace needs no watchdog: when it dies,
 	// the kernel kills every process of the namespace.
-	if os.Getpid() != 1 {
+	if os.Getpid() != 1 && !opts.NoCrashCleanup {
 		dir := ""
 		if s.cgHome != nil {
 			dir = s.cgHome.dir
@@ -210,19 +215,8 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 			return nil, errors.New("invalid argv: an argument contains a NUL byte")
 		}
 	}
-	if spec.GraceMs <= 0 || spec.GraceMs > MaxGraceMs {
-		return nil, fmt.Errorf("invalid graceMs: expected 0 < graceMs <= %d, got %d", MaxGraceMs, spec.GraceMs)
-	}
-	for _, c := range [...]struct {
-		name string
-		c    Capture
-	}{{"stdout", spec.Stdout}, {"stderr", spec.Stderr}} {
-		if c.c.MaxBytes <= 0 {
-			return nil, fmt.Errorf("invalid %s capture: maxBytes must be positive, got %d", c.name, c.c.MaxBytes)
-		}
-		if c.c.SpillMaxBytes < 0 {
-			return nil, fmt.Errorf("invalid %s capture: spillMaxBytes must not be negative, got %d", c.name, c.c.SpillMaxBytes)
-		}
+	if err := CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
+		return nil, err
 	}
 	if err := checkEnv(spec.Env, spec.DshEnv); err != nil {
 		return nil, err
@@ -685,7 +679,28 @@ func (s *Supervisor) Close() {
 		if s.null != nil {
 			s.null.Close()
 		}
+		s.mu.Lock()
+		hooks := s.onClose
+		s.onClose = nil
+		s.mu.Unlock()
+		for _, fn := range hooks {
+			fn()
+		}
 	})
+}
+
+// OnClose registers fn to run when Close has ended every process: for state another
+// package keeps per Supervisor (a sandbox's sessions), which must not outlive it. After
+// Close, fn runs at once.
+func (s *Supervisor) OnClose(fn func()) {
+	s.mu.Lock()
+	if !s.closing {
+		s.onClose = append(s.onClose, fn)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	fn()
 }
 
 // endTrees ends lingering trees: SIGTERM to each tree (its cgroup, or its group), then,
@@ -775,4 +790,26 @@ func outputPipe() (r, w *os.File, err error) {
 func (s *Supervisor) devNull() (*os.File, error) {
 	s.nullOnce.Do(func() { s.null, s.nullErr = os.Open(os.DevNull) })
 	return s.null, s.nullErr
+}
+
+// CheckLimits checks the bounds of a spawn — graceMs in (0, MaxGraceMs], each stream's
+// capture with a positive MaxBytes and a non-negative SpillMaxBytes — with the messages
+// Spawn gives; an executor that runs commands elsewhere (a remote host) checks its own
+// spawns with it.
+func CheckLimits(graceMs int64, stdout, stderr Capture) error {
+	if graceMs <= 0 || graceMs > MaxGraceMs {
+		return fmt.Errorf("invalid graceMs: expected 0 < graceMs <= %d, got %d", MaxGraceMs, graceMs)
+	}
+	for _, c := range [...]struct {
+		name string
+		c    Capture
+	}{{"stdout", stdout}, {"stderr", stderr}} {
+		if c.c.MaxBytes <= 0 {
+			return fmt.Errorf("invalid %s capture: maxBytes must be positive, got %d", c.name, c.c.MaxBytes)
+		}
+		if c.c.SpillMaxBytes < 0 {
+			return fmt.Errorf("invalid %s capture: spillMaxBytes must not be negative, got %d", c.name, c.c.SpillMaxBytes)
+		}
+	}
+	return nil
 }

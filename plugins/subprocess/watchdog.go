@@ -17,14 +17,6 @@ import (
 	"github.com/dsh-dev/dsh/plugins/subprocess/internal/watchdog"
 )
 
-// MaybeRunWatchdog runs the Supervisor's crash-cleanup watchdog when this process was
-// started as one (the binary re-executed with a hidden argument) and never returns in
-// that case; otherwise it returns at once. The watchdog's package dispatches it from
-// its init function already, in every binary that links this package, before most of
-// the binary is initialised; calling this first thing in main documents the contract
-// (as bashsandbox.MaybeRunLauncher does for the sandbox launcher).
-func MaybeRunWatchdog() { watchdog.Main() }
-
 // watchdogProc is the Supervisor's end of its watchdog (see package internal/watchdog):
 // the write end of the pipe the watchdog reads, which closes when the harness exits or
 // dies. The watchdog is no child of the harness: nothing reaps it here.

@@ -126,12 +126,9 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 	return a, nil
 }
 
-// lookupAs returns the call-time service name if it is provided and is a T.
-func lookupAs[T any](t *bashTool, name string) (T, bool) {
-	return container.Lookup[T](t.services, name)
+func (t *bashTool) jobs() (*jobs.Runtime, bool) {
+	return container.Lookup[*jobs.Runtime](t.services, jobs.Service)
 }
-
-func (t *bashTool) jobs() (*jobs.Runtime, bool) { return lookupAs[*jobs.Runtime](t, jobs.Service) }
 
 func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, error) {
 	a, bad := t.validate(call)
@@ -196,7 +193,7 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 	if t.sandbox == "" {
 		return nil, nil, nil
 	}
-	resolver, haveResolver := lookupAs[shell.PolicyResolver](t, shell.PolicyService)
+	resolver, haveResolver := container.Lookup[shell.PolicyResolver](t.services, shell.PolicyService)
 	effective := t.sandbox
 	var current shell.SandboxPolicy
 	if haveResolver {
@@ -238,7 +235,7 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 func (t *bashTool) approve(ctx context.Context, session *container.Session, a bashArgs) *failure {
 	m := a.escalate
 	fail := func(format string) *failure { f := failure(fmt.Sprintf(format, m)); return &f }
-	approver, ok := lookupAs[approval.Approver](t, approval.Service)
+	approver, ok := container.Lookup[approval.Approver](t.services, approval.Service)
 	if !ok {
 		return fail("sandbox escalation to %q requires approval, but no approval service is composed")
 	}
@@ -296,7 +293,7 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (to
 }
 
 // outputCounter is an Execution that knows how much output its command produced so far
-// (for progress reports); executors built on internal/bashexec are.
+// (for progress reports); executors built on plugins/shell/bashexec are.
 type outputCounter interface {
 	OutputBytes() int64
 }

@@ -2,13 +2,15 @@ package toolbash
 
 import (
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
 // outputSchema is the bash tool's MCP outputSchema: one of ForegroundValue and
 // BackgroundValue, told apart by kind. It is derived from the Go types, so the values
 // the tool returns satisfy it by construction (a test validates real results).
 var outputSchema = func() *jsonschema.Schema {
-	fg := mustSchemaFor[ForegroundValue]()
+	fg := tools.SchemaFor[ForegroundValue]()
 	fg.Properties["kind"].Enum = []any{KindForeground}
 	// Nullable as single-type branches (portable to clients that map schemas onto a
 	// one-type dialect); sandbox is omitted when absent, never null.
@@ -21,7 +23,7 @@ var outputSchema = func() *jsonschema.Schema {
 		p.Types, p.AnyOf = nil, branches
 	}
 	fg.Properties["sandbox"].Types, fg.Properties["sandbox"].Type = nil, "object"
-	bg := mustSchemaFor[BackgroundValue]()
+	bg := tools.SchemaFor[BackgroundValue]()
 	bg.Properties["kind"].Enum = []any{KindBackground}
 	return &jsonschema.Schema{
 		Type:        "object",
@@ -29,11 +31,3 @@ var outputSchema = func() *jsonschema.Schema {
 		OneOf:       []*jsonschema.Schema{fg, bg},
 	}
 }()
-
-func mustSchemaFor[T any]() *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}

@@ -188,17 +188,17 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 		return Errorf("%v", err)
 	}
 	if len(extra) > 0 && !res.IsError {
-		res.Text = IgnoredNotice(extra) + "\n" + res.Text
+		res.Text = ignoredNotice(extra) + "\n" + res.Text
 	}
 	return res
 }
 
-// IgnoredNotice is the line that opens the text of a successful call whose arguments
+// ignoredNotice is the line that opens the text of a successful call whose arguments
 // included keys the tool's schema does not declare, so that the model learns that a
 // misspelled argument had no effect: "[ignored unknown argument: timeout]", or
 // "[ignored unknown arguments: a, b]" (sorted). The keys never reach the tool's work;
 // error results carry no notice (their text is the error).
-func IgnoredNotice(extra map[string]any) string {
+func ignoredNotice(extra map[string]any) string {
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
 		keys = append(keys, k)
@@ -229,4 +229,16 @@ func DecodeArgs(data json.RawMessage) (map[string]any, error) {
 		return nil, errors.New("invalid arguments: expected a JSON object")
 	}
 	return m, nil
+}
+
+// SchemaFor is the JSON schema of a tool's typed result T (for Tool.OutputSchema),
+// derived from its Go type, so that the values the tool returns satisfy it by
+// construction. It panics on a type that has no schema: a programming error, found at
+// package initialisation.
+func SchemaFor[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -307,10 +307,6 @@ func statusCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			st := h.rt.Status()
-			var stuck error
-			if p, err := h.loader.Load(g.profile); err == nil {
-				stuck = h.rt.CheckActivation(p.Rows)
-			}
 			if err := h.stop(); err != nil {
 				return err
 			}
@@ -323,17 +319,13 @@ func statusCmd(g *globalFlags) *cobra.Command {
 			} else {
 				printStatus(g.stdout, st)
 			}
-			// A row that failed or can never activate is a composition that does not work:
-			// say why on stderr and exit 1, so scripts notice.
-			healthy := stuck == nil
+			// Composing is synchronous: a row still pending now can never activate (the
+			// start logged why at WARN), and one that failed keeps its error. Either way
+			// the composition does not work: exit 1, so scripts notice.
 			for _, r := range st.Rows {
-				if r.State == container.StateFailed {
-					healthy = false
+				if r.State == container.StateFailed || r.State == container.StatePending {
+					return exitCodeError(exitError)
 				}
-			}
-			// (Rows that can never activate were logged at WARN when the profile composed.)
-			if !healthy {
-				return exitCodeError(exitError)
 			}
 			return nil
 		},

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"io"
 	"log/slog"
 	"net"
@@ -106,7 +107,7 @@ func loadTokens(file, home string, stderr io.Writer) ([]string, error) {
 		return nil, err
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw[:])
-	path := filepath.Join(home, "serve-token")
+	path := filepath.Join(home, bashsandbox.ServeTokenName)
 	if err := writePrivate(path, token+"\n"); err != nil {
 		return nil, fmt.Errorf("writing the bearer token: %w", err)
 	}
@@ -447,9 +448,5 @@ func dshHome(rt *container.Runtime) string {
 	if env, ok := container.Lookup[*shellenv.Registry](rt, shellenv.Service); ok && env.Home() != "" {
 		return env.Home()
 	}
-	if h := os.Getenv("DSH_HOME"); h != "" {
-		return h
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".dsh")
+	return shellenv.DefaultConfig().DshHome
 }

@@ -64,7 +64,7 @@ type bridge struct {
 	notices  map[string]*noticeLog // by harness session id
 
 	syncMu sync.Mutex
-	served map[string]tools.Tool // tool definitions currently on the servers
+	served map[string]servedTool // tool definitions currently on the servers
 	stop   func()
 }
 
@@ -93,7 +93,7 @@ type principal struct {
 func newBridge(base context.Context, rt *container.Runtime, newSession func() *container.Session, version string, log, sdkLog *slog.Logger) *bridge {
 	b := &bridge{base: base, rt: rt, newSession: newSession, version: version, log: log, sdkLog: sdkLog,
 		stateKey: randomKey(), scopes: map[*scope]struct{}{}, sessions: map[*mcp.ServerSession]*container.Session{},
-		notices: map[string]*noticeLog{}, served: map[string]tools.Tool{}}
+		notices: map[string]*noticeLog{}, served: map[string]servedTool{}}
 	b.sync()
 	b.stop = rt.Subscribe(b.sync)
 	return b
@@ -132,8 +132,8 @@ func (b *bridge) newScope(p *principal, versions []string) *scope {
 		p.scope = sc
 	}
 	b.syncMu.Lock()
-	for _, t := range b.served {
-		b.addTool(sc, t)
+	for _, st := range b.served {
+		b.addTool(sc, st.def)
 	}
 	b.mu.Lock()
 	b.scopes[sc] = struct{}{}
@@ -280,12 +280,17 @@ func (b *bridge) sync() {
 		if old, ok := b.served[name]; ok && old.Description == t.Description && reflect.DeepEqual(old.InputSchema, t.InputSchema) && old.OutputSchema == t.OutputSchema {
 			continue
 		}
+		def, err := definition(t)
+		if err != nil {
+			b.log.Error("tool not served over MCP: its outputSchema does not encode", "tool", t.Name, "err", err)
+			continue
+		}
 		ok := true
 		for _, sc := range scopes {
-			ok = b.addTool(sc, t) && ok
+			ok = b.addTool(sc, def) && ok
 		}
 		if ok {
-			b.served[name] = t
+			b.served[name] = servedTool{Tool: t, def: def}
 		}
 	}
 	// Subscribed clients are told in the background: a slow client must not hold up the
@@ -299,27 +304,38 @@ func (b *bridge) sync() {
 	}()
 }
 
-// addTool serves t on sc; a definition the SDK refuses is logged and left out, never
-// fatal.
-func (b *bridge) addTool(sc *scope, t tools.Tool) (ok bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			b.log.Error("tool not served over MCP", "tool", t.Name, "err", fmt.Sprint(p))
-			ok = false
-		}
-	}()
+// servedTool is a tool on the servers, with its MCP definition.
+type servedTool struct {
+	tools.Tool
+	def *mcp.Tool
+}
+
+// definition is t's MCP definition. The output schema is encoded here, once per tool
+// and not per server or per tools/list: a *jsonschema.Schema takes about 0.16 ms to
+// encode.
+func definition(t tools.Tool) (*mcp.Tool, error) {
 	def := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
 	if t.OutputSchema != nil {
-		// Encoded once here: a *jsonschema.Schema takes about 0.1 ms to encode, on every
-		// tools/list otherwise.
 		out, err := json.Marshal(t.OutputSchema)
 		if err != nil {
-			b.log.Error("tool not served over MCP: its outputSchema does not encode", "tool", t.Name, "err", err)
-			return false
+			return nil, err
 		}
 		def.OutputSchema = json.RawMessage(out)
 	}
-	sc.server.AddTool(def, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return def, nil
+}
+
+// addTool serves def on sc; a definition the SDK refuses is logged and left out, never
+// fatal.
+func (b *bridge) addTool(sc *scope, def *mcp.Tool) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.log.Error("tool not served over MCP", "tool", def.Name, "err", fmt.Sprint(p))
+			ok = false
+		}
+	}()
+	own := *def // each server gets its own copy
+	sc.server.AddTool(&own, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return b.callTool(ctx, sc, req)
 	})
 	return true

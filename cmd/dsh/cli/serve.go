@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,11 +64,10 @@ func serveCmd(g *globalFlags) *cobra.Command {
 				var tokens []string
 				home := dshHome(h.rt)
 				if tokens, err = loadTokens(o.tokenFile, home, g.stderr); err == nil {
-					// Confined commands must not read it (and drive this endpoint).
+					// Confined commands must not read it (and drive this endpoint); the
+					// generated one, in the dsh home, the sandbox always hides.
 					if o.tokenFile != "" {
 						bashsandbox.HideFile(o.tokenFile)
-					} else {
-						bashsandbox.HideFile(filepath.Join(home, "serve-token"))
 					}
 					err = serveHTTP(ctx, b, tokens, o, g.stderr, log)
 				}

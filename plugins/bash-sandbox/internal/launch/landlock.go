@@ -6,35 +6,6 @@ const (
 	EnforcementPartial = "partial"
 )
 
-// RequiredABI is the lowest Landlock ABI that enforces everything p promises: the file
-// rules need ABI 3 (truncate(2) is restricted from ABI 3 on), a denied network ABI 4
-// (TCP connect and bind).
-func RequiredABI(p Policy) int {
-	if p.Network == NetworkDeny {
-		return 4
-	}
-	return 3
-}
-
-// Enforcement says how completely the running host enforces p: "full" when the kernel's
-// Landlock ABI reaches RequiredABI(p) (and the sandbox can install its command filter,
-// see seccomp.go), "partial" when only part of
-// the policy is enforced, "" for a policy that is not a confined mode.
-func Enforcement(p Policy) string {
-	if p.Mode != ModeReadOnly && p.Mode != ModeWorkspaceWrite {
-		return ""
-	}
-	return EnforcementFor(KernelABI(), p)
-}
-
-// EnforcementFor is Enforcement on a kernel whose Landlock ABI is abi.
-func EnforcementFor(abi int, p Policy) string {
-	if abi < RequiredABI(p) || !SeccompSupported {
-		return EnforcementPartial
-	}
-	return EnforcementFull
-}
-
 // writableDevices are the only files read-only mode may write: pseudo-devices that
 // discard or produce bytes and cannot hold data. /dev/tty and /dev/pts/* are left out on
 // purpose: commands run without a controlling terminal, and a confined command must not
