@@ -29,7 +29,8 @@ func TestStdioBadInputKeepsServing(t *testing.T) {
 	ws := t.TempDir()
 	r := startRaw(t, ws)
 	r.initialize(t)
-	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo first; sleep 2; echo second","description":"A job that outlives the bad input","run_in_background":true}}}`)
+	gate := filepath.Join(ws, "gate")
+	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo first; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo second","description":"A job that outlives the bad input","run_in_background":true}}}`)
 	r.await(t, regexp.MustCompile(`started background job bash-1`))
 
 	parseError := `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not valid JSON"}}`
@@ -52,13 +53,16 @@ func TestStdioBadInputKeepsServing(t *testing.T) {
 	if line := r.next(t); line != `{"jsonrpc":"2.0","id":7,"result":{}}` {
 		t.Errorf("ping after the bad input: %s", line)
 	}
-	waitFor(t, 20*time.Second, "the job to finish", func() bool {
-		r.send(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"job_output","arguments":{"job_id":"bash-1","wait":true,"timeout_ms":5000}}}`)
-		return strings.Contains(r.await(t, regexp.MustCompile(`"id":8`)), `completed`)
-	})
-	r.send(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`)
-	if line := r.await(t, regexp.MustCompile(`"id":9`)); !strings.Contains(line, `bash-1 [bash] completed`) {
-		t.Errorf("job_list: %s", line)
+	r.send(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`)
+	if line := r.await(t, regexp.MustCompile(`"id":8`)); !strings.Contains(line, `bash-1 [bash] running`) {
+		t.Errorf("job_list after the bad input: %s", line)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.send(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"job_output","arguments":{"job_id":"bash-1","wait":true,"timeout_ms":20000}}}`)
+	if line := r.await(t, regexp.MustCompile(`"id":9`)); !strings.Contains(line, `"text":"first\nsecond\n[status: completed, exit code: 0]"`) {
+		t.Errorf("the job's output: %s", line)
 	}
 	r.in.Close()
 	r.waitExit(t)

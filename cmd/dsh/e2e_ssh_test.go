@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,22 +21,7 @@ func TestSSHExecutor(t *testing.T) {
 	ws := t.TempDir()
 	remote := t.TempDir() // the executor's cwd "on the remote host" (this machine)
 	write := func(name, knownHosts string) string {
-		path := filepath.Join(ws, name)
-		profile := fmt.Sprintf(`extends: default
-plugins:
-  - id: shell-env
-    config: {dshHome: %q}
-  - id: ssh
-    name: ssh
-    config: {address: %q, user: %q, identityFile: %q, knownHostsFile: %q, spillRoot: %q}
-  - id: bash
-    name: bash-ssh
-    config: {cwd: %q}
-`, filepath.Join(ws, "home"), srv.Addr, srv.User, srv.IdentityFile, knownHosts, t.TempDir(), remote)
-		if err := os.WriteFile(path, []byte(profile), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return writeSSHProfile(t, srv, filepath.Join(ws, name), knownHosts, remote)
 	}
 	good := write("ssh.yaml", srv.KnownHostsFile)
 	if out, errOut, code := runDsh(t, ws, "check", "--profile", good); code != 0 {
@@ -94,21 +78,7 @@ plugins:
 func TestSSHExecutorCrashCleanup(t *testing.T) {
 	srv := sshtest.Start(t)
 	ws := t.TempDir()
-	path := filepath.Join(ws, "ssh.yaml")
-	profile := fmt.Sprintf(`extends: default
-plugins:
-  - id: shell-env
-    config: {dshHome: %q}
-  - id: ssh
-    name: ssh
-    config: {address: %q, user: %q, identityFile: %q, knownHostsFile: %q, spillRoot: %q}
-  - id: bash
-    name: bash-ssh
-    config: {cwd: %q}
-`, filepath.Join(ws, "home"), srv.Addr, srv.User, srv.IdentityFile, srv.KnownHostsFile, t.TempDir(), ws)
-	if err := os.WriteFile(path, []byte(profile), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeSSHProfile(t, srv, filepath.Join(ws, "ssh.yaml"), srv.KnownHostsFile, ws)
 	pidFile := filepath.Join(ws, "pid")
 	cmd := exec.Command(dshBin, "call", "--profile", path, "bash",
 		`{"command":"sleep 300 & echo $$ > `+pidFile+`; wait","description":"Wait for a long time"}`)
@@ -116,14 +86,7 @@ plugins:
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	waitFor(t, 20*time.Second, "the remote command's pid", func() bool {
-		b, err := os.ReadFile(pidFile)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
-		return err == nil && pid > 0
-	})
+	pid := readPidFile(t, pidFile)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,4 +105,26 @@ func containsLine(table, id, plugin, state, notes string) bool {
 		}
 	}
 	return false
+}
+
+// writeSSHProfile writes, at path, the default profile with bash-ssh as its executor over
+// srv (trusting the host keys in knownHosts), cwd as the remote working directory, and a
+// dsh home and spill root of the test's own.
+func writeSSHProfile(t *testing.T, srv *sshtest.Server, path, knownHosts, cwd string) string {
+	t.Helper()
+	profile := fmt.Sprintf(`extends: default
+plugins:
+  - id: shell-env
+    config: {dshHome: %q}
+  - id: ssh
+    name: ssh
+    config: {address: %q, user: %q, identityFile: %q, knownHostsFile: %q, spillRoot: %q}
+  - id: bash
+    name: bash-ssh
+    config: {cwd: %q}
+`, filepath.Join(filepath.Dir(path), "home"), srv.Addr, srv.User, srv.IdentityFile, knownHosts, t.TempDir(), cwd)
+	if err := os.WriteFile(path, []byte(profile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

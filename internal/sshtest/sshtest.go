@@ -103,10 +103,8 @@ func StartWith(t testing.TB, opts Options) *Server {
 		KnownHostsFile: filepath.Join(dir, "known_hosts"),
 		config:         filepath.Join(dir, "sshd_config"),
 	}
-	hostPriv, hostPub := writeKey(t, filepath.Join(dir, "host_ed25519"))
-	_ = hostPriv
-	s.HostKey = hostPub
-	_, clientPub := writeKey(t, s.IdentityFile)
+	s.HostKey = writeKey(t, filepath.Join(dir, "host_ed25519"))
+	clientPub := writeKey(t, s.IdentityFile)
 	writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(clientPub))
 	if os.Geteuid() == 0 {
 		// sshd running as root needs its privilege-separation directory.
@@ -175,18 +173,16 @@ func (s *Server) configText(port int) string {
 	for k, v := range s.opts.SetEnv {
 		env[k] = v
 	}
-	if len(env) > 0 {
-		keys := make([]string, 0, len(env))
-		for k := range env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		words := make([]string, len(keys))
-		for i, k := range keys {
-			words[i] = strconv.Quote(k + "=" + env[k])
-		}
-		lines = append(lines, "SetEnv "+strings.Join(words, " "))
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
 	}
+	sort.Strings(keys)
+	words := make([]string, len(keys))
+	for i, k := range keys {
+		words[i] = strconv.Quote(k + "=" + env[k])
+	}
+	lines = append(lines, "SetEnv "+strings.Join(words, " "))
 	if s.opts.MaxSessions > 0 {
 		lines = append(lines, "MaxSessions "+strconv.Itoa(s.opts.MaxSessions))
 	}
@@ -408,7 +404,9 @@ func NewHostKey(t testing.TB) ssh.PublicKey {
 	return k
 }
 
-func writeKey(t testing.TB, path string) (ed25519.PrivateKey, ssh.PublicKey) {
+// writeKey writes a new ed25519 key pair (OpenSSH formats) at path and path.pub, and
+// returns the public key.
+func writeKey(t testing.TB, path string) ssh.PublicKey {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +421,7 @@ func writeKey(t testing.TB, path string) (ed25519.PrivateKey, ssh.PublicKey) {
 		t.Fatal(err)
 	}
 	writeFile(t, path+".pub", ssh.MarshalAuthorizedKey(sp))
-	return priv, sp
+	return sp
 }
 
 func writeFile(t testing.TB, path string, data []byte) {
@@ -463,10 +461,9 @@ func sshdDescendants(root int) []int {
 }
 
 type proc struct {
-	pid, ppid, pgid, sid int
-	state                byte
-	comm                 string
-	start                string
+	pid, ppid, pgid int
+	state           byte
+	comm            string
 }
 
 // scan reads /proc/<pid>/stat of every process.
@@ -499,10 +496,9 @@ func readStat(pid int) (proc, error) {
 	if len(f) < 20 {
 		return proc{}, errors.New("malformed stat")
 	}
-	p := proc{pid: pid, comm: s[open+1 : end], state: f[0][0], start: f[19]}
+	p := proc{pid: pid, comm: s[open+1 : end], state: f[0][0]}
 	p.ppid, _ = strconv.Atoi(f[1])
 	p.pgid, _ = strconv.Atoi(f[2])
-	p.sid, _ = strconv.Atoi(f[3])
 	return p, nil
 }
 

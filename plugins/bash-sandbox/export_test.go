@@ -57,12 +57,21 @@ func ForceNoNamespaces(reason string) (restore func()) {
 // forgets the cached probes; the returned function restores both.
 func SetDispatched(v bool) (restore func()) {
 	prev := dispatched.Swap(v)
+	forgotten := ForgetProbe()
+	return func() {
+		dispatched.Store(prev)
+		forgotten()
+	}
+}
+
+// ForgetProbe drops the cached probe results, so the next Probe probes again; the
+// returned function puts them back.
+func ForgetProbe() (restore func()) {
 	probe.mu.Lock()
 	cached, ll := probe.result, probe.landlock
 	probe.result, probe.landlock = nil, nil
 	probe.mu.Unlock()
 	return func() {
-		dispatched.Store(prev)
 		probe.mu.Lock()
 		probe.result, probe.landlock = cached, ll
 		probe.mu.Unlock()

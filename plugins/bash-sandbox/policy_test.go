@@ -12,6 +12,7 @@ import (
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
 func code(n int) *int { return &n }
@@ -276,5 +277,31 @@ func (s *testScope) Context() context.Context { return context.Background() }
 func (s *testScope) end() {
 	for i := len(s.fns) - 1; i >= 0; i-- {
 		s.fns[i]()
+	}
+}
+
+// A session's state (its pinned workspace, its sandboxes) lives as long as the
+// Supervisor it spawns through, not longer: closing the Supervisor ends every session
+// of it, also those that never started a sandbox.
+func TestSessionsEndWithTheirSupervisor(t *testing.T) {
+	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: quietLogger()})
+	defer sup.Close()
+	cfg := bashsandbox.DefaultConfig()
+	cfg.DefaultMode = shell.ModeDangerFullAccess
+	_, resolver, err := bashsandbox.New(sup, cfg, quietLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"one", "two"} {
+		if _, err := resolver.Resolve(session(id, workspace(t)), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := bashsandbox.Sessions(sup); n != 2 {
+		t.Fatalf("%d sessions before the close, want 2", n)
+	}
+	sup.Close()
+	if n := bashsandbox.Sessions(sup); n != 0 {
+		t.Errorf("%d sessions outlived their Supervisor", n)
 	}
 }

@@ -443,8 +443,7 @@ func TestLostConnection(t *testing.T) {
 	// for dsh to come back.
 	waitFor(t, 5*time.Second, "the remote command to be killed by its control shell", func() bool { return gone(pid) })
 	waitFor(t, 5*time.Second, "a disconnected state", func() bool {
-		return strings.HasPrefix(h.State(), "disconnected from "+srv.User+"@"+srv.Addr+": "+want) ||
-			strings.HasPrefix(h.State(), "reconnecting to ")
+		return strings.HasPrefix(h.State(), "disconnected from "+srv.User+"@"+srv.Addr+": "+want)
 	})
 	if !strings.Contains(h.State(), "1 remote command to kill when reconnected") {
 		t.Errorf("state: %q", h.State())

@@ -112,7 +112,7 @@ func TestKitFailsBrokenExecutors(t *testing.T) {
 	}
 	for name, b := range breakers {
 		t.Run(name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenExecutor$", "-test.v")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenExecutor$/^"+b.subtest+"$", "-test.v")
 			cmd.Env = append(os.Environ(), brokenVar+"="+name)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
