@@ -231,3 +231,30 @@ func TestStaleSpillDirsAreRemoved(t *testing.T) {
 		}
 	}
 }
+
+// Streams written in big blocks go bulk (larger reads, a larger pipe) after their first
+// megabyte; every byte still reaches the spill file and the tail, on both streams at once.
+func TestBulkStreamsKeepEveryByte(t *testing.T) {
+	proctest.NoLeftovers(t)
+	sup := newSup(t, false)
+	const lines = 1500000
+	want := seqOutput(lines) // 10.4 MB
+	block := fmt.Sprintf("seq 1 %d | dd bs=1M iflag=fullblock status=none", lines)
+	spec := bashSpec(block + " & " + block + " >&2; wait")
+	capture := subprocess.Capture{MaxBytes: 64000, SpillMaxBytes: 64 << 20}
+	spec.Stdout, spec.Stderr = capture, capture
+	p := spawn(t, sup, spec)
+	if exit := waitDone(t, p, 60*time.Second); exit.Code == nil || *exit.Code != 0 {
+		t.Fatalf("exit %+v", exit)
+	}
+	for name, s := range map[string]*subprocess.Stream{"stdout": p.Stdout(), "stderr": p.Stderr()} {
+		out := s.Output()
+		if out.Bytes != int64(len(want)) || out.Text != want[len(want)-64000:] || !out.Truncated {
+			t.Errorf("%s: %d bytes, truncated %v, tail ok %v", name, out.Bytes, out.Truncated, out.Text == want[len(want)-64000:])
+		}
+		data, err := os.ReadFile(out.SpillPath)
+		if err != nil || string(data) != want {
+			t.Errorf("%s spill file: %d bytes, err %v; want the whole stream (%d bytes)", name, len(data), err, len(want))
+		}
+	}
+}

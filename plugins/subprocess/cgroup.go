@@ -20,10 +20,10 @@ import (
 )
 
 // cgroupRoot is the per-harness cgroup v2 directory under which every command gets a
-// child cgroup of its own. Empty cgroups of settled commands are kept (with their
-// directory fd open) for reuse, up to maxFreeCgroups, which saves a mkdir, an open and
-// an rmdir per command. The directory is held open and locked (flock) while the
-// harness lives, which tells a live harness's directory from a dead one's.
+// child cgroup of its own. Empty cgroups of settled commands are kept (their directory
+// and its cgroup.events held open) for reuse, up to maxFreeCgroups, which saves a mkdir,
+// two opens and an rmdir per command. The directory is held open and locked (flock)
+// while the harness lives, which tells a live harness's directory from a dead one's.
 type cgroupRoot struct {
 	dir    string
 	lockFD int
@@ -194,6 +194,9 @@ func unescapeMount(s string) string {
 type cgroup struct {
 	path string
 	fd   int // open directory, for clone3(CLONE_INTO_CGROUP); -1 once closed
+	// events is its open cgroup.events, re-read in place (one pread) when a command
+	// settles; -1 once closed.
+	events int
 	// killed is set once cgroup.kill was written. Such a cgroup is never reused: on
 	// Linux 6.18 (at least) every later clone3(CLONE_INTO_CGROUP) into it is SIGKILLed.
 	killed atomic.Bool
@@ -245,13 +248,24 @@ func (r *cgroupRoot) create(id uint64) (*cgroup, error) {
 		_ = unix.Rmdir(path)
 		return nil, &opError{op: "open", path: path, err: err}
 	}
-	return &cgroup{path: path, fd: fd}, nil
+	events, err := unix.Openat(fd, "cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Close(fd)
+		_ = unix.Rmdir(path)
+		return nil, &opError{op: "open", path: path + "/cgroup.events", err: err}
+	}
+	return &cgroup{path: path, fd: fd, events: events}, nil
 }
 
+// closeFD closes the cgroup's descriptors; it is then found by path.
 func (c *cgroup) closeFD() {
 	if c.fd >= 0 {
 		_ = unix.Close(c.fd)
 		c.fd = -1
+	}
+	if c.events >= 0 {
+		_ = unix.Close(c.events)
+		c.events = -1
 	}
 }
 
@@ -264,6 +278,9 @@ func (c *cgroup) kill() {
 // populated reports whether any live process remains in the cgroup or below. An
 // unreadable cgroup counts as populated (the caller keeps watching it).
 func (c *cgroup) populated() bool {
+	if c.events >= 0 {
+		return eventsPopulated(c.events)
+	}
 	return cgroupPopulated(c.path)
 }
 
@@ -273,8 +290,14 @@ func cgroupPopulated(path string) bool {
 		return !errors.Is(err, unix.ENOENT)
 	}
 	defer unix.Close(fd)
+	return eventsPopulated(fd)
+}
+
+// eventsPopulated reads an open cgroup.events from its start (the kernel renders it
+// afresh on each read at offset 0).
+func eventsPopulated(fd int) bool {
 	var buf [128]byte
-	n, err := unix.Read(fd, buf[:])
+	n, err := unix.Pread(fd, buf[:], 0)
 	if err != nil || n <= 0 {
 		return true
 	}

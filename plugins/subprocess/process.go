@@ -305,11 +305,15 @@ const maxTreePoll = 50 * time.Millisecond
 // reader scheduled late never loses bytes the command wrote before it exited.
 func (p *Process) readLoop(f *os.File, s *Stream) {
 	defer p.readers.Done()
-	// Start with a small buffer; a stream that fills it gets the large one. Hundreds of
-	// quiet processes then cost little, and bulk output still moves in big reads.
+	// Start with a small buffer; a stream that fills it gets the large one, and one that
+	// keeps filling that (bulkAfter reads in a row) gets a bulk buffer and a pipe as
+	// large. Hundreds of quiet processes then cost little, and bulk output moves in big
+	// reads: fewer wake-ups of the producer and of this reader, and of each read only
+	// the last MaxBytes reach the tail ring.
 	pool := &smallBuffers
 	bp := pool.Get().(*[]byte)
 	defer func() { pool.Put(bp) }()
+	full := 0 // consecutive reads that filled a large buffer
 	for {
 		buf := *bp
 		n, err := f.Read(buf)
@@ -322,12 +326,39 @@ func (p *Process) readLoop(f *os.File, s *Stream) {
 			}
 			return
 		}
-		if n == len(buf) && pool == &smallBuffers {
+		switch {
+		case n < len(buf) || pool == &bulkBuffers:
+			full = 0
+		case pool == &smallBuffers:
 			pool.Put(bp)
 			pool = &largeBuffers
 			bp = pool.Get().(*[]byte)
+		case pool == &largeBuffers:
+			if full++; full == bulkAfter {
+				// A bulk producer: a larger pipe and reads as large mean fewer
+				// wake-ups on both sides, and most bytes never reach the tail ring.
+				growPipe(f)
+				pool.Put(bp)
+				pool = &bulkBuffers
+				bp = pool.Get().(*[]byte)
+			}
 		}
 	}
+}
+
+// bulkAfter is how many consecutive full large reads make a stream bulk.
+const bulkAfter = 16
+
+// growPipe asks for a bulk-sized pipe buffer; refused (a user over its pipe quota, an
+// old kernel), the pipe stays as it is.
+func growPipe(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, bulkBufferSize)
+	})
 }
 
 // maxFinalDrain bounds the final non-blocking drain: an orphan that keeps writing
@@ -361,10 +392,13 @@ func drainBuffered(f *os.File, s *Stream, buf []byte) {
 	}
 }
 
+const bulkBufferSize = 1 << 20
+
 // Read buffers: every stream reads through one fixed buffer, small at first.
 var (
 	smallBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 	largeBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+	bulkBuffers  = sync.Pool{New: func() any { b := make([]byte, bulkBufferSize); return &b }}
 )
 
 func (p *Process) writeStdin() {

@@ -778,7 +778,8 @@ func outputPipe() (r, w *os.File, err error) {
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, nil, err
 	}
-	if err := unix.SetNonblock(fds[0], true); err != nil {
+	// The read end's flags are exactly O_RDONLY: one F_SETFL makes it non-blocking.
+	if _, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
 		return nil, nil, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -38,8 +39,19 @@ const (
 // process exit code. extra adds plugin modules (container.Declare) to the catalog.
 // Call bashsandbox.MaybeRunLauncher first thing in main, before Main.
 func Main(args []string, extra ...fx.Option) int {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(procs(runtime.GOMAXPROCS(0)))
+	}
 	return run(args, os.Stdin, os.Stdout, os.Stderr, extra)
 }
+
+// procs is how many processors dsh schedules its goroutines on, of the n Go would use
+// (unless GOMAXPROCS is set): a quarter, at least one. dsh's own work is moving bytes
+// and JSON between pipes and a client; the processors are for the commands it runs.
+// With fewer Ps, each call wakes fewer scheduler threads, which on a small machine
+// compete with the command for the CPU: on 2 cores a call of `true` through serve
+// is about 65 µs faster with one P than with two.
+func procs(n int) int { return max(1, n/4) }
 
 type globalFlags struct {
 	profile     string

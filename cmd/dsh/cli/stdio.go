@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -288,11 +289,42 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return nil
 		}
 	}
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := encodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("stdio: encoding a message: %w", err)
 	}
 	return c.writeLine(data)
+}
+
+// encodeMessage encodes msg as jsonrpc.EncodeMessage does. A successful response is
+// written around its result as it is: the SDK encoded that already, compact, and
+// encoding it again would only validate and copy it (a 64 kB output tail becomes a
+// result of several hundred kB).
+func encodeMessage(msg jsonrpc.Message) ([]byte, error) {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || resp.Error != nil || !resp.ID.IsValid() || len(resp.Result) == 0 || bytes.IndexByte(resp.Result, '\n') >= 0 {
+		return jsonrpc.EncodeMessage(msg)
+	}
+	var id []byte
+	switch v := resp.ID.Raw().(type) {
+	case int64:
+		id = strconv.AppendInt(nil, v, 10)
+	default:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // as the SDK encodes
+		if err := enc.Encode(v); err != nil {
+			return nil, err
+		}
+		id = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	}
+	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
+	data := make([]byte, 0, len(head)+len(id)+len(mid)+len(resp.Result)+2) // + "}\n"
+	data = append(data, head...)
+	data = append(data, id...)
+	data = append(data, mid...)
+	data = append(data, resp.Result...)
+	return append(data, '}'), nil
 }
 
 func (c *stdioConn) writeBatch(resps []*jsonrpc.Response) error {

@@ -244,3 +244,43 @@ func FuzzStdioLine(f *testing.F) {
 		}
 	})
 }
+
+// The lines Write sends are the SDK's own encoding, byte for byte, whether a response is
+// written around its (SDK-encoded, compact) result or encoded whole.
+func TestStdioWritesTheSDKEncoding(t *testing.T) {
+	result := func(v any) json.RawMessage {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	id := func(v any) jsonrpc.ID {
+		id, err := jsonrpc.MakeID(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	msgs := []jsonrpc.Message{
+		&jsonrpc.Response{ID: id(float64(7)), Result: result(map[string]any{"content": []any{map[string]any{"type": "text", "text": "x<y>&\u2028\n"}}})},
+		&jsonrpc.Response{ID: id("a<b>&\"c\""), Result: result(map[string]any{})},
+		&jsonrpc.Response{ID: id(float64(-3)), Result: result([]any{nil, 1.5, "\u0000"})},
+		&jsonrpc.Response{ID: id(float64(8)), Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad"}},
+		&jsonrpc.Response{ID: id(nil), Result: result(1)},
+		&jsonrpc.Request{Method: "notifications/progress", Params: result(map[string]any{"progress": 1})},
+	}
+	for i, msg := range msgs {
+		want, err := jsonrpc.EncodeMessage(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeMessage(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
