@@ -48,10 +48,15 @@ type Stream struct {
 	owner    *spoolOwner
 	fileName string
 
-	// wmu serialises Write and Close; spill and closed are owned under it.
-	wmu    sync.Mutex
-	spill  *os.File
-	closed bool
+	// wmu serialises Write and Close; spill, pending and closed are owned under it.
+	wmu   sync.Mutex
+	spill *os.File
+	// pending holds bytes on their way to the spill file, written in spillChunk blocks:
+	// a producer's small writes would otherwise each cost a file write (and an inode
+	// update). It is flushed before the path is reported, so the file holds everything
+	// captured whenever someone is told about it.
+	pending []byte
+	closed  bool
 
 	mu         sync.Mutex
 	buf        []byte // ring: grows to limits.MaxBytes, then wraps
@@ -105,9 +110,48 @@ func (s *Stream) write(p []byte) {
 		s.dropSpill()
 	default:
 		s.file.size += n // only the writer touches size while the stream is open
-		if _, err := s.spill.Write(p); err != nil {
+		if !s.spillWrite(p) {
 			s.dropSpill()
 		}
+	}
+}
+
+// spillChunk is the size of the blocks in which the spill file is written.
+const spillChunk = 256 << 10
+
+// spillWrite queues p for the spill file, writing full blocks; false when the file
+// write failed.
+func (s *Stream) spillWrite(p []byte) bool {
+	if len(s.pending)+len(p) > spillChunk && !s.flushSpill() {
+		return false
+	}
+	if len(p) >= spillChunk {
+		_, err := s.spill.Write(p)
+		return err == nil
+	}
+	if s.pending == nil {
+		s.pending = make([]byte, 0, spillChunk)
+	}
+	s.pending = append(s.pending, p...)
+	return true
+}
+
+// flushSpill writes the queued bytes to the spill file; false when that failed.
+func (s *Stream) flushSpill() bool {
+	if len(s.pending) == 0 {
+		return true
+	}
+	_, err := s.spill.Write(s.pending)
+	s.pending = s.pending[:0]
+	return err == nil
+}
+
+// syncSpill brings the spill file up to date (for a reader about to be given its path).
+func (s *Stream) syncSpill() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.spill != nil && !s.flushSpill() {
+		s.dropSpill()
 	}
 }
 
@@ -141,6 +185,7 @@ func (s *Stream) dropSpill() {
 	s.mu.Unlock()
 	s.spill.Close()
 	s.spill = nil
+	s.pending = nil
 	s.sp.delete(sf)
 }
 
@@ -156,6 +201,10 @@ func (s *Stream) Close() {
 	}
 	s.closed = true
 	var sf *spillFile
+	if s.spill != nil && !s.flushSpill() {
+		s.dropSpill()
+	}
+	s.pending = nil
 	if s.spill != nil {
 		s.spill.Close()
 		s.spill = nil
@@ -241,6 +290,7 @@ func (s *Stream) Since(off int64) Chunk {
 // Output returns the stream as it stands: its retained tail, whether bytes were dropped
 // and the spill file, if one holds the complete stream.
 func (s *Stream) Output() Output {
+	s.syncSpill()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
@@ -271,6 +321,7 @@ func (s *Stream) Len() int64 {
 // SpillPath is the spill file holding everything captured so far, or "" (no spill,
 // or the file was deleted: past the spill cap, or to keep within the spill budget).
 func (s *Stream) SpillPath() string {
+	s.syncSpill()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.file.reportedPath()

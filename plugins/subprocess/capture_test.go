@@ -258,3 +258,30 @@ func TestBulkStreamsKeepEveryByte(t *testing.T) {
 		}
 	}
 }
+
+// While the command runs, a reported spill file holds everything captured so far, though
+// the stream writes its file in blocks: the small writes since the last block are
+// written out before the path is given.
+func TestSpillFileIsCurrentWhenReported(t *testing.T) {
+	proctest.NoLeftovers(t)
+	sup := newSup(t, false)
+	want := seqOutput(20000) // 108894 bytes, in small writes
+	gate := filepath.Join(t.TempDir(), "gate")
+	spec := bashSpec(fmt.Sprintf("seq 1 20000; while [ ! -e %s ]; do sleep 0.01; done", gate))
+	spec.Stdout = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
+	p := spawn(t, sup, spec)
+	proctest.WaitFor(t, 10*time.Second, "the output", func() bool { return p.Stdout().Len() == int64(len(want)) })
+	for name, path := range map[string]func() string{
+		"SpillPath": p.Stdout().SpillPath,
+		"Output":    func() string { return p.Stdout().Output().SpillPath },
+	} {
+		data, err := os.ReadFile(path())
+		if err != nil || string(data) != want {
+			t.Errorf("%s: the spill file has %d bytes (err %v); want the %d captured so far", name, len(data), err, len(want))
+		}
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, p, 10*time.Second)
+}

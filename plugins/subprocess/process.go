@@ -456,7 +456,7 @@ func (p *Process) wait() {
 		if t := p.stderr.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
 			note = "\n" + note
 		}
-		p.stderr.write([]byte(note))
+		_, _ = p.stderr.Write([]byte(note))
 	}
 	_ = p.rOut.Close()
 	_ = p.rErr.Close()
