@@ -36,10 +36,15 @@
 //
 // Each stream keeps its last MaxBytes bytes in memory; on the first overflow a spill
 // file receives the whole stream so far and everything after, until SpillMaxBytes,
-// past which the file is deleted and only the tail remains. Spill files live in
-// <root>/dsh-spill-<pid>-<random>/<owner>/ (root: SpoolOptions.Root, by default the
-// system temp directory; <owner> is "no-session", "s-<session id>", or "h-" and a hash
-// for an id that is not a plain name). Directories are 0700 and files 0600, all
+// past which the file is deleted and only the tail remains. The file is written in
+// 256 kB blocks and brought up to date whenever its path is reported (Output,
+// SpillPath), so a reader told of it finds everything captured so far. A stream whose
+// reads keep filling their buffer reads 1 MB at a time from a pipe grown to 1 MB.
+//
+// Spill files live in <root>/dsh-spill-<pid>-<random>/<owner>/ (root:
+// SpoolOptions.Root, by default the system temp directory; <owner> is "no-session",
+// "s-<session id>", or "h-" and a hash for an id that is not a plain name).
+// Directories are 0700 and files 0600, all
 // created exclusively (mkdirat, O_CREAT|O_EXCL) relative to held directory descriptors
 // with O_NOFOLLOW; before a file is created, the directories' paths are checked to
 // still name the held directories. A spill directory moved away or replaced by a
