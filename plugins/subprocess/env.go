@@ -3,8 +3,10 @@ package subprocess
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // overrides are set in every child after the scrub: no colours, no pagers, no terminal
@@ -83,19 +85,64 @@ func checkVar(k, v string) error {
 // scrubbed names; the fixed overrides; the caller's env; the managed DSH_* snapshot last.
 // A later layer replaces an earlier value in place. os.Environ is only read.
 func buildEnv(env, dshEnv map[string]string) []string {
-	base := os.Environ()
-	out := make([]string, 0, len(base)+len(overrides)+len(env)+len(dshEnv))
-	index := make(map[string]int, cap(out))
+	vars, index := harnessEnv()
+	out := make([]string, len(vars), len(vars)+len(env)+len(dshEnv))
+	copy(out, vars)
+	var added map[string]int // names the layers appended, and where
+	for _, layer := range [...]map[string]string{env, dshEnv} {
+		keys := make([]string, 0, len(layer))
+		for k := range layer {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			kv := k + "=" + layer[k]
+			if i, ok := index[k]; ok {
+				out[i] = kv
+			} else if i, ok := added[k]; ok {
+				out[i] = kv
+			} else {
+				if added == nil {
+					added = map[string]int{}
+				}
+				added[k] = len(out)
+				out = append(out, kv)
+			}
+		}
+	}
+	return out
+}
+
+// harness is the harness environment minus scrubbed names, plus the overrides, as of
+// the os.Environ it was built from: rebuilt only when that changes, not per spawn.
+var harness struct {
+	mu     sync.Mutex
+	source []string
+	vars   []string
+	index  map[string]int // name → position in vars; never changed once built
+}
+
+// harnessEnv returns the base layers of every child's environment and where each name
+// is in it. Callers must not modify either.
+func harnessEnv() ([]string, map[string]int) {
+	source := os.Environ()
+	harness.mu.Lock()
+	defer harness.mu.Unlock()
+	if harness.index != nil && slices.Equal(source, harness.source) {
+		return harness.vars, harness.index
+	}
+	vars := make([]string, 0, len(source)+len(overrides))
+	index := make(map[string]int, cap(vars))
 	set := func(kv string, nameLen int) {
 		name := kv[:nameLen]
 		if i, ok := index[name]; ok {
-			out[i] = kv
+			vars[i] = kv
 			return
 		}
-		index[name] = len(out)
-		out = append(out, kv)
+		index[name] = len(vars)
+		vars = append(vars, kv)
 	}
-	for _, kv := range base {
+	for _, kv := range source {
 		eq := strings.IndexByte(kv, '=')
 		if eq <= 0 || scrubbed(kv[:eq]) {
 			continue
@@ -105,15 +152,6 @@ func buildEnv(env, dshEnv map[string]string) []string {
 	for _, kv := range overrides {
 		set(kv, strings.IndexByte(kv, '='))
 	}
-	for _, layer := range [...]map[string]string{env, dshEnv} {
-		keys := make([]string, 0, len(layer))
-		for k := range layer {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			set(k+"="+layer[k], len(k))
-		}
-	}
-	return out
+	harness.source, harness.vars, harness.index = source, vars, index
+	return vars, index
 }

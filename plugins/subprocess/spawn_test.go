@@ -294,6 +294,39 @@ func TestEnvironmentMerge(t *testing.T) {
 	}
 }
 
+// Each spawn sees the harness environment as it is then: the merged base is reused only
+// while the harness environment is unchanged.
+func TestEnvironmentFollowsTheHarness(t *testing.T) {
+	proctest.NoLeftovers(t)
+	sup := newSup(t, false)
+	childEnv := func() map[string]string {
+		p := spawn(t, sup, bashSpec("env -0"))
+		waitDone(t, p, 10*time.Second)
+		return parseEnv(t, p.Stdout().Output().Text)
+	}
+	t.Setenv("DSH_TEST_SETTING", "one")
+	if got := childEnv()["DSH_TEST_SETTING"]; got != "" {
+		t.Fatalf("a DSH_* harness variable reached the child: %q", got)
+	}
+	t.Setenv("PLAIN_SETTING", "one")
+	if got := childEnv()["PLAIN_SETTING"]; got != "one" {
+		t.Errorf("PLAIN_SETTING = %q, want one", got)
+	}
+	t.Setenv("PLAIN_SETTING", "two")
+	t.Setenv("NEW_API_KEY", "secret")
+	env := childEnv()
+	if got := env["PLAIN_SETTING"]; got != "two" {
+		t.Errorf("after a change, PLAIN_SETTING = %q, want two", got)
+	}
+	if got, ok := env["NEW_API_KEY"]; ok {
+		t.Errorf("a credential set later reached the child: %q", got)
+	}
+	os.Unsetenv("PLAIN_SETTING")
+	if got, ok := childEnv()["PLAIN_SETTING"]; ok {
+		t.Errorf("an unset variable reached the child: %q", got)
+	}
+}
+
 // A program name is looked up in PATH once and remembered; when the remembered file is
 // gone, that spawn fails as a spawn error and the next one looks again.
 func TestProgramLookupIsRememberedUntilItFails(t *testing.T) {

@@ -200,21 +200,21 @@ func (e *Executor) Resolve(req shell.ExecRequest) (shell.ExecSpec, error) {
 		}
 		maxBytes = *req.StdoutMaxBytes
 	}
-	base := e.cfg.Cwd
-	if base == "" || !filepath.IsAbs(base) {
-		dir, err := e.opts.BaseDir()
-		if err != nil {
-			return shell.ExecSpec{}, fmt.Errorf("%s: working directory: %w", name, err)
+	workdir := filepath.Clean(req.Workdir)
+	if req.Workdir == "" || !filepath.IsAbs(workdir) {
+		// The base directory is only looked up when the request's workdir needs it.
+		base := e.cfg.Cwd
+		if base == "" || !filepath.IsAbs(base) {
+			dir, err := e.opts.BaseDir()
+			if err != nil {
+				return shell.ExecSpec{}, fmt.Errorf("%s: working directory: %w", name, err)
+			}
+			base = filepath.Join(dir, base)
 		}
-		base = filepath.Join(dir, base)
-	}
-	workdir := base
-	if req.Workdir != "" {
-		workdir = req.Workdir
-		if !filepath.IsAbs(workdir) {
-			workdir = filepath.Join(base, workdir)
+		workdir = base
+		if req.Workdir != "" {
+			workdir = filepath.Join(base, req.Workdir)
 		}
-		workdir = filepath.Clean(workdir)
 	}
 	spec := shell.ExecSpec{
 		Command:        req.Command,
