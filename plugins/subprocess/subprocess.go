@@ -123,6 +123,7 @@ type Supervisor struct {
 	watchdog   *watchdogProc // nil if it could not start
 
 	paths sync.Map // program name + PATH → absolute path (see lookPath)
+	pipes pipePool // output pipes made ahead of need
 
 	nullOnce sync.Once // devNull
 	null     *os.File
@@ -269,7 +270,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		childIn, p.wIn, p.stdin = r, w, spec.Stdin
 		closeAfterStart = append(closeAfterStart, childIn)
 	}
-	rOut, wOut, err := outputPipe()
+	rOut, wOut, err := s.pipes.take()
 	if err != nil {
 		cleanup()
 		p.closeParentEnds()
@@ -277,7 +278,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	}
 	p.rOut = rOut
 	closeAfterStart = append(closeAfterStart, wOut)
-	rErr, wErr, err := outputPipe()
+	rErr, wErr, err := s.pipes.take()
 	if err != nil {
 		cleanup()
 		p.closeParentEnds()
@@ -356,6 +357,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		}
 		return nil, spawnError(err, spec.Dir, prog)
 	}
+	s.pipes.refill() // for the next command, while this one runs
 	if p.started != nil {
 		pidfd = -1 // the Starter reports the exit
 	}
@@ -675,6 +677,7 @@ func (s *Supervisor) Close() {
 		// Nothing is left for the watchdog to clean up: it exits.
 		s.watchdog.stop()
 		// No spawn can start any more (closed, under the life lock).
+		s.pipes.close()
 		s.nullOnce.Do(func() {})
 		if s.null != nil {
 			s.null.Close()
@@ -767,6 +770,87 @@ func (s *Supervisor) lookPath(name string) (string, error) {
 // forgetPath drops a remembered program path that no longer starts.
 func (s *Supervisor) forgetPath(name string) {
 	s.paths.Delete(name + "\x00" + os.Getenv("PATH"))
+}
+
+// pipePool keeps a few output pipes made ahead of need, while earlier commands ran, so
+// that making them (pipe2, fcntl, the poller's registration) is on no call's path.
+// Each pipe is used by one command only: the pool hands out pipes it made, never
+// pipes handed back.
+type pipePool struct {
+	mu      sync.Mutex
+	ready   [][2]*os.File // read end, write end
+	filling bool          // a fill goroutine runs
+	closed  bool
+	fillers sync.WaitGroup
+}
+
+// pipesAhead is how many pipes the pool keeps: one command's stdout and stderr.
+const pipesAhead = 2
+
+// take returns a ready pipe, or makes one.
+func (pp *pipePool) take() (r, w *os.File, err error) {
+	pp.mu.Lock()
+	if n := len(pp.ready); n > 0 {
+		p := pp.ready[n-1]
+		pp.ready = pp.ready[:n-1]
+		pp.mu.Unlock()
+		return p[0], p[1], nil
+	}
+	pp.mu.Unlock()
+	return outputPipe()
+}
+
+// refill starts making pipes in the background, unless the pool is full, closed, or
+// being filled already.
+func (pp *pipePool) refill() {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.filling || pp.closed || len(pp.ready) >= pipesAhead {
+		return
+	}
+	pp.filling = true
+	pp.fillers.Add(1)
+	go pp.fill()
+}
+
+func (pp *pipePool) fill() {
+	defer pp.fillers.Done()
+	for {
+		r, w, err := outputPipe()
+		pp.mu.Lock()
+		if err != nil || pp.closed {
+			pp.filling = false
+			pp.mu.Unlock()
+			if err == nil {
+				r.Close()
+				w.Close()
+			}
+			return
+		}
+		pp.ready = append(pp.ready, [2]*os.File{r, w})
+		full := len(pp.ready) >= pipesAhead
+		pp.filling = !full
+		pp.mu.Unlock()
+		if full {
+			return
+		}
+	}
+}
+
+// close closes the ready pipes; once it returns, no pipe is made any more.
+func (pp *pipePool) close() {
+	pp.mu.Lock()
+	pp.closed = true
+	pp.mu.Unlock()
+	pp.fillers.Wait()
+	pp.mu.Lock()
+	ready := pp.ready
+	pp.ready = nil
+	pp.mu.Unlock()
+	for _, p := range ready {
+		p[0].Close()
+		p[1].Close()
+	}
 }
 
 // outputPipe returns a pipe for one output stream: the read end, the parent's,
