@@ -841,12 +841,10 @@ func (pp *pipePool) fill() {
 func (pp *pipePool) close() {
 	pp.mu.Lock()
 	pp.closed = true
-	pp.mu.Unlock()
-	pp.fillers.Wait()
-	pp.mu.Lock()
 	ready := pp.ready
 	pp.ready = nil
 	pp.mu.Unlock()
+	pp.fillers.Wait() // a fill under way closes what it made
 	for _, p := range ready {
 		p[0].Close()
 		p[1].Close()
