@@ -1,6 +1,7 @@
 // Package proctest holds test helpers for packages that spawn processes: polling with a
-// deadline, process liveness by pid, descriptor-leak checks, and a leftover-process
-// check. Tests only; production code must not import it.
+// deadline, process liveness by pid, descriptor-leak checks, a leftover-process check,
+// and the paired benchmark against the raw spawn floor. Tests only; production code
+// must not import it.
 //
 // Leftover detection works by marking the environment: Main sets a unique
 // DSHTEST_MARK in the test binary's environment before the tests run, every child
@@ -14,6 +15,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -207,4 +210,35 @@ func ReadPids(path string) []int {
 		}
 	}
 	return out
+}
+
+// PairedWithTrue alternates run with a raw os/exec run of `bash -c true` (its output
+// read into memory), so that load from other processes affects both alike, and reports
+// the median of each and their ratio: name-median-ns, raw-median-ns and name/raw.
+func PairedWithTrue(b *testing.B, name string, run func()) {
+	var own, raw []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		run()
+		t1 := time.Now()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command("bash", "-c", "true")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		own = append(own, t1.Sub(t0))
+		raw = append(raw, t2.Sub(t1))
+	}
+	o, r := median(own), median(raw)
+	b.ReportMetric(float64(o.Nanoseconds()), name+"-median-ns")
+	b.ReportMetric(float64(r.Nanoseconds()), "raw-median-ns")
+	b.ReportMetric(float64(o)/float64(r), name+"/raw")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

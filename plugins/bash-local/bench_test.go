@@ -5,10 +5,10 @@ import (
 	"context"
 	"io"
 	"os/exec"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 
@@ -107,9 +107,7 @@ func BenchmarkOutput1GB(b *testing.B) {
 func BenchmarkTruePaired(b *testing.B) {
 	_, ex := compose(b, nil, nil)
 	ctx := context.Background()
-	var dsh, raw []time.Duration
-	for b.Loop() {
-		t0 := time.Now()
+	proctest.PairedWithTrue(b, "dsh", func() {
 		spec, _ := ex.Resolve(shell.ExecRequest{Command: "true"})
 		x, err := ex.Execute(ctx, spec)
 		if err != nil {
@@ -118,27 +116,7 @@ func BenchmarkTruePaired(b *testing.B) {
 		if res, err := x.Result(ctx); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 			b.Fatalf("%+v %v", res, err)
 		}
-		t1 := time.Now()
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command("bash", "-c", "true")
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		dsh = append(dsh, t1.Sub(t0))
-		raw = append(raw, t2.Sub(t1))
-	}
-	d, r := median(dsh), median(raw)
-	b.ReportMetric(float64(d.Nanoseconds()), "dsh-median-ns")
-	b.ReportMetric(float64(r.Nanoseconds()), "raw-median-ns")
-	b.ReportMetric(float64(d)/float64(r), "dsh/raw")
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
+	})
 }
 
 // BenchmarkOutput1GBPaired is the paired form of BenchmarkOutput1GB: it reports the
