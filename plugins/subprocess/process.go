@@ -327,7 +327,7 @@ func (p *Process) readLoop(f *os.File, s *Stream) {
 			return
 		}
 		switch {
-		case n < len(buf) || pool == &bulkBuffers:
+		case n < len(buf):
 			full = 0
 		case pool == &smallBuffers:
 			pool.Put(bp)

@@ -201,7 +201,7 @@ func (e *Executor) Resolve(req shell.ExecRequest) (shell.ExecSpec, error) {
 		maxBytes = *req.StdoutMaxBytes
 	}
 	workdir := filepath.Clean(req.Workdir)
-	if req.Workdir == "" || !filepath.IsAbs(workdir) {
+	if !filepath.IsAbs(req.Workdir) {
 		// The base directory is only looked up when the request's workdir needs it.
 		base := e.cfg.Cwd
 		if base == "" || !filepath.IsAbs(base) {
