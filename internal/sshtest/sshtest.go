@@ -29,6 +29,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // UnavailableEnv names the variable that, set to "unavailable", lets tests skip when
@@ -253,7 +255,7 @@ func (s *Server) Stop() {
 	for {
 		alive := 0
 		for _, pid := range pids {
-			if Alive(pid) {
+			if !proctest.Gone(pid) {
 				alive++
 			}
 		}
@@ -500,13 +502,6 @@ func readStat(pid int) (proc, error) {
 	p.ppid, _ = strconv.Atoi(f[1])
 	p.pgid, _ = strconv.Atoi(f[2])
 	return p, nil
-}
-
-// Alive reports whether pid is a live (non-zombie) process on this machine, which in
-// tests is the remote host.
-func Alive(pid int) bool {
-	p, err := readStat(pid)
-	return err == nil && p.state != 'Z'
 }
 
 // GroupMembers lists the live processes of process group pgid.

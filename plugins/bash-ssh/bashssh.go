@@ -119,17 +119,12 @@ func (s spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 // process adapts an *ssh.Process to bashexec.Process.
 type process struct{ *ssh.Process }
 
+// Exit converts: ssh.Exit has bashexec.Exit's fields, so the two cannot drift apart
+// without this failing to compile.
 func (p process) Exit() (bashexec.Exit, bool) {
 	ex, ok := p.Process.Exit()
 	if !ok {
 		return bashexec.Exit{}, false
 	}
-	return bashexec.Exit{
-		Code:     ex.Code,
-		Signal:   ex.Signal,
-		TimedOut: ex.TimedOut,
-		Aborted:  ex.Aborted,
-		Killed:   ex.Killed,
-		Err:      ex.Err,
-	}, true
+	return bashexec.Exit(ex), true
 }

@@ -3,6 +3,7 @@ package bashssh_test
 import (
 	"testing"
 
+	"github.com/dsh-dev/dsh/internal/sshtest"
 	bashssh "github.com/dsh-dev/dsh/plugins/bash-ssh"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
@@ -12,7 +13,7 @@ import (
 // bash-ssh honours the executor seam's contract, against a real sshd on this machine
 // (which is the remote host: the kit's directories and process checks are local).
 func TestConformance(t *testing.T) {
-	srv := startServer(t)
+	srv := sshtest.Start(t)
 	shelltest.Run(t, shelltest.Target{
 		Name: bashssh.Name,
 		New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {

@@ -5,19 +5,14 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/dsh-dev/dsh/internal/sshtest"
-	"github.com/dsh-dev/dsh/plugins/shell"
-	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func startServer(t *testing.T) *sshtest.Server { return sshtest.Start(t) }
 
 // newHost returns a connected ssh service for srv, closed when the test ends.
 func newHost(t testing.TB, srv *sshtest.Server, tune func(*ssh.Config)) *ssh.Host {
@@ -40,21 +35,3 @@ func newHost(t testing.TB, srv *sshtest.Server, tune func(*ssh.Config)) *ssh.Hos
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func defaultConfig() bashexec.Config { return bashexec.DefaultConfig() }
-
-func execRequest(command, workdir string) shell.ExecRequest {
-	return shell.ExecRequest{Command: command, Workdir: workdir}
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bash-local"
 	bashssh "github.com/dsh-dev/dsh/plugins/bash-ssh"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/shell"
 	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
+	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 	toolbash "github.com/dsh-dev/dsh/plugins/tool-bash"
@@ -103,7 +106,7 @@ func newStack(t *testing.T, srv *sshtest.Server) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.reloader.Close() })
-	waitFor(t, 10*time.Second, "the reloader's first check", func() bool { return s.reloadCount() >= 1 })
+	proctest.WaitFor(t, 10*time.Second, "the reloader's first check", func() bool { return s.reloadCount() >= 1 })
 	s.requireActive()
 	return s
 }
@@ -133,7 +136,7 @@ func (s *stack) reload(timeoutMs int) {
 	n := s.reloadCount()
 	s.timeout = timeoutMs
 	s.write()
-	waitFor(s.t, 10*time.Second, "the reload", func() bool { return s.reloadCount() > n })
+	proctest.WaitFor(s.t, 10*time.Second, "the reload", func() bool { return s.reloadCount() > n })
 	s.mu.Lock()
 	err := s.reloads[len(s.reloads)-1]
 	s.mu.Unlock()
@@ -204,7 +207,7 @@ func startJob(t *testing.T, s *stack, command string) string {
 func readPid(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, 20*time.Second, "pid file "+path, func() bool {
+	proctest.WaitFor(t, 20*time.Second, "pid file "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err == nil && strings.HasSuffix(string(b), "\n") {
 			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
@@ -259,14 +262,14 @@ func TestRenderingsThroughTheTool(t *testing.T) {
 
 	// Without cwd, the default is the remote user's home.
 	h := newHost(t, srv, nil)
-	ex, err := bashssh.New(h, &bashssh.Config{Config: defaultConfig()})
+	ex, err := bashssh.New(h, &bashssh.Config{Config: bashexec.DefaultConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ex.RemoteHost() != srv.User+"@"+srv.Addr {
 		t.Errorf("RemoteHost() = %q", ex.RemoteHost())
 	}
-	spec, err := ex.Resolve(execRequest("pwd", "sub"))
+	spec, err := ex.Resolve(shell.ExecRequest{Command: "pwd", Workdir: "sub"})
 	if home := os.Getenv("HOME"); err != nil || spec.Workdir != filepath.Join(home, "sub") {
 		t.Errorf("workdir without cwd: %q, %v; want under the remote home %s", spec.Workdir, err, home)
 	}
@@ -283,7 +286,7 @@ func TestJobSurvivesReload(t *testing.T) {
 	job := fmt.Sprintf(`echo $$ > %s; echo before; while [ ! -e %s ]; do sleep 0.02; done; echo after; echo done-err >&2`, pidFile, gate)
 	id := startJob(t, s, job)
 	pid := readPid(t, pidFile)
-	waitFor(t, 20*time.Second, "the job's first output", func() bool {
+	proctest.WaitFor(t, 20*time.Second, "the job's first output", func() bool {
 		out := s.call("job_output", map[string]any{"job_id": id})
 		if strings.HasPrefix(out.Text, "(no new output)") {
 			return false
@@ -299,7 +302,7 @@ func TestJobSurvivesReload(t *testing.T) {
 	if !after.Since.After(before.Since) {
 		t.Errorf("the bash row was not restarted: since %s → %s", before.Since, after.Since)
 	}
-	if !sshtest.Alive(pid) {
+	if proctest.Gone(pid) {
 		t.Fatalf("the reload killed the remote command (pid %d)", pid)
 	}
 	expect(t, s.call("job_list", map[string]any{}), id+" [bash] running — "+job, false)
@@ -312,7 +315,7 @@ func TestJobSurvivesReload(t *testing.T) {
 	// Killed through job_kill: SIGTERM to the remote group, nothing left.
 	id = startJob(t, s, fmt.Sprintf(`sleep 300 & echo $$ > %s; echo ready; wait`, pidFile+"2"))
 	pid = readPid(t, pidFile+"2")
-	waitFor(t, 20*time.Second, "ready", func() bool {
+	proctest.WaitFor(t, 20*time.Second, "ready", func() bool {
 		return strings.HasPrefix(s.call("job_output", map[string]any{"job_id": id}).Text, "ready\n")
 	})
 	expect(t, s.call("job_kill", map[string]any{"job_id": id}), "requested cancellation of job "+id, false)
@@ -346,7 +349,7 @@ func TestLostConnectionThroughTheTool(t *testing.T) {
 	}
 	expect(t, s.call("job_output", map[string]any{"job_id": id, "wait": true, "timeout_ms": 20000}),
 		"job-started\n[stderr]\n"+lost+"\n[status: killed, killed before exit]", false)
-	waitFor(t, 10*time.Second, "the ssh row's detail to show the loss", func() bool {
+	proctest.WaitFor(t, 10*time.Second, "the ssh row's detail to show the loss", func() bool {
 		d := s.row("ssh").Detail
 		return strings.Contains(d, lost) && strings.Contains(d, "2 remote commands to kill when reconnected")
 	})
@@ -357,10 +360,10 @@ func TestLostConnectionThroughTheTool(t *testing.T) {
 
 	srv.Restart()
 	expect(t, s.bash("echo back", nil), "back\n", false)
-	waitFor(t, 10*time.Second, "the orphaned remote commands to be killed", func() bool {
-		return !sshtest.Alive(jobPid) && !sshtest.Alive(fgPid)
+	proctest.WaitFor(t, 10*time.Second, "the orphaned remote commands to be killed", func() bool {
+		return proctest.Gone(jobPid) && proctest.Gone(fgPid)
 	})
-	waitFor(t, 10*time.Second, "the ssh row's detail to show the connection", func() bool {
+	proctest.WaitFor(t, 10*time.Second, "the ssh row's detail to show the connection", func() bool {
 		return strings.HasPrefix(s.row("ssh").Detail, "connected to "+srv.User+"@"+srv.Addr+" (")
 	})
 	id = startJob(t, s, "echo again")
@@ -414,7 +417,7 @@ func TestSSHRowDisposalKills(t *testing.T) {
 	if r := s.row("bash"); r.State != container.StatePending || len(r.Missing) != 1 || r.Missing[0] != "ssh" {
 		t.Errorf("bash row after the ssh row went: %s missing %v", r.State, r.Missing)
 	}
-	if m := sshtest.GroupMembers(pid); len(m) > 0 || sshtest.Alive(pid) {
+	if m := sshtest.GroupMembers(pid); len(m) > 0 || !proctest.Gone(pid) {
 		t.Errorf("remote processes left after the ssh row was disposed: %v", m)
 	}
 	v, _ := container.Lookup[any](s.rt, jobs.Service)

@@ -245,13 +245,12 @@ func (c *conn) control() (*control, error) {
 	if err != nil {
 		return nil, c.failure(err)
 	}
-	status := make(chan uint32, 1) // the exit status, should the script not even start
+	status := make(chan int, 1) // the exit status, should the script not even start
 	go func() {
 		for r := range reqs {
-			var m struct{ Status uint32 }
-			if r.Type == "exit-status" && xssh.Unmarshal(r.Payload, &m) == nil {
+			if code, ok := exitStatus(r); ok {
 				select {
-				case status <- m.Status:
+				case status <- code:
 				default:
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -113,22 +114,10 @@ func code(ex ssh.Exit) int {
 	return *ex.Code
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // readUntil polls the stream until it holds want.
 func readUntil(t *testing.T, s *subprocess.Stream, want string) {
 	t.Helper()
-	waitFor(t, 20*time.Second, "output "+want, func() bool { return strings.Contains(s.Output().Text, want) })
+	proctest.WaitFor(t, 20*time.Second, "output "+want, func() bool { return strings.Contains(s.Output().Text, want) })
 }
 
 // gone reports whether process group pgid has no live member on this machine (the

@@ -730,8 +730,8 @@ func (h *Host) output(ctx context.Context, command string) (string, error) {
 	go func() {
 		code := -1
 		for r := range reqs {
-			if r.Type == "exit-status" && len(r.Payload) == 4 {
-				code = int(r.Payload[0])<<24 | int(r.Payload[1])<<16 | int(r.Payload[2])<<8 | int(r.Payload[3])
+			if c, ok := exitStatus(r); ok {
+				code = c
 			}
 			if r.WantReply {
 				_ = r.Reply(false, nil)

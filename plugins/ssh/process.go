@@ -162,9 +162,6 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 			h.release(c)
 			return nil, h.cannotStart(c.failure(err))
 		}
-		h.mu.Lock()
-		c.idleRefusals = 0
-		h.mu.Unlock()
 		p := &Process{
 			h: h, c: c, ch: ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
 			stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
@@ -175,6 +172,7 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		}
 		// Registered before the exec request: a Close from now on kills it.
 		h.mu.Lock()
+		c.idleRefusals = 0
 		if h.closed || c.lost != nil {
 			err := error(ErrClosed)
 			if c.lost != nil {
@@ -616,9 +614,7 @@ func (p *Process) run(reqs <-chan *xssh.Request) {
 		}
 		switch r.Type {
 		case "exit-status":
-			var m struct{ Status uint32 }
-			if xssh.Unmarshal(r.Payload, &m) == nil {
-				code := int(m.Status)
+			if code, ok := exitStatus(r); ok {
 				p.onExit(&code, "")
 			}
 		case "exit-signal":
@@ -638,6 +634,15 @@ func (p *Process) run(reqs <-chan *xssh.Request) {
 	}
 	p.io.Wait() // stdout's reader has seen the start line, or EOF without one
 	p.settle()
+}
+
+// exitStatus decodes an exit-status request.
+func exitStatus(r *xssh.Request) (int, bool) {
+	var m struct{ Status uint32 }
+	if r.Type != "exit-status" || xssh.Unmarshal(r.Payload, &m) != nil {
+		return 0, false
+	}
+	return int(m.Status), true
 }
 
 // signalName turns an SSH signal name ("TERM") into the local form ("SIGTERM").

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -289,7 +290,7 @@ func TestTimeoutAndGrace(t *testing.T) {
 	p := start(t, h, s)
 	readUntil(t, p.Stdout(), "\n")
 	child, _ := strconv.Atoi(strings.TrimSpace(p.Stdout().Output().Text))
-	if !sshtest.Alive(child) || !sshtest.Alive(p.Pid()) {
+	if proctest.Gone(child) || proctest.Gone(p.Pid()) {
 		t.Fatalf("pids %d and %d should run", p.Pid(), child)
 	}
 	ex := wait(t, p, 10*time.Second)
@@ -300,8 +301,8 @@ func TestTimeoutAndGrace(t *testing.T) {
 	if limit := 500*time.Millisecond + time.Second + time.Second; took > limit {
 		t.Errorf("returned after %s, contract %s", took, limit)
 	}
-	if sshtest.Alive(child) || sshtest.Alive(p.Pid()) || !gone(p.Pid()) {
-		t.Errorf("remote processes left: leader %v child %v group %v", sshtest.Alive(p.Pid()), sshtest.Alive(child), sshtest.GroupMembers(p.Pid()))
+	if !proctest.Gone(child) || !proctest.Gone(p.Pid()) || !gone(p.Pid()) {
+		t.Errorf("remote processes left: leader %v child %v group %v", !proctest.Gone(p.Pid()), !proctest.Gone(child), sshtest.GroupMembers(p.Pid()))
 	}
 	t.Logf("sleep 300 & sleep 60, timeout 500ms, grace 1000ms: returned after %s", took)
 
@@ -310,7 +311,7 @@ func TestTimeoutAndGrace(t *testing.T) {
 	p = start(t, h, s)
 	readUntil(t, p.Stdout(), "ready\n")
 	killed := time.Now()
-	if !p.Kill() || !p.Kill() {
+	if first, again := p.Kill(), p.Kill(); !first || !again {
 		t.Fatal("Kill of a running command returned false")
 	}
 	ex = wait(t, p, 10*time.Second)
@@ -441,8 +442,8 @@ func TestLostConnection(t *testing.T) {
 	}
 	// The connection's control shell saw it go and killed what it ran, without waiting
 	// for dsh to come back.
-	waitFor(t, 5*time.Second, "the remote command to be killed by its control shell", func() bool { return gone(pid) })
-	waitFor(t, 5*time.Second, "a disconnected state", func() bool {
+	proctest.WaitFor(t, 5*time.Second, "the remote command to be killed by its control shell", func() bool { return gone(pid) })
+	proctest.WaitFor(t, 5*time.Second, "a disconnected state", func() bool {
 		return strings.HasPrefix(h.State(), "disconnected from "+srv.User+"@"+srv.Addr+": "+want)
 	})
 	if !strings.Contains(h.State(), "1 remote command to kill when reconnected") {
@@ -460,7 +461,7 @@ func TestLostConnection(t *testing.T) {
 	if code(ex) != 0 || out != "back\n" {
 		t.Errorf("after restart: %+v %q", ex, out)
 	}
-	waitFor(t, 5*time.Second, "a connected state without orphans", func() bool {
+	proctest.WaitFor(t, 5*time.Second, "a connected state without orphans", func() bool {
 		return strings.HasPrefix(h.State(), "connected to ") && !strings.Contains(h.State(), "to kill")
 	})
 	if !st.seen("disconnected from ") {
@@ -483,7 +484,7 @@ func TestKeepalive(t *testing.T) {
 	if ex.Err == nil || ex.Err.Error() != want {
 		t.Errorf("exit after the host froze: %+v, want %q", ex, want)
 	}
-	waitFor(t, 10*time.Second, "the orphan to be killed through a new connection", func() bool { return gone(p.Pid()) })
+	proctest.WaitFor(t, 10*time.Second, "the orphan to be killed through a new connection", func() bool { return gone(p.Pid()) })
 	if !st.seen("disconnected from " + srv.User + "@" + srv.Addr + ": " + want + "; reconnecting with backoff; 1 remote command to kill when reconnected") {
 		t.Errorf("states: %q", st.all)
 	}
