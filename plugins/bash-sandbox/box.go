@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,8 +51,7 @@ type boxConfig struct {
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		strings.Join(c.roots, "\x00") == strings.Join(o.roots, "\x00") &&
-		strings.Join(c.hide, "\x00") == strings.Join(o.hide, "\x00")
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.hide, o.hide)
 }
 
 type boxReply struct {

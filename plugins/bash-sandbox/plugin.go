@@ -302,6 +302,16 @@ func unprotectable(protected, roots []string) error {
 	return nil
 }
 
+// visibleInSandbox reports whether a confined command could see the host path p
+// (canonical): outside /tmp, which the private /tmp covers, or inside one of the
+// writable roots, which are bound over it.
+func visibleInSandbox(p string, writable []string) bool {
+	if !within(p, "/tmp") {
+		return true
+	}
+	return slices.ContainsFunc(writable, func(w string) bool { return within(p, w) })
+}
+
 func within(path, root string) bool {
 	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
 }
@@ -399,11 +409,7 @@ func masked(dshEnv map[string]string, writable []string) []string {
 		if canon, err := filepath.EvalSymlinks(p); err == nil {
 			p = canon
 		}
-		visible := !within(p, "/tmp")
-		for _, w := range writable {
-			visible = visible || within(p, w)
-		}
-		if visible && !slices.Contains(out, p) {
+		if visibleInSandbox(p, writable) && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -464,11 +470,7 @@ func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
 		if err != nil {
 			return nil // not there, and out of every writable root: nothing to see
 		}
-		visible := !within(canon, "/tmp") // the private /tmp covers the host's
-		for _, w := range writable {
-			visible = visible || within(canon, w)
-		}
-		if !visible {
+		if !visibleInSandbox(canon, writable) {
 			return nil
 		}
 		for _, w := range writable {

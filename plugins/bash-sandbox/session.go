@@ -153,7 +153,8 @@ func (s *session) workspace(dir string) (*pin, error) {
 	return s.pin, nil
 }
 
-// tempDir is the session's private temp dir (host path), made on first use.
+// dirs returns the host paths of the session's private temp dir and of the stage its
+// sandboxes build their root on, made on first use.
 func (s *session) dirs() (tmp, stage string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -17,13 +17,18 @@ func BenchmarkStart(b *testing.B) {
 		b.Skip(err)
 	}
 	defer syscall.Close(rs)
+	// Per session, as the sandbox does at its setup.
+	dropCaps, lastCap := holdsCap(capSetpcap), lastCapability()
 	run := func(b *testing.B, confine bool) {
 		for b.Loop() {
 			done := make(chan error, 1)
 			go func() {
 				var err error
 				if confine {
-					err = confineThread(rs, flags, holdsCap(capSetpcap), lastCapability())
+					// What a command's thread goes through: prepared, then restricted.
+					if err = prepareThread(dropCaps, lastCap); err == nil {
+						err = restrictThread(rs, flags)
+					}
 				} else {
 					runtime.LockOSThread()
 				}

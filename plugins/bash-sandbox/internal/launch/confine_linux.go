@@ -113,15 +113,6 @@ func addPathRule(rulesetFd int, r pathRule, pinned int) error {
 	return nil
 }
 
-// confineThread confines the calling thread for one command: prepareThread, then
-// restrictThread. It locks the goroutine to its thread for good.
-func confineThread(ruleset int, flags uint32, dropCaps bool, lastCap int) error {
-	if err := prepareThread(dropCaps, lastCap); err != nil {
-		return err
-	}
-	return restrictThread(ruleset, flags)
-}
-
 // prepareThread locks the calling goroutine to its OS thread for good (the thread dies
 // with the goroutine) and takes from that thread everything a command must not have,
 // whatever its policy: no_new_privs; the securebits that stop root from regaining

@@ -279,29 +279,7 @@ func (s *server) started(m Start, f forked, pidfd int, failed func(Reply)) {
 	if f.err != nil {
 		s.starting--
 		s.mu.Unlock()
-		r := Reply{Op: "exec", Path: m.Path}
-		var errno syscall.Errno
-		if errors.As(f.err, &errno) {
-			r.Errno = int(errno)
-		} else {
-			r.Message = f.err.Error()
-		}
-		if m.Dir != "" {
-			if fi, err := os.Stat(m.Dir); err != nil || !fi.IsDir() {
-				r.Op, r.Path = "chdir", m.Dir
-				if err == nil {
-					r.Errno = int(syscall.ENOTDIR)
-				} else if pe, ok := err.(*os.PathError); ok {
-					if e, ok := pe.Err.(syscall.Errno); ok {
-						r.Errno = int(e)
-					}
-				}
-			}
-		}
-		if f.confined != nil {
-			r = Reply{Message: "confine the command: " + f.confined.Error() + "; and the runner-failure stub did not start: " + f.err.Error()}
-		}
-		failed(r)
+		failed(forkFailure(m, f))
 		return
 	}
 	_ = syscall.SetNonblock(pidfd, true) // if it fails, await blocks a thread instead
@@ -324,6 +302,32 @@ func (s *server) started(m Start, f forked, pidfd int, failed func(Reply)) {
 	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, Stub: f.confined != nil}).Encode(), dup)
 	syscall.Close(dup)
 	go s.await(l)
+}
+
+// forkFailure is the Failed reply to a start whose fork failed: the exec's errno, or
+// the working directory's when that is what is wrong with it.
+func forkFailure(m Start, f forked) Reply {
+	if f.confined != nil {
+		return Reply{Message: "confine the command: " + f.confined.Error() + "; and the runner-failure stub did not start: " + f.err.Error()}
+	}
+	r := Reply{Op: "exec", Path: m.Path}
+	var errno syscall.Errno
+	if errors.As(f.err, &errno) {
+		r.Errno = int(errno)
+	} else {
+		r.Message = f.err.Error()
+	}
+	if m.Dir != "" {
+		if fi, err := os.Stat(m.Dir); err != nil || !fi.IsDir() {
+			r.Op, r.Path = "chdir", m.Dir
+			if err == nil {
+				r.Errno = int(syscall.ENOTDIR)
+			} else if errors.As(err, &errno) {
+				r.Errno = int(errno)
+			}
+		}
+	}
+	return r
 }
 
 // Spare threads: goroutines locked to threads already prepared for a command
@@ -631,7 +635,7 @@ func Reap(pid int) {
 	}
 }
 
-// status decodes an exited child's siginfo: its exit code, or the signal that ended it.
+// decode decodes an exited child's siginfo: its exit code, or the signal that ended it.
 func (info *siginfo) decode() (code, signal int) {
 	const cldKilled, cldDumped = 2, 3
 	switch info.code {
