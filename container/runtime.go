@@ -235,13 +235,13 @@ func (r *Runtime) Validate(rows []Row) error {
 func (r *Runtime) CheckActivation(rows []Row) error {
 	var enabled, disabled []preparedRow
 	for _, row := range rows {
-		if row.Disabled {
-			if p, err := r.catalog.lookup(row.Plugin); err == nil {
-				disabled = append(disabled, preparedRow{row: row, plugin: p})
-			}
+		p, err := r.catalog.lookup(row.Plugin)
+		if err != nil {
 			continue
 		}
-		if p, err := r.catalog.lookup(row.Plugin); err == nil {
+		if row.Disabled {
+			disabled = append(disabled, preparedRow{row: row, plugin: p})
+		} else {
 			enabled = append(enabled, preparedRow{row: row, plugin: p})
 		}
 	}

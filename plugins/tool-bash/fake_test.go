@@ -3,7 +3,6 @@ package toolbash_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/dsh-dev/dsh/plugins/approval"
 	"io"
 	"log/slog"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
