@@ -476,7 +476,7 @@ func (r *Runtime) Compose(name string, rows []Row) error {
 // ComposeProfile composes p (Compose with p's name and rows) and records p's files,
 // which plugins read through ProfileFiles while they apply and afterwards.
 func (r *Runtime) ComposeProfile(p *Profile) error {
-	return r.compose(p.Name, p.Rows, append([]string{}, p.Files...))
+	return r.compose(p.Name, p.Rows, p.Files)
 }
 
 // profileFilesNow are the files of the running composition's profile (its own file, then
@@ -542,7 +542,7 @@ func (r *Runtime) compose(name string, rows []Row, files []string) error {
 	r.order = order
 	r.rebuildIndexesLocked()
 	r.profile = name
-	r.profileFiles = files
+	r.profileFiles = slices.Clone(files)
 	r.mu.Unlock()
 	r.reconcile(r.pendingFibers())
 	return nil
