@@ -8,11 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -20,17 +20,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // quiet is a logger that drops everything (plugin failures are expected in these tests).
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it holds, failing t after d.
+var waitFor = proctest.WaitFor
 
 // journal records what plugins did, in order.
 type journal struct {

@@ -235,13 +235,13 @@ func (r *Runtime) Validate(rows []Row) error {
 func (r *Runtime) CheckActivation(rows []Row) error {
 	var enabled, disabled []preparedRow
 	for _, row := range rows {
-		if row.Disabled {
-			if p, err := r.catalog.lookup(row.Plugin); err == nil {
-				disabled = append(disabled, preparedRow{row: row, plugin: p})
-			}
+		p, err := r.catalog.lookup(row.Plugin)
+		if err != nil {
 			continue
 		}
-		if p, err := r.catalog.lookup(row.Plugin); err == nil {
+		if row.Disabled {
+			disabled = append(disabled, preparedRow{row: row, plugin: p})
+		} else {
 			enabled = append(enabled, preparedRow{row: row, plugin: p})
 		}
 	}
@@ -476,7 +476,7 @@ func (r *Runtime) Compose(name string, rows []Row) error {
 // ComposeProfile composes p (Compose with p's name and rows) and records p's files,
 // which plugins read through ProfileFiles while they apply and afterwards.
 func (r *Runtime) ComposeProfile(p *Profile) error {
-	return r.compose(p.Name, p.Rows, append([]string{}, p.Files...))
+	return r.compose(p.Name, p.Rows, p.Files)
 }
 
 // profileFilesNow are the files of the running composition's profile (its own file, then
@@ -542,7 +542,7 @@ func (r *Runtime) compose(name string, rows []Row, files []string) error {
 	r.order = order
 	r.rebuildIndexesLocked()
 	r.profile = name
-	r.profileFiles = files
+	r.profileFiles = slices.Clone(files)
 	r.mu.Unlock()
 	r.reconcile(r.pendingFibers())
 	return nil

@@ -168,9 +168,7 @@ func (r *Reloader) Reload() (err error) {
 		return nil
 	}
 	if err == nil {
-		named := *p
-		named.Name = r.name
-		err = r.rt.ComposeProfile(&named)
+		err = r.rt.compose(r.name, p.Rows, p.Files)
 	}
 	if err != nil {
 		r.log.Error("profile reload failed; the last good composition keeps running", "err", err)

@@ -196,6 +196,9 @@ func TestServeNetworkAllowSelfApprovedEscalation(t *testing.T) {
 			port = strings.TrimSuffix(rest, "/mcp")
 		}
 	}
+	if port == "" {
+		t.Fatal("dsh serve never said where it listens")
+	}
 	go io.Copy(io.Discard, stderr)
 	if err := os.WriteFile(filepath.Join(ws, "self-approve.sh"), []byte(selfApprove), 0o644); err != nil {
 		t.Fatal(err)

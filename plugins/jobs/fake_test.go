@@ -4,10 +4,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 )
 
@@ -91,14 +90,5 @@ func session(id string) (*container.Session, *notices) {
 	return &container.Session{ID: id, Cwd: "/", Notifier: n}, n
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it holds, failing t after d.
+var waitFor = proctest.WaitFor

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dsh-dev/dsh/plugins/approval"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/shell"
 	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"

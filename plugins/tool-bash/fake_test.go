@@ -3,15 +3,15 @@ package toolbash_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/dsh-dev/dsh/plugins/approval"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/shell"
@@ -352,16 +352,7 @@ func expect(t testing.TB, res tools.Result, text string, isError bool) {
 	}
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it holds, failing t after d.
+var waitFor = proctest.WaitFor
 
 func intp(n int) *int { return &n }

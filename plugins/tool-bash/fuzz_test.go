@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/dsh-dev/dsh/plugins/approval"
 	"strings"
 	"testing"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 

@@ -50,7 +50,8 @@ func Main(args []string, extra ...fx.Option) int {
 // and JSON between pipes and a client; the processors are for the commands it runs.
 // With fewer Ps, each call wakes fewer scheduler threads, which on a small machine
 // compete with the command for the CPU: on 2 cores a call of `true` through serve
-// is about 65 µs faster with one P than with two.
+// made 10 context switches with one P against 22 with two, and its ratio to a raw exec
+// was 0.05–0.07 lower (the two measured alternately in one run).
 func procs(n int) int { return max(1, n/4) }
 
 type globalFlags struct {

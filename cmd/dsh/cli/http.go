@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	"io"
 	"log/slog"
 	"net"
@@ -27,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/dsh/container"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
 	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
 )
 
