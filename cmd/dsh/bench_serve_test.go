@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // The serving path, measured end to end: the built dsh binary over stdio, driven with raw
@@ -70,35 +72,15 @@ func (p *stdioPeer) bash(b *testing.B, command string) []byte {
 	return p.roundTrip(b, `"method":"tools/call","params":{"name":"bash","arguments":{"command":"`+command+`","description":"Benchmark"}}`)
 }
 
-func rawTrue(b *testing.B) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("bash", "-c", "true")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // BenchmarkServeTrue: a tools/call of `true` through `dsh serve` over stdio vs a raw
 // os/exec of `bash -c true`, paired; reports both medians and their ratio.
 func BenchmarkServeTrue(b *testing.B) {
 	p := startPeer(b)
-	var dsh, raw []time.Duration
-	for b.Loop() {
-		t0 := time.Now()
+	proctest.PairedWithTrue(b, "serve", func() {
 		if res := p.bash(b, "true"); !bytes.Contains(res, []byte(`"text":"(no output)"`)) {
 			b.Fatalf("%s", res)
 		}
-		t1 := time.Now()
-		rawTrue(b)
-		t2 := time.Now()
-		dsh = append(dsh, t1.Sub(t0))
-		raw = append(raw, t2.Sub(t1))
-	}
-	d, r := median(dsh), median(raw)
-	b.ReportMetric(float64(d.Nanoseconds()), "serve-median-ns")
-	b.ReportMetric(float64(r.Nanoseconds()), "raw-median-ns")
-	b.ReportMetric(float64(d)/float64(r), "serve/raw")
+	})
 }
 
 const gigabyte = 1_000_000_000

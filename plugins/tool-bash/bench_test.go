@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/shell"
 )
 
@@ -78,22 +78,10 @@ func rawTrue(b *testing.B) {
 	}
 }
 
-// interleaved alternates rawTrue and tool and reports their ratio (tool/raw) and each
-// one's time per op.
+// interleaved alternates tool with a raw os/exec of `bash -c true` and reports each
+// one's median and their ratio (tool/raw).
 func interleaved(b *testing.B, tool func(b *testing.B)) {
-	var toolTime, rawTime time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		rawTrue(b)
-		t1 := time.Now()
-		tool(b)
-		t2 := time.Now()
-		rawTime += t1.Sub(t0)
-		toolTime += t2.Sub(t1)
-	}
-	b.ReportMetric(float64(toolTime)/float64(rawTime), "tool/raw")
-	b.ReportMetric(float64(rawTime.Nanoseconds())/float64(b.N), "raw-ns/op")
-	b.ReportMetric(float64(toolTime.Nanoseconds())/float64(b.N), "tool-ns/op")
+	proctest.PairedWithTrue(b, "tool", func() { tool(b) })
 }
 
 // BenchmarkToolLayer is the tool's own cost around an executor that returns at once:
