@@ -41,13 +41,16 @@ func isolationModes(t *testing.T, bashConfig map[string]any, fn func(t *testing.
 func TestTreeKillOnTimeout(t *testing.T) {
 	const timeoutMs, graceMs = 2000, 1000
 	isolationModes(t, map[string]any{"graceMs": graceMs}, func(t *testing.T, rt *container.Runtime, ex shell.Executor, cgroups bool) {
-		pidFile := filepath.Join(t.TempDir(), "pids")
+		// The TERM-ignorer and the daemon start concurrently: each writes its own file,
+		// so which is which never depends on which wrote first.
+		dir := t.TempDir()
+		pidFile, ignorerFile, daemonFile := filepath.Join(dir, "pids"), filepath.Join(dir, "ignorer"), filepath.Join(dir, "daemon")
 		script := `
 echo $$ > ` + pidFile + `
 sleep 300 & echo $! >> ` + pidFile + `
-( trap "" TERM; echo $BASHPID >> ` + pidFile + `; exec sleep 300 ) &
-setsid bash -c '( trap "" TERM; echo $BASHPID >> ` + pidFile + `; exec sleep 300 ) &' &
-while [ "$(wc -l < ` + pidFile + `)" -lt 4 ]; do sleep 0.01; done
+( trap "" TERM; echo $BASHPID > ` + ignorerFile + `; exec sleep 300 ) &
+setsid bash -c '( trap "" TERM; echo $BASHPID > ` + daemonFile + `; exec sleep 300 ) &' &
+while [ ! -s ` + ignorerFile + ` ] || [ ! -s ` + daemonFile + ` ]; do sleep 0.01; done
 echo ready
 sleep 300
 `
@@ -67,7 +70,7 @@ sleep 300
 			t.Fatal(err)
 		}
 		took := time.Since(start)
-		pids := proctest.ReadPids(pidFile)
+		pids := append(proctest.ReadPids(pidFile), append(proctest.ReadPids(ignorerFile), proctest.ReadPids(daemonFile)...)...)
 		if len(pids) != 4 {
 			t.Fatalf("pids %v (output %q %q)", pids, res.Stdout.Text, res.Stderr.Text)
 		}
