@@ -3,6 +3,7 @@ package subprocess
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,7 @@ type Process struct {
 	callbacks sync.WaitGroup // armed timers and context hooks
 	escalated chan struct{}
 	done      chan struct{}
+	retired   chan struct{} // closed once retire has run
 
 	// sigMu orders every signal to the tree with the leader's release and the cgroup's
 	// recycling: the group is signalled by number only while the leader is an unreaped
@@ -160,8 +162,9 @@ func (p *Process) Stderr() *Stream { return p.stderr }
 // tree was being killed, the tree is gone or the SIGKILL escalation ran. A killed tree
 // settles promptly once nothing is left of it (within a few milliseconds in cgroup
 // mode, within 50 ms in process-group mode), never waiting out graceMs for nothing. A
-// killed tree's leader is reaped by then, and so, in cgroup mode, is the leader of a
-// tree that left nothing behind. Any other leader (a `cmd &` left running; in
+// killed tree's leader is reaped by then. Closing the pipes and, in cgroup mode, reaping
+// the leader of a tree that left nothing behind follow right after Done, so that whoever
+// waits on Done is not held up by them. Any other leader (a `cmd &` left running; in
 // process-group mode every tree that was not killed) stays a zombie until a sweep of
 // the Supervisor finds its tree empty (the first within a fraction of a second), so
 // that the group id cannot be reused while the Supervisor may still signal it.
@@ -458,8 +461,6 @@ func (p *Process) wait() {
 		}
 		_, _ = p.stderr.Write([]byte(note))
 	}
-	_ = p.rOut.Close()
-	_ = p.rErr.Close()
 	// From now on the budget may delete the spill files to make room for newer output.
 	p.stdout.Close()
 	p.stderr.Close()
@@ -482,13 +483,31 @@ func (p *Process) wait() {
 	}
 	p.callbacks.Wait()
 
-	// Reap the leader now unless the Supervisor may still signal its group: a tree that
-	// may live on is remembered, and ended at Close. A killed tree got its SIGKILL: its
-	// group is not signalled again (a cgroup, which still holds what is dying, may be).
-	// A cgroup tells at once whether anything is left; a process group does not (with
-	// the zombie leader in it, kill(-pgid, 0) always succeeds and only a scan of /proc
-	// tells), so such a tree is handed to the Supervisor, whose sweep scans once for
-	// all of them and reaps the leaders of the empty ones.
+	if killing {
+		p.release() // before Done, as promised there
+	}
+	p.mu.Lock()
+	p.settled = true
+	p.mu.Unlock()
+	close(p.done)
+	// Whoever waited for the result goes first: on one processor, the response to a
+	// tool call is written before the pipes are closed and the leader reaped below.
+	runtime.Gosched()
+	p.retire(killing)
+	close(p.retired)
+}
+
+// retire releases what a settled process still holds. Its pipes are closed. Its leader
+// is reaped now unless the Supervisor may still signal its group: a tree that may live
+// on is remembered, and ended at Close. (A killed tree's leader was reaped at settling,
+// and its group is not signalled again; a cgroup, which still holds what is dying, may
+// be.) A cgroup tells at once whether anything is left; a process group does not (with
+// the zombie leader in it, kill(-pgid, 0) always succeeds and only a scan of /proc
+// tells), so such a tree is handed to the Supervisor, whose sweep scans once for all of
+// them and reaps the leaders of the empty ones.
+func (p *Process) retire(killing bool) {
+	_ = p.rOut.Close()
+	_ = p.rErr.Close()
 	lingering := false
 	switch {
 	case p.cg != nil:
@@ -496,7 +515,7 @@ func (p *Process) wait() {
 	case !killing:
 		lingering = true
 	}
-	if killing || !lingering {
+	if !killing && !lingering {
 		p.release()
 	}
 	if p.cg != nil {
@@ -507,9 +526,4 @@ func (p *Process) wait() {
 		}
 	}
 	p.sup.forget(p, lingering)
-
-	p.mu.Lock()
-	p.settled = true
-	p.mu.Unlock()
-	close(p.done)
 }

@@ -247,6 +247,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		grace:     time.Duration(spec.GraceMs) * time.Millisecond,
 		escalated: make(chan struct{}),
 		done:      make(chan struct{}),
+		retired:   make(chan struct{}),
 	}
 
 	var closeAfterStart []*os.File
@@ -647,7 +648,7 @@ func (s *Supervisor) Close() {
 			p.kill(ReasonDispose, ErrDisposed, true)
 		}
 		for _, p := range live {
-			<-p.done
+			<-p.retired
 		}
 
 		s.sweeping.Lock()
