@@ -157,6 +157,9 @@ func (b *bridge) dropScope(sc *scope) {
 func (b *bridge) middleware(sc *scope) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				ensureCallStack()
+			}
 			res, err := next(ctx, method, req)
 			if err != nil {
 				return res, err
@@ -347,7 +350,6 @@ func (b *bridge) addTool(sc *scope, def *mcp.Tool) (ok bool) {
 // needs the user's approval returns input_required and is decided when the client
 // retries with the answer. A call in flight ends (aborted) when the server shuts down.
 func (b *bridge) callTool(ctx context.Context, sc *scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	growStack()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(b.base, cancel)
@@ -551,17 +553,3 @@ func answerOf(res *mcp.ElicitResult) (container.Answer, error) {
 	}
 	return "", errors.New("elicitation: unknown action " + res.Action)
 }
-
-// growStack gives the goroutine of a tool call the stack the call needs in one step,
-// while that stack is still shallow. The SDK runs each request on a fresh goroutine with
-// a small stack; grown step by step as the call deepens (argument decoding, the spawn),
-// the deep stack would be copied several times per call.
-//
-//go:noinline
-func growStack() byte {
-	var frame [16 << 10]byte
-	return lastByte(frame[:])
-}
-
-//go:noinline
-func lastByte(b []byte) byte { return b[len(b)-1] }

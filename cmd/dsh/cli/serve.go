@@ -53,6 +53,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer stackBallast()()
 			newSession := func() *container.Session {
 				s, _ := g.session(ws) // the flags were checked above
 				return s
