@@ -36,3 +36,6 @@ func (s *Supervisor) WatchdogPid() int {
 	}
 	return s.watchdog.pid
 }
+
+// Retired is closed once a settled process has released what it held (right after Done).
+func (p *Process) Retired() <-chan struct{} { return p.retired }

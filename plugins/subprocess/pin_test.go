@@ -122,6 +122,7 @@ func TestLingeringTreeKeepsItsLeaderUntilEmpty(t *testing.T) {
 		if proctest.Gone(member) {
 			t.Fatalf("member %d gone before the gate", member)
 		}
+		<-p.Retired() // handed to the Supervisor's sweeps
 		sup.Sweep()
 		if !zombieChild(p.Pid()) {
 			t.Fatalf("leader %d reaped while member %d of its group runs", p.Pid(), member)

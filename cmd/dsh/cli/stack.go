@@ -1,6 +1,11 @@
 package cli
 
-import "runtime/metrics"
+import (
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+)
 
 // The SDK serves each request on a fresh goroutine, which Go starts with the average
 // stack in use at the last collection (adaptive stack start, on by default). dsh's own
@@ -14,35 +19,50 @@ import "runtime/metrics"
 //   - ensureCallStack then gives the call its stack in one step, while it is shallow.
 //
 // Measured through `dsh serve` (a call of `true`, alternating with and without): 28–46 µs
-// less per call; the ballast holds 24 × 16 KB.
+// less per call; the ballast holds (24 + 2 × GOMAXPROCS) × 16 KB.
 const (
 	callStack      = 16 << 10 // what a tool call's goroutine needs
-	ballastCount   = 24
 	ballastFrame   = 14 << 10 // with the runtime's guard, the whole of a 16 KB stack
 	stackStartName = "/gc/stack/starting-size:bytes"
 )
 
-// stackBallast parks ballastCount goroutines on ballastFrame-byte frames until stop.
+// ballastCount outweighs the shallow goroutines of an idle server: its own (about 20)
+// and the runtime's (a mark worker per P).
+func ballastCount() int { return 24 + 2*runtime.GOMAXPROCS(0) }
+
+// stackBallast parks ballastCount goroutines on ballastFrame-byte frames until stop,
+// and collects once they are parked, so that the first calls already start with the
+// larger stack. It does nothing when adaptive stack start is turned off.
 func stackBallast() (stop func()) {
+	if strings.Contains(os.Getenv("GODEBUG"), "adaptivestackstart=0") {
+		return func() {}
+	}
+	n := ballastCount()
 	release := make(chan struct{})
-	done := make(chan struct{}, ballastCount)
-	for range ballastCount {
+	parked := make(chan struct{}, n)
+	done := make(chan struct{}, n)
+	for range n {
 		go func() {
-			parkDeep(release)
+			parkDeep(parked, release)
 			done <- struct{}{}
 		}()
 	}
+	for range n {
+		<-parked
+	}
+	runtime.GC()
 	return func() {
 		close(release)
-		for range ballastCount {
+		for range n {
 			<-done
 		}
 	}
 }
 
 //go:noinline
-func parkDeep(release <-chan struct{}) byte {
+func parkDeep(parked chan<- struct{}, release <-chan struct{}) byte {
 	var frame [ballastFrame]byte
+	parked <- struct{}{}
 	<-release
 	return lastByte(frame[:])
 }
