@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"testing"
 	"time"
 
@@ -111,14 +110,8 @@ func BenchmarkServeOutput1GB(b *testing.B) {
 		dsh = append(dsh, t1.Sub(t0))
 		raw = append(raw, t2.Sub(t1))
 	}
-	d, r := median(dsh), median(raw)
+	d, r := proctest.Median(dsh), proctest.Median(raw)
 	b.ReportMetric(gigabyte/d.Seconds()/1e6, "serve-MB/s")
 	b.ReportMetric(gigabyte/r.Seconds()/1e6, "raw-MB/s")
 	b.ReportMetric(float64(d)/float64(r), "serve/raw")
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -231,13 +231,14 @@ func PairedWithTrue(b *testing.B, name string, run func()) {
 		own = append(own, t1.Sub(t0))
 		raw = append(raw, t2.Sub(t1))
 	}
-	o, r := median(own), median(raw)
+	o, r := Median(own), Median(raw)
 	b.ReportMetric(float64(o.Nanoseconds()), name+"-median-ns")
 	b.ReportMetric(float64(r.Nanoseconds()), "raw-median-ns")
 	b.ReportMetric(float64(o)/float64(r), name+"/raw")
 }
 
-func median(d []time.Duration) time.Duration {
+// Median is the middle of d (the upper one of an even count); d is left as it is.
+func Median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]

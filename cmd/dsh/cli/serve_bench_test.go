@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"testing"
-	"time"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // BenchmarkServeInProcess drives `serve` over in-memory pipes in this process, so the
@@ -42,21 +42,9 @@ func BenchmarkServeInProcess(b *testing.B) {
 	}
 	roundTrip(`"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`)
 	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
-	var serve, raw time.Duration
-	for b.Loop() {
-		t0 := time.Now()
+	proctest.PairedWithTrue(b, "serve", func() {
 		roundTrip(`"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","description":"Benchmark"}}`)
-		t1 := time.Now()
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command("bash", "-c", "true")
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			b.Fatal(err)
-		}
-		raw += time.Since(t1)
-		serve += t1.Sub(t0)
-	}
-	b.ReportMetric(float64(serve)/float64(raw), "serve/raw")
+	})
 	inW.Close()
 	<-done
 }

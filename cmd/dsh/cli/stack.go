@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
+	"sync"
 )
 
 // The SDK serves each request on a fresh goroutine, which Go starts with the average
@@ -21,9 +22,8 @@ import (
 // Measured through `dsh serve` (a call of `true`, alternating with and without): 28–46 µs
 // less per call; the ballast holds (24 + 2 × GOMAXPROCS) × 16 KB.
 const (
-	callStack      = 16 << 10 // what a tool call's goroutine needs
-	ballastFrame   = 14 << 10 // with the runtime's guard, the whole of a 16 KB stack
-	stackStartName = "/gc/stack/starting-size:bytes"
+	callStack    = 16 << 10 // what a tool call's goroutine needs
+	ballastFrame = 14 << 10 // with the runtime's guard, the whole of a 16 KB stack
 )
 
 // ballastCount outweighs the shallow goroutines of an idle server: its own (about 20)
@@ -34,18 +34,15 @@ func ballastCount() int { return 24 + 2*runtime.GOMAXPROCS(0) }
 // and collects once they are parked, so that the first calls already start with the
 // larger stack. It does nothing when adaptive stack start is turned off.
 func stackBallast() (stop func()) {
-	if strings.Contains(os.Getenv("GODEBUG"), "adaptivestackstart=0") {
+	if !adaptiveStackStart() {
 		return func() {}
 	}
 	n := ballastCount()
 	release := make(chan struct{})
 	parked := make(chan struct{}, n)
-	done := make(chan struct{}, n)
+	var ballast sync.WaitGroup
 	for range n {
-		go func() {
-			parkDeep(parked, release)
-			done <- struct{}{}
-		}()
+		ballast.Go(func() { parkDeep(parked, release) })
 	}
 	for range n {
 		<-parked
@@ -53,10 +50,14 @@ func stackBallast() (stop func()) {
 	runtime.GC()
 	return func() {
 		close(release)
-		for range n {
-			<-done
-		}
+		ballast.Wait()
 	}
+}
+
+// adaptiveStackStart reports whether Go starts goroutines with the average stack in use
+// (GODEBUG adaptivestackstart, on unless turned off).
+func adaptiveStackStart() bool {
+	return !strings.Contains(os.Getenv("GODEBUG"), "adaptivestackstart=0")
 }
 
 //go:noinline
@@ -67,15 +68,23 @@ func parkDeep(parked chan<- struct{}, release <-chan struct{}) byte {
 	return lastByte(frame[:])
 }
 
+// startingStack is the stack new goroutines start with, or 0 if the runtime does not
+// say.
+func startingStack() uint64 {
+	s := []metrics.Sample{{Name: "/gc/stack/starting-size:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
 // ensureCallStack grows the calling goroutine's stack to what a tool call needs, in one
 // step, unless new goroutines start with that much already.
 func ensureCallStack() {
-	start := []metrics.Sample{{Name: stackStartName}}
-	metrics.Read(start)
-	if start[0].Value.Kind() == metrics.KindUint64 && start[0].Value.Uint64() >= callStack {
-		return
+	if startingStack() < callStack {
+		growStack()
 	}
-	growStack()
 }
 
 //go:noinline

@@ -1,24 +1,15 @@
 package cli
 
 import (
-	"os"
 	"runtime"
-	"runtime/metrics"
-	"strings"
 	"testing"
 )
-
-func startingStack() uint64 {
-	s := []metrics.Sample{{Name: stackStartName}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
 
 // Once the ballast is parked, goroutines start with the stack a tool call needs, however
 // many processors there are; once it is released, they start small again and the ballast
 // is gone (the package's TestMain checks that no goroutine is left).
 func TestStackBallastSetsTheStartingStack(t *testing.T) {
-	if strings.Contains(os.Getenv("GODEBUG"), "adaptivestackstart=0") {
+	if !adaptiveStackStart() {
 		t.Skip("adaptive stack start is off: the ballast is not started")
 	}
 	stop := stackBallast()
