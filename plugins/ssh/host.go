@@ -240,6 +240,9 @@ func (probeKey) Verify([]byte, *xssh.Signature) error { return errors.New("probe
 // now for finished ones and when they finish for running ones.
 func (h *Host) EndSession(id string) { h.spool.EndOwner(id) }
 
+// Spool is the capture of the remote commands' output (spill files are kept locally).
+func (h *Host) Spool() *subprocess.Spool { return h.spool }
+
 // Address is the configured host:port.
 func (h *Host) Address() string { return h.set.address }
 

@@ -256,7 +256,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 			res := reg.Call(ctx, args[0], raw, session)
 			// Before the session ends: its end deletes the session's spill files.
 			if env, ok := container.Lookup[*shellenv.Registry](h.rt, shellenv.Service); ok {
-				preserveSpills(&res, filepath.Join(env.Home(), "spill"))
+				preserveSpills(&res, h.rt, session.ID, filepath.Join(env.Home(), "spill"))
 			}
 			h.rt.EndSession(session.ID)
 			if asJSON {

@@ -1,102 +1,93 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/ssh"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
-
-// fullOutputRef finds the spill paths a result text points the reader at.
-var fullOutputRef = regexp.MustCompile(`full output: ([^\]\n]+)\]`)
 
 // keptSpillAge is how long `dsh call` keeps the spill files it preserved.
 const keptSpillAge = 7 * 24 * time.Hour
 
-// preserveSpills moves the spill files res refers to out of the subprocess service's
-// private directory — which goes away with the harness when `dsh call` exits — into
-// dir, and rewrites the references, so the path printed is a file that exists. Files
-// there older than keptSpillAge are pruned first. A file that cannot be kept is reported
-// as (unavailable), never as a path that will not exist.
-func preserveSpills(res *tools.Result, dir string) {
-	refs := fullOutputRef.FindAllStringSubmatch(res.Text, -1)
-	if len(refs) == 0 {
+// keptSpillName is the shape of the names keptName gives; pruning touches nothing else.
+var keptSpillName = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9a-f]{16}-[0-9A-Za-z._-]+$`)
+
+// spoolHolder is a service that captures output through a Spool of its own.
+type spoolHolder interface{ Spool() *subprocess.Spool }
+
+// preserveSpills keeps the spill files of the call session ran, which its end would
+// delete, in dir and rewrites the result's references to them, so that the path printed
+// is a file that exists. It acts only on the files the capture of this session reported,
+// through the spools that hold them — never on a path found in the result text, which
+// the command wrote. A reported file that cannot be kept is shown as (unavailable).
+// Files that earlier calls kept in dir and that are older than keptSpillAge are pruned.
+func preserveSpills(res *tools.Result, rt *container.Runtime, session, dir string) {
+	kept := keepSessionSpills(rt, session, dir)
+	if len(kept) == 0 {
 		return
 	}
-	pruneOld(dir, keptSpillAge)
-	moved := map[string]string{}
-	for _, m := range refs {
-		for _, p := range strings.Split(m[1], ", ") {
-			if p == "(unavailable)" || moved[p] != "" {
-				continue
-			}
-			moved[p] = "(unavailable)"
-			if kept, err := keep(p, dir); err == nil {
-				moved[p] = kept
-			}
+	pruneKept(dir, keptSpillAge)
+	rewriteSpillPaths(res, kept)
+}
+
+// keepSessionSpills moves the session's spill files out of every spool that holds them.
+func keepSessionSpills(rt *container.Runtime, session, dir string) []subprocess.KeptSpill {
+	stamp := time.Now().UTC().Format("20060102T150405") + "-" + newSessionID() + "-"
+	var kept []subprocess.KeptSpill
+	for _, service := range []string{subprocess.Service, ssh.Service} {
+		if h, ok := container.Lookup[spoolHolder](rt, service); ok {
+			kept = append(kept, h.Spool().Keep(session, dir, func(name string) string { return stamp + name })...)
 		}
 	}
-	for from, to := range moved {
-		res.Text = strings.ReplaceAll(res.Text, from, to)
+	return kept
+}
+
+// rewriteSpillPaths replaces each kept file's reported path by its new one, in the text
+// and in the structured value ("(unavailable)" and "" for a file that was not kept).
+func rewriteSpillPaths(res *tools.Result, kept []subprocess.KeptSpill) {
+	for _, k := range kept {
+		res.Text = strings.ReplaceAll(res.Text, k.From, cmp.Or(k.To, "(unavailable)"))
 	}
-	if res.Value != nil {
-		if data, err := json.Marshal(res.Value); err == nil {
-			s := string(data)
-			for from, to := range moved {
-				if to == "(unavailable)" {
-					to = ""
-				}
-				f, _ := json.Marshal(from)
-				t, _ := json.Marshal(to)
-				s = strings.ReplaceAll(s, string(f), string(t))
-			}
-			var v any
-			if json.Unmarshal([]byte(s), &v) == nil {
-				res.Value = v
-			}
-		}
+	if res.Value == nil {
+		return
+	}
+	data, err := json.Marshal(res.Value)
+	if err != nil {
+		return
+	}
+	s := string(data)
+	for _, k := range kept {
+		from, _ := json.Marshal(k.From)
+		to, _ := json.Marshal(k.To)
+		s = strings.ReplaceAll(s, string(from), string(to))
+	}
+	var v any
+	if json.Unmarshal([]byte(s), &v) == nil {
+		res.Value = v
 	}
 }
 
-// keep moves (or, across file systems, copies) path into dir under a unique name.
-func keep(path, dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	dst := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", time.Now().UTC().Format("20060102T150405"), newSessionID(), filepath.Base(path)))
-	if err := os.Rename(path, dst); err == nil {
-		return dst, nil
-	}
-	in, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return "", err
-	}
-	return dst, out.Close()
-}
-
-func pruneOld(dir string, age time.Duration) {
+// pruneKept removes the files an earlier `dsh call` kept in dir (named by keptName)
+// that are older than age. Nothing else in dir is touched.
+func pruneKept(dir string, age time.Duration) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if info, err := e.Info(); err == nil && e.Type().IsRegular() && time.Since(info.ModTime()) > age {
+		if !e.Type().IsRegular() || !keptSpillName.MatchString(e.Name()) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
