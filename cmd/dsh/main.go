@@ -5,8 +5,8 @@ package main
 import (
 	"os"
 
-	"github.com/dsh-dev/dsh/cmd/dsh/cli"
-	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+	"github.com/dsh-dev/dsh/cli"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )
 
 func main() {

@@ -10,9 +10,9 @@ import (
 	"strconv"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/plugins/shell"
-	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/shell"
+	"github.com/dsh-dev/dsh/shell/bashexec"
 )
 
 // Name is the plugin's catalog name and the prefix of its messages.

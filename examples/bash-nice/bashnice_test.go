@@ -12,10 +12,10 @@ import (
 
 	bashnice "example.com/bash-nice"
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/plugins/shell"
-	"github.com/dsh-dev/dsh/plugins/shell/bashexec"
-	"github.com/dsh-dev/dsh/plugins/shell/shelltest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/shell"
+	"github.com/dsh-dev/dsh/shell/bashexec"
+	"github.com/dsh-dev/dsh/shell/shelltest"
 )
 
 // bash-nice honours the executor seam, as checked by dsh's conformance kit.

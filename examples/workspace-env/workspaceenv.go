@@ -13,7 +13,7 @@ import (
 	"errors"
 
 	"github.com/dsh-dev/dsh/container"
-	shellenv "github.com/dsh-dev/dsh/plugins/shell-env"
+	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 )
 
 // Config is the plugin's profile config.

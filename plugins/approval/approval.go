@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/shell"
 )
 
 // Policies.

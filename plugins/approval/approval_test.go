@@ -14,7 +14,7 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
-	"github.com/dsh-dev/dsh/plugins/shell"
+	"github.com/dsh-dev/dsh/shell"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -6,8 +6,8 @@ import (
 	"os"
 
 	bashnice "example.com/bash-nice"
-	"github.com/dsh-dev/dsh/cmd/dsh/cli"
-	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+	"github.com/dsh-dev/dsh/cli"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )
 
 func main() {

@@ -5,9 +5,9 @@ package main
 import (
 	"os"
 
-	"github.com/dsh-dev/dsh/cmd/dsh/cli"
+	"github.com/dsh-dev/dsh/cli"
 	workspaceenv "github.com/dsh-dev/dsh/examples/workspace-env"
-	bashsandbox "github.com/dsh-dev/dsh/plugins/bash-sandbox"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )
 
 func main() {

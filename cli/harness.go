@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
+	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
+	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
+	bashssh "github.com/dsh-dev/dsh/plugins/bashssh"
+	"github.com/dsh-dev/dsh/plugins/jobs"
+	"github.com/dsh-dev/dsh/plugins/prompt"
+	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
+	"github.com/dsh-dev/dsh/plugins/ssh"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+	toolbash "github.com/dsh-dev/dsh/plugins/toolbash"
+	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/profiles"
+)
+
+// Plugins is the catalog dsh ships: one fx.Module per plugin package.
+var Plugins = fx.Options(
+	approval.Module,
+	bashlocal.Module,
+	bashsandbox.Module,
+	bashssh.Module,
+	jobs.Module,
+	prompt.Module,
+	shellenv.Module,
+	ssh.Module,
+	subprocess.Module,
+	toolbash.Module,
+	tools.Module,
+)
+
+// harness is a started composition.
+type harness struct {
+	app     *fx.App
+	rt      *container.Runtime
+	catalog *container.Catalog
+	loader  *container.ProfileLoader
+}
+
+type harnessOptions struct {
+	profile string
+	watch   bool
+	log     *slog.Logger
+	extra   []fx.Option
+}
+
+// startHarness composes the profile through fx (catalog from the plugin modules,
+// runtime, lifecycle) and starts it.
+func startHarness(ctx context.Context, o harnessOptions) (*harness, error) {
+	h := &harness{}
+	opts := append([]fx.Option{
+		container.Module,
+		Plugins,
+		fx.Supply(container.ModuleOptions{Profile: o.profile, Builtins: profiles.FS, Watch: o.watch, Logger: o.log}),
+		fx.Populate(&h.rt, &h.catalog, &h.loader),
+		fx.StartTimeout(time.Minute),
+		fx.StopTimeout(time.Minute),
+	}, o.extra...)
+	h.app = fx.New(opts...)
+	if err := h.app.Err(); err != nil {
+		return nil, err
+	}
+	if err := h.app.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start: %w", unwrapFx(err))
+	}
+	return h, nil
+}
+
+// stop disposes every fiber (and with them every process and job).
+func (h *harness) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return h.app.Stop(ctx)
+}
+
+// unwrapFx drops fx's "OnStart hook added by … failed:" wrapping so users read our error.
+func unwrapFx(err error) error {
+	if inner := errors.Unwrap(err); inner != nil && strings.Contains(err.Error(), " hook added by ") {
+		return inner
+	}
+	return err
+}

@@ -1,0 +1,56 @@
+package bashlocal
+
+import (
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/shell"
+	"github.com/dsh-dev/dsh/shell/bashexec"
+)
+
+// Name is the plugin's catalog name, also the prefix of its error messages.
+const Name = "bash-local"
+
+// Config is bash-local's configuration: the shared executor keys (cwd, timeoutMs,
+// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs) with the core's defaults.
+type Config struct {
+	bashexec.Config `yaml:",inline"`
+}
+
+// Validate checks every key, with messages like
+// "bash-local: timeoutMs must be a positive finite number".
+func (c *Config) Validate() error { return c.Config.Check(Name) }
+
+// InvalidValue words a wrongly typed number like the other messages about its key.
+func (c *Config) InvalidValue(key, got string) error {
+	return c.Config.InvalidValue(Name, key, got)
+}
+
+// Plugin declares bash-local.
+var Plugin = container.Plugin{
+	Name:    Name,
+	Aliases: []string{"@deepseek-ai/dsh-bash-local"},
+	Inject:  []string{subprocess.Service},
+	Provide: []string{shell.Service},
+	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
+	Apply: func(a *container.Activation, config any) error {
+		cfg := config.(*Config)
+		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
+		if err != nil {
+			return err
+		}
+		ex, err := New(sup, cfg)
+		if err != nil {
+			return err
+		}
+		return a.Provide(shell.Service, ex)
+	},
+}
+
+// New returns the executor the plugin provides: the shared core running `bash -c` on
+// this host through sup. Embedders may use it directly.
+func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
+	return bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{Name: Name})
+}
+
+// Module registers Plugin in the catalog.
+var Module = container.Declare(Plugin)

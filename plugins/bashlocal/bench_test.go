@@ -1,0 +1,156 @@
+package bashlocal_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/shell"
+)
+
+// Each benchmark has the floor it is compared with as a sibling sub-benchmark, so one
+// run measures both:
+//
+//	go test -run '^$' -bench . -benchmem ./plugins/bashlocal/
+func BenchmarkTrue(b *testing.B) {
+	call := func(b *testing.B, ex shell.Executor) {
+		ctx := context.Background()
+		req := shell.ExecRequest{Command: "true"}
+		b.ReportAllocs()
+		for b.Loop() {
+			spec, err := ex.Resolve(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			x, err := ex.Execute(ctx, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := x.Result(ctx)
+			if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+				b.Fatalf("%+v %v", res, err)
+			}
+		}
+	}
+	b.Run("dsh", func(b *testing.B) {
+		_, ex := compose(b, nil, nil)
+		call(b, ex)
+	})
+	b.Run("dsh-process-group", func(b *testing.B) {
+		_, ex := compose(b, map[string]any{"isolation": "process-group"}, nil)
+		call(b, ex)
+	})
+	b.Run("os-exec", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command("bash", "-c", "true")
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+const gigabyte = 1_000_000_000
+
+func BenchmarkOutput1GB(b *testing.B) {
+	const command = "head -c 1000000000 /dev/zero"
+	b.Run("dsh", func(b *testing.B) {
+		_, ex := compose(b, nil, nil)
+		ctx := context.Background()
+		b.SetBytes(gigabyte)
+		b.ReportAllocs()
+		for b.Loop() {
+			spec, _ := ex.Resolve(shell.ExecRequest{Command: command})
+			x, err := ex.Execute(ctx, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := x.Result(ctx)
+			if err != nil || !res.Stdout.Truncated || len(res.Stdout.Text) != 64000 {
+				b.Fatalf("%+v %v", res.Stdout.Truncated, err)
+			}
+		}
+	})
+	b.Run("raw-pipe", func(b *testing.B) {
+		b.SetBytes(gigabyte)
+		b.ReportAllocs()
+		for b.Loop() {
+			cmd := exec.Command("bash", "-c", command)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, out)
+			if err != nil || n != gigabyte {
+				b.Fatal(n, err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkTruePaired alternates one dsh call and one raw os/exec call per iteration and
+// reports the median time of each and their ratio, so that load from other processes
+// on the machine affects both sides alike. This is the figure to read on a busy machine.
+func BenchmarkTruePaired(b *testing.B) {
+	_, ex := compose(b, nil, nil)
+	ctx := context.Background()
+	proctest.PairedWithTrue(b, "dsh", func() {
+		spec, _ := ex.Resolve(shell.ExecRequest{Command: "true"})
+		x, err := ex.Execute(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := x.Result(ctx); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+	})
+}
+
+// BenchmarkOutput1GBPaired is the paired form of BenchmarkOutput1GB: it reports the
+// captured throughput as a fraction of the raw pipe's.
+func BenchmarkOutput1GBPaired(b *testing.B) {
+	_, ex := compose(b, nil, nil)
+	ctx := context.Background()
+	const command = "head -c 1000000000 /dev/zero"
+	var dsh, raw time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		spec, _ := ex.Resolve(shell.ExecRequest{Command: command})
+		x, err := ex.Execute(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := x.Result(ctx); err != nil || !res.Stdout.Truncated {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		cmd := exec.Command("bash", "-c", command)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, out); err != nil || n != gigabyte {
+			b.Fatal(n, err)
+		}
+		cmd.Wait()
+		t2 := time.Now()
+		dsh += t1.Sub(t0)
+		raw += t2.Sub(t1)
+	}
+	b.ReportMetric(gigabyte/dsh.Seconds()*float64(b.N)/1e6, "dsh-MB/s")
+	b.ReportMetric(gigabyte/raw.Seconds()*float64(b.N)/1e6, "raw-MB/s")
+	b.ReportMetric(float64(raw)/float64(dsh), "dsh-speed/raw")
+}

@@ -1,0 +1,116 @@
+package bashsandbox
+
+import "github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+
+// Internals the black-box tests check directly.
+var (
+	Facts                = sandboxFacts
+	KernelABI            = launch.KernelABI
+	NewResolver          = newResolver
+	PolicyPrompt         = policyPrompt
+	PromptSection        = promptSection
+	DefaultSandboxConfig = defaultSandboxConfig
+	Widenings            = widenings
+)
+
+// Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).
+const Remedy = remedy
+
+// FailArg is the runner-failure stub's hidden argument.
+const FailArg = launch.FailArg
+
+// SeccompSupported reports whether this build carries the network filter.
+const SeccompSupported = launch.SeccompSupported
+
+// ForceProbe makes Probe (and the Landlock-only probe) report r until the returned
+// restore function is called: a host without a backend, or without user namespaces, on
+// any host.
+func ForceProbe(r ProbeResult) (restore func()) {
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	prev := probe.override
+	probe.override = &r
+	return func() {
+		probe.mu.Lock()
+		defer probe.mu.Unlock()
+		probe.override = prev
+	}
+}
+
+// ForceUnavailable makes Probe report no usable backend, with reason.
+func ForceUnavailable(reason string) (restore func()) {
+	return ForceProbe(ProbeResult{ABI: launch.KernelABI(), Reason: reason})
+}
+
+// ForceNoNamespaces makes Probe report a host without user namespaces, where the
+// Landlock-only backend works (as probed for real).
+func ForceNoNamespaces(reason string) (restore func()) {
+	ok, why := landlockOnly()
+	r := ProbeResult{ABI: launch.KernelABI(), NamespacesReason: reason, Landlock: ok, LandlockReason: why}
+	if ok {
+		r.Usable, r.Backend = true, BackendLandlock
+	}
+	return ForceProbe(r)
+}
+
+// SetDispatched pretends this binary does (or does not) dispatch the sandbox and
+// forgets the cached probes; the returned function restores both.
+func SetDispatched(v bool) (restore func()) {
+	prev := dispatched.Swap(v)
+	forgotten := ForgetProbe()
+	return func() {
+		dispatched.Store(prev)
+		forgotten()
+	}
+}
+
+// ForgetProbe drops the cached probe results, so the next Probe probes again; the
+// returned function puts them back.
+func ForgetProbe() (restore func()) {
+	probe.mu.Lock()
+	cached, ll := probe.result, probe.landlock
+	probe.result, probe.landlock = nil, nil
+	probe.mu.Unlock()
+	return func() {
+		probe.mu.Lock()
+		probe.result, probe.landlock = cached, ll
+		probe.mu.Unlock()
+	}
+}
+
+// Sessions is how many sessions the registry holds for owner (any value: a Supervisor).
+func Sessions(owner any) int {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	n := 0
+	for k := range registry.m {
+		if k.owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+// EndSession ends session id of owner (the container's session-end hook does it).
+func EndSession(owner any, id string) { endSession(owner, id) }
+
+// SandboxPids are the pids of owner's live session sandboxes.
+func SandboxPids(owner any) []int {
+	registry.mu.Lock()
+	var sessions []*session
+	for k, s := range registry.m {
+		if k.owner == owner {
+			sessions = append(sessions, s)
+		}
+	}
+	registry.mu.Unlock()
+	var pids []int
+	for _, s := range sessions {
+		s.mu.Lock()
+		for _, b := range s.boxes {
+			pids = append(pids, b.proc.Pid())
+		}
+		s.mu.Unlock()
+	}
+	return pids
+}

@@ -1,0 +1,75 @@
+package bashsandbox
+
+import (
+	"os"
+	"strings"
+
+	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+)
+
+// Enforcement values (shell.SandboxFacts.Enforcement).
+const (
+	// EnforcementFull: the host provides every guarantee of a confined mode.
+	EnforcementFull = launch.EnforcementFull
+	// EnforcementPartial: some guarantee is missing on this host; Missing names each.
+	EnforcementPartial = launch.EnforcementPartial
+)
+
+// The guarantees a host can lack, as Missing names them.
+const (
+	MissingProtectedPaths = "read-only protected paths inside writable roots (no mount namespace: workspace-write calls fail closed while one exists)"
+	MissingSpillPrivacy   = "other sessions' spill files hidden from confined commands (no mount namespace: every session's spill files stay readable)"
+	MissingSecretFiles    = "the serve token hidden from confined commands (no mount namespace: $DSH_HOME/serve-token and the files given to HideFile stay readable)"
+	MissingNestedUserns   = "no nested user namespaces (namespaces are off: a command may create a user namespace and hold capabilities in it)"
+	MissingBoundingSet    = "an empty capability bounding set (not root and no user namespace)"
+	MissingTruncate       = "truncate(2) denied outside the writable set (Landlock ABI < 3)"
+	MissingTCP            = "TCP connect and bind denied (Landlock ABI < 4)"
+	MissingSignalScope    = "signals and abstract sockets scoped to the command (Landlock ABI < 6)"
+	MissingSocketFilter   = "UNIX, UDP, raw and Multipath TCP sockets denied (no seccomp filter for this architecture)"
+	MissingKeyringFilter  = "kernel keyrings out of reach (no seccomp filter for this architecture: a command can read and change the harness's session keyring)"
+	MissingMetadata       = "file metadata outside the writable set unchanged (no read-only mount: a command may chmod, chown or touch any file its user owns)"
+)
+
+// Missing lists the guarantees of a confined mode that a backend cannot give on a host
+// with Landlock ABI abi, for a network policy; hostUserns says whether the host lets
+// unprivileged processes create user namespaces (relevant when namespaces are off).
+// Empty means enforcement "full".
+func Missing(backend string, abi int, network string, hostUserns bool) []string {
+	var out []string
+	if backend != BackendNamespaces {
+		out = append(out, MissingProtectedPaths, MissingSpillPrivacy, MissingSecretFiles, MissingMetadata)
+		if hostUserns {
+			out = append(out, MissingNestedUserns)
+		}
+		if os.Geteuid() != 0 {
+			out = append(out, MissingBoundingSet)
+		}
+	}
+	if abi < 3 {
+		out = append(out, MissingTruncate)
+	}
+	if network == NetworkDeny && abi < 4 {
+		out = append(out, MissingTCP)
+	}
+	if abi < 6 {
+		out = append(out, MissingSignalScope)
+	}
+	if network == NetworkDeny && !launch.SeccompSupported {
+		out = append(out, MissingSocketFilter)
+	}
+	if !launch.SeccompSupported {
+		out = append(out, MissingKeyringFilter)
+	}
+	return out
+}
+
+// enforcementOf is "full" when nothing is missing, else "partial".
+func enforcementOf(missing []string) string {
+	if len(missing) == 0 {
+		return EnforcementFull
+	}
+	return EnforcementPartial
+}
+
+// missingText joins missing guarantees for a status line.
+func missingText(missing []string) string { return strings.Join(missing, "; ") }

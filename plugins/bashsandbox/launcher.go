@@ -1,0 +1,66 @@
+package bashsandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+)
+
+// SessionArg is the hidden first argument that turns the dsh binary into a session
+// sandbox.
+const SessionArg = launch.SessionArg
+
+// RunnerFailureExitCode is the exit status of a sandbox runner that failed before the
+// command ran.
+const RunnerFailureExitCode = launch.RunnerFailureExitCode
+
+// RunnerFailurePrefix starts the one stderr line a failed runner writes.
+const RunnerFailurePrefix = launch.RunnerFailurePrefix
+
+// Network policies.
+const (
+	// NetworkDeny forbids every reach outside the sandbox in the confined modes (see
+	// the package documentation). The default.
+	NetworkDeny = launch.NetworkDeny
+	// NetworkAllow leaves the network unrestricted.
+	NetworkAllow = launch.NetworkAllow
+)
+
+// dispatched records that this process called MaybeRunLauncher, i.e. that its binary
+// dispatches the sandbox. Without it, re-executing the binary could run its ordinary
+// main (a test binary would even run its tests again, and probe again, recursively), so
+// nothing is started.
+var dispatched atomic.Bool
+
+// errNotDispatched is the failure of a binary whose main does not dispatch the sandbox.
+var errNotDispatched = errors.New("bash-sandbox: this binary does not dispatch the sandbox: its main (or TestMain) must call bashsandbox.MaybeRunLauncher first")
+
+var self = sync.OnceValues(func() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("bash-sandbox: locate the dsh binary for the sandbox: %w", err)
+	}
+	return exe, nil
+})
+
+// MaybeRunLauncher runs the session sandbox (or the runner-failure stub) when this
+// process was started as one (os.Args[1] is SessionArg, or the stub's argument) and
+// never returns in that case. Otherwise it makes this process non-dumpable — a confined
+// command must not read the harness's memory or its /proc/<pid>/environ, which holds
+// what the commands' environment is scrubbed of — and records that this binary
+// dispatches the sandbox, which the executor requires. Call it first thing in main (and
+// in TestMain, or an init function, of test packages whose tests run confined commands).
+//
+// In practice the sandbox has already run by then: the sandbox's package dispatches it
+// from its init function, before most of the binary's packages are initialised (see
+// the package documentation), which keeps the session sandbox small. This call is the
+// contract, and the fallback.
+func MaybeRunLauncher() {
+	launch.Main()
+	_ = launch.SetDumpable(false)
+	dispatched.Store(true)
+}

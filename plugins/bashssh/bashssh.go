@@ -1,0 +1,130 @@
+package bashssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/ssh"
+	"github.com/dsh-dev/dsh/shell"
+	"github.com/dsh-dev/dsh/shell/bashexec"
+)
+
+// Name is the plugin's catalog name, also the prefix of its error messages.
+const Name = "bash-ssh"
+
+// Config is bash-ssh's configuration: bash-local's keys (cwd, timeoutMs, maxTimeoutMs,
+// maxOutputBytes, maxSpillBytes, graceMs) with the same defaults; cwd names a remote
+// directory (absolute, or relative to the remote home; default the remote home).
+type Config struct {
+	bashexec.Config `yaml:",inline"`
+}
+
+// Validate checks every key, with messages like
+// "bash-ssh: timeoutMs must be a positive finite number".
+func (c *Config) Validate() error { return c.Config.Check(Name) }
+
+// InvalidValue words a wrongly typed number like the other messages about its key.
+func (c *Config) InvalidValue(key, got string) error {
+	return c.Config.InvalidValue(Name, key, got)
+}
+
+// Plugin declares bash-ssh.
+var Plugin = container.Plugin{
+	Name:    Name,
+	Inject:  []string{ssh.Service},
+	Provide: []string{shell.Service},
+	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
+	Apply: func(a *container.Activation, config any) error {
+		host, err := container.Injected[*ssh.Host](a, ssh.Service)
+		if err != nil {
+			return err
+		}
+		ex, err := New(host, config.(*Config))
+		if err != nil {
+			return err
+		}
+		return a.Provide(shell.Service, ex)
+	},
+}
+
+// homeTimeout bounds learning the remote home (a connection attempt and one command).
+const homeTimeout = 30 * time.Second
+
+// Module registers Plugin in the catalog.
+var Module = container.Declare(Plugin)
+
+// Executor is the executor the plugin provides: the shared core over the ssh service.
+type Executor struct {
+	*bashexec.Executor
+	host *ssh.Host
+}
+
+var (
+	_ shell.Executor = (*Executor)(nil)
+	_ shell.Remote   = (*Executor)(nil)
+)
+
+// New returns the executor over host. Embedders may use it directly.
+func New(host *ssh.Host, cfg *Config) (*Executor, error) {
+	if host == nil {
+		return nil, errors.New(Name + ": no ssh service")
+	}
+	ex, err := bashexec.New(spawner{host}, cfg.Config, bashexec.Options{
+		Name: Name,
+		// The base of relative workdirs and the default cwd: the remote home, learned
+		// from the host once (a call fails if the host was never reachable).
+		BaseDir: func() (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), homeTimeout)
+			defer cancel()
+			return host.Home(ctx)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{Executor: ex, host: host}, nil
+}
+
+// RemoteHost is "<user>@<address>": commands run there.
+func (e *Executor) RemoteHost() string { return e.host.User() + "@" + e.host.Address() }
+
+// spawner starts the core's commands through the ssh service.
+type spawner struct{ host *ssh.Host }
+
+func (s spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.Limits) (bashexec.Process, error) {
+	if len(cmd.Argv) != 3 || cmd.Argv[0] != "bash" || cmd.Argv[1] != "-c" {
+		return nil, fmt.Errorf("cannot run %q remotely: only bash -c commands are supported", cmd.Argv)
+	}
+	p, err := s.host.Start(ctx, ssh.Spec{
+		Command:  cmd.Argv[2],
+		Dir:      cmd.Dir,
+		Env:      cmd.Env,
+		DshEnv:   cmd.DshEnv,
+		Stdin:    cmd.Stdin,
+		Stdout:   lim.Stdout,
+		Stderr:   lim.Stderr,
+		GraceMs:  lim.GraceMs,
+		Deadline: lim.Deadline,
+		Owner:    cmd.Owner,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return process{p}, nil
+}
+
+// process adapts an *ssh.Process to bashexec.Process.
+type process struct{ *ssh.Process }
+
+// Exit converts: ssh.Exit has bashexec.Exit's fields, so the two cannot drift apart
+// without this failing to compile.
+func (p process) Exit() (bashexec.Exit, bool) {
+	ex, ok := p.Process.Exit()
+	if !ok {
+		return bashexec.Exit{}, false
+	}
+	return bashexec.Exit(ex), true
+}

@@ -1,0 +1,235 @@
+package bashexec
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/shell"
+)
+
+// execution projects one Process into the seam's Execution.
+type execution struct {
+	name      string
+	proc      Process
+	timeoutMs int64
+	finish    FinishFunc
+
+	mu             sync.Mutex // guards the read cursors
+	outOff, errOff int64
+
+	once sync.Once
+	res  shell.RunResult
+	err  error // the infrastructure failure that ended the process, if any
+}
+
+// Result waits for the command (or for ctx, which bounds the wait only).
+func (x *execution) Result(ctx context.Context) (shell.RunResult, error) {
+	select {
+	case <-x.proc.Done():
+	default:
+		select {
+		case <-x.proc.Done():
+		case <-ctx.Done():
+			return shell.RunResult{}, fmt.Errorf("%s: waiting for the result: %w", x.name, context.Cause(ctx))
+		}
+	}
+	x.once.Do(x.build)
+	if x.err != nil {
+		return shell.RunResult{}, x.err
+	}
+	return cloneResult(x.res), nil
+}
+
+func (x *execution) build() {
+	ex, _ := x.proc.Exit()
+	if ex.Err != nil {
+		x.err = ex.Err
+		return
+	}
+	x.res = shell.RunResult{
+		ExitCode:  ex.Code,
+		Signal:    ex.Signal,
+		TimedOut:  ex.TimedOut,
+		Aborted:   ex.Aborted,
+		TimeoutMs: x.timeoutMs,
+		Stdout:    streamResult(x.proc.Stdout().Output()),
+		Stderr:    streamResult(x.proc.Stderr().Output()),
+	}
+	if x.finish != nil {
+		x.finish(&x.res)
+	}
+}
+
+func cloneResult(r shell.RunResult) shell.RunResult {
+	if r.ExitCode != nil {
+		c := *r.ExitCode
+		r.ExitCode = &c
+	}
+	if r.Sandbox != nil {
+		s := *r.Sandbox
+		r.Sandbox = &s
+	}
+	return r
+}
+
+func streamResult(o subprocess.Output) shell.StreamResult {
+	text := o.Text
+	if o.Truncated {
+		text = trimLeadingPartialRune(text)
+	}
+	return shell.StreamResult{Text: text, Truncated: o.Truncated, SpillPath: o.SpillPath}
+}
+
+// ReadOutput returns the output since the previous read: stdout, then a "[stderr]"
+// section when stderr produced anything. While the command runs, an incomplete UTF-8
+// sequence at the end of a stream is held back for the next read.
+func (x *execution) ReadOutput() shell.ProcessRead {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, settled := x.proc.Exit()
+	running := !settled
+	out, outLossy := x.take(x.proc.Stdout(), &x.outOff, running)
+	errs, errLossy := x.take(x.proc.Stderr(), &x.errOff, running)
+	read := shell.ProcessRead{Delta: joinStreams(out, errs), Lossy: outLossy || errLossy}
+	if outLossy {
+		read.StdoutSpillPath = x.proc.Stdout().SpillPath()
+	}
+	if errLossy {
+		read.StderrSpillPath = x.proc.Stderr().SpillPath()
+	}
+	return read
+}
+
+func (x *execution) take(s *subprocess.Stream, off *int64, running bool) ([]byte, bool) {
+	c := s.Since(*off)
+	data, next := c.Data, c.Next
+	if running {
+		if k := partialRuneSuffix(data); k > 0 {
+			data, next = data[:len(data)-k], next-int64(k)
+		}
+	}
+	if c.Lossy {
+		data = []byte(trimLeadingPartialRune(string(data)))
+	}
+	*off = next
+	return data, c.Lossy
+}
+
+// joinStreams renders stdout and stderr the way the bash tool does: the stdout text,
+// then, when stderr is non-empty, a newline if needed and "[stderr]\n<stderr>".
+func joinStreams(out, errs []byte) string {
+	if len(errs) == 0 {
+		return string(out)
+	}
+	var b strings.Builder
+	b.Grow(len(out) + len(errs) + 10)
+	b.Write(out)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	b.WriteString("[stderr]\n")
+	b.Write(errs)
+	return b.String()
+}
+
+// OutputBytes is how much the command wrote to stdout and stderr so far.
+func (x *execution) OutputBytes() int64 { return x.proc.Stdout().Len() + x.proc.Stderr().Len() }
+
+func (x *execution) Kill() bool            { return x.proc.Kill() }
+func (x *execution) Done() <-chan struct{} { return x.proc.Done() }
+func (x *execution) Pid() int              { return x.proc.Pid() }
+
+func (x *execution) Status() shell.ExitStatus {
+	ex, ok := x.proc.Exit()
+	if !ok {
+		return shell.ExitStatus{Status: shell.StatusRunning}
+	}
+	st := shell.ExitStatus{Status: shell.StatusCompleted, Signal: ex.Signal}
+	if ex.Killed || ex.Err != nil {
+		st.Status = shell.StatusKilled
+	}
+	if ex.Code != nil {
+		c := *ex.Code
+		st.ExitCode = &c
+	}
+	return st
+}
+
+// failedExecution is the handle of a spawn the host refused: settled killed, with the
+// failure as its only (stderr) output, and Result returning it.
+type failedExecution struct {
+	name string
+	err  error
+	done chan struct{}
+
+	mu   sync.Mutex
+	read bool
+}
+
+func failed(name string, err error) *failedExecution {
+	f := &failedExecution{name: name, err: err, done: make(chan struct{})}
+	close(f.done)
+	return f
+}
+
+func (f *failedExecution) Result(context.Context) (shell.RunResult, error) {
+	return shell.RunResult{}, fmt.Errorf("%s: %w", f.name, f.err)
+}
+
+func (f *failedExecution) ReadOutput() shell.ProcessRead {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.read {
+		return shell.ProcessRead{}
+	}
+	f.read = true
+	return shell.ProcessRead{Delta: joinStreams(nil, []byte(f.err.Error()+"\n"))}
+}
+
+func (f *failedExecution) Kill() bool            { return false }
+func (f *failedExecution) Done() <-chan struct{} { return f.done }
+func (f *failedExecution) Pid() int              { return 0 }
+func (f *failedExecution) Status() shell.ExitStatus {
+	return shell.ExitStatus{Status: shell.StatusKilled}
+}
+
+// partialRuneSuffix returns the length of an incomplete UTF-8 sequence at the end of b
+// (0 when b ends on a rune boundary or with invalid bytes that will never complete).
+func partialRuneSuffix(b []byte) int {
+	for k := 1; k <= 3 && k <= len(b); k++ {
+		c := b[len(b)-k]
+		if c < 0x80 {
+			return 0
+		}
+		if c >= 0xC0 { // a leading byte: is its sequence longer than what we have?
+			need := 0
+			switch {
+			case c >= 0xF0:
+				need = 4
+			case c >= 0xE0:
+				need = 3
+			default:
+				need = 2
+			}
+			if need > k {
+				return k
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// trimLeadingPartialRune drops UTF-8 continuation bytes at the start of a tail cut in
+// the middle of a rune.
+func trimLeadingPartialRune(s string) string {
+	i := 0
+	for i < 3 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}

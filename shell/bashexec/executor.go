@@ -1,0 +1,295 @@
+package bashexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/shell"
+)
+
+// Command is what one call spawns. Options.Prepare may rewrite it before the spawn.
+type Command struct {
+	// Argv starts as ["bash", "-c", <command>]; the Spawner resolves the program (the
+	// local one looks "bash" up in the harness's PATH once).
+	Argv []string
+	// Dir is the working directory (the spec's Workdir).
+	Dir string
+	// Env and DshEnv are the spec's ordinary and managed variables (nil when absent).
+	// Prepare may replace them; it must not modify the maps it was given in place.
+	Env    map[string]string
+	DshEnv map[string]string
+	// Stdin is written to the command once and closed; nil means no input (/dev/null).
+	Stdin []byte
+	// Owner is the calling harness session ("" for none): spawners key per-session
+	// resources (spill directories) on it.
+	Owner string
+	// Start, when set, starts the command's leader in place of the spawner's own fork
+	// and exec — a sandbox process that is the leader's parent (see
+	// subprocess.Starter). Local passes it to the Supervisor, which owns the tree all
+	// the same; a spawner that cannot honour it must fail the spawn rather than ignore
+	// it (the command would run outside what Prepare arranged).
+	Start subprocess.Starter
+}
+
+// Limits are the bounds of one spawn.
+type Limits struct {
+	// Stdout and Stderr bound the capture of each stream (the in-memory tail and the
+	// spill file).
+	Stdout, Stderr subprocess.Capture
+	// GraceMs is the time between SIGTERM and SIGKILL when the tree is killed, and the
+	// bound on draining the output after the leader exits.
+	GraceMs int64
+	// Deadline, when not zero, kills the tree when it passes (a timeout). The spawn's
+	// context aborts it.
+	Deadline time.Time
+}
+
+// Exit is how a spawned process ended.
+type Exit struct {
+	// Code is the leader's exit code; nil when a signal ended it (or it never ran).
+	Code *int
+	// Signal is the signal that ended the leader ("SIGTERM"…), or "".
+	Signal string
+	// TimedOut and Aborted say what started a kill: the Deadline, or the spawn's
+	// context. The first cause wins; they are never both true.
+	TimedOut, Aborted bool
+	// Killed is true when the process was ended by a signal, a kill (Kill, timeout,
+	// abort, disposal) or a failure rather than by exiting on its own.
+	Killed bool
+	// Err, when not nil, is an infrastructure failure that ended the process's
+	// supervision (a lost connection to a remote host): the command's real outcome is
+	// unknown, and Result returns Err.
+	Err error
+}
+
+// Process is one spawned command tree as a Spawner hands it to the core. All methods
+// must be safe for concurrent use.
+type Process interface {
+	// Pid is the leader's process id on the host that runs it.
+	Pid() int
+	// Done is closed once the process has settled: it ended, its output is complete,
+	// and Exit reports how.
+	Done() <-chan struct{}
+	// Exit returns how the process ended, and false until Done is closed.
+	Exit() (Exit, bool)
+	// Kill ends the whole tree (SIGTERM, then SIGKILL after the grace period). It
+	// returns false once the process has settled and is idempotent.
+	Kill() bool
+	// Stdout and Stderr are the captured streams.
+	Stdout() *subprocess.Stream
+	Stderr() *subprocess.Stream
+}
+
+// Spawner starts the processes of an Executor: the local one is Local; a remote
+// executor brings its own. Spawn starts cmd within lim; cancelling ctx later aborts the
+// process (Exit.Aborted). A failure to start that belongs to the call — a missing
+// working directory, a missing program, no connection — is returned as (or wrapping) a
+// *subprocess.SpawnError: the core then hands out a settled handle carrying it (see
+// Executor.Execute). Any other error fails Execute itself.
+type Spawner interface {
+	Spawn(ctx context.Context, cmd Command, lim Limits) (Process, error)
+}
+
+// FinishFunc post-processes the result of one call (sandbox facts, denial detection).
+// It runs once, when the result is first built.
+type FinishFunc func(res *shell.RunResult)
+
+// PrepareFunc runs in Execute after the spec was checked, before anything is spawned.
+// It may rewrite cmd. An error fails Execute and nothing runs (a sandbox that cannot
+// confine must refuse rather than run unconfined). The returned FinishFunc, if not
+// nil, post-processes the call's RunResult.
+type PrepareFunc func(ctx context.Context, spec shell.ExecSpec, cmd *Command) (FinishFunc, error)
+
+// Options customise an Executor.
+type Options struct {
+	// Name prefixes errors and validation messages ("bash-local", "bash-sandbox").
+	Name string
+	// SandboxMode is what Executor.SandboxMode reports: "" for a non-confining
+	// executor, else its default mode.
+	SandboxMode string
+	// BaseDir returns the directory that a relative Config.Cwd resolves against, and the
+	// default workdir when Config.Cwd is empty. nil means the harness's working
+	// directory. A remote executor returns a directory on its host (the remote home).
+	BaseDir func() (string, error)
+	// Prepare, when set, runs before every spawn (see PrepareFunc).
+	Prepare PrepareFunc
+}
+
+// Executor runs `bash -c` commands through a Spawner. It implements shell.Executor and
+// holds no process state of its own: processes belong to the Spawner's owner (the
+// subprocess service, the ssh service), so an Executor — and the plugin activation that
+// made it — can go away while its executions keep running and stay readable through
+// their handles.
+type Executor struct {
+	sp   Spawner
+	cfg  Config
+	opts Options
+}
+
+var _ shell.Executor = (*Executor)(nil)
+
+// New checks cfg (messages prefixed with opts.Name) and returns an Executor over sp.
+func New(sp Spawner, cfg Config, opts Options) (*Executor, error) {
+	if opts.Name == "" {
+		opts.Name = "bash"
+	}
+	if sp == nil {
+		return nil, fmt.Errorf("%s: no spawner", opts.Name)
+	}
+	if err := cfg.Check(opts.Name); err != nil {
+		return nil, err
+	}
+	if opts.BaseDir == nil {
+		opts.BaseDir = os.Getwd
+		if cfg.Cwd != "" && !filepath.IsAbs(cfg.Cwd) {
+			// A relative cwd is the harness's working directory's, as it was at start.
+			abs, err := filepath.Abs(cfg.Cwd)
+			if err != nil {
+				return nil, fmt.Errorf("%s: cwd: %w", opts.Name, err)
+			}
+			cfg.Cwd = abs
+		}
+	}
+	return &Executor{sp: sp, cfg: cfg, opts: opts}, nil
+}
+
+// SandboxMode is Options.SandboxMode.
+func (e *Executor) SandboxMode() string { return e.opts.SandboxMode }
+
+// Resolve turns a request into an explicit spec. It is the only place defaults and caps
+// apply: the timeout defaults to Config.TimeoutMs and is clamped to MaxTimeoutMs (NaN or
+// ≤ 0 is an error naming request.timeoutMs); the workdir is the request's (a relative
+// one resolved against the configured cwd), else the configured cwd, else the base
+// directory (Options.BaseDir); Expiry defaults to kill; Stdin, Env, DshEnv and Sandbox
+// are carried (copied) only when given; a command containing a NUL byte is refused.
+// An ExpiryNone spec has TimeoutMs 0: no deadline.
+func (e *Executor) Resolve(req shell.ExecRequest) (shell.ExecSpec, error) {
+	name := e.opts.Name
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return shell.ExecSpec{}, fmt.Errorf("%s: invalid command: it contains a NUL byte", name)
+	}
+	expiry := req.Expiry
+	switch expiry {
+	case "":
+		expiry = shell.ExpiryKill
+	case shell.ExpiryKill, shell.ExpiryNone:
+	default:
+		return shell.ExecSpec{}, fmt.Errorf("%s: request.expiry must be %q or %q, got %q", name, shell.ExpiryKill, shell.ExpiryNone, expiry)
+	}
+	timeout := e.cfg.TimeoutMs
+	if req.TimeoutMs != nil {
+		t := *req.TimeoutMs
+		if math.IsNaN(t) || t <= 0 {
+			return shell.ExecSpec{}, fmt.Errorf("%s: request.timeoutMs must be a positive number, got %v", name, t)
+		}
+		timeout = t
+	}
+	timeout = min(timeout, e.cfg.MaxTimeoutMs)
+	maxBytes := toInt(e.cfg.MaxOutputBytes, 1<<62)
+	if req.StdoutMaxBytes != nil {
+		if *req.StdoutMaxBytes <= 0 {
+			return shell.ExecSpec{}, fmt.Errorf("%s: request.stdoutMaxBytes must be positive, got %d", name, *req.StdoutMaxBytes)
+		}
+		maxBytes = *req.StdoutMaxBytes
+	}
+	workdir := filepath.Clean(req.Workdir)
+	if !filepath.IsAbs(req.Workdir) {
+		// The base directory is only looked up when the request's workdir needs it.
+		base := e.cfg.Cwd
+		if base == "" || !filepath.IsAbs(base) {
+			dir, err := e.opts.BaseDir()
+			if err != nil {
+				return shell.ExecSpec{}, fmt.Errorf("%s: working directory: %w", name, err)
+			}
+			base = filepath.Join(dir, base)
+		}
+		workdir = base
+		if req.Workdir != "" {
+			workdir = filepath.Join(base, req.Workdir)
+		}
+	}
+	spec := shell.ExecSpec{
+		Command:        req.Command,
+		Workdir:        workdir,
+		StdoutMaxBytes: maxBytes,
+		Expiry:         expiry,
+		Env:            maps.Clone(req.Env),
+		DshEnv:         maps.Clone(req.DshEnv),
+		SessionID:      req.SessionID,
+	}
+	if expiry == shell.ExpiryKill {
+		spec.TimeoutMs = toInt(timeout, maxMs)
+	}
+	if req.Stdin != nil {
+		s := *req.Stdin
+		spec.Stdin = &s
+	}
+	if req.Sandbox != nil {
+		p := *req.Sandbox
+		spec.Sandbox = &p
+	}
+	return spec, nil
+}
+
+// Execute starts spec and returns its handle. It fails only for a spec Resolve did not
+// produce, an already-cancelled ctx ("aborted before spawn: …"), a Prepare error or a
+// Spawner that cannot spawn at all (closed). A start the host refuses (missing workdir,
+// missing bash, no connection: a *subprocess.SpawnError) is not an Execute error: the
+// handle settles killed with the failure as its only stderr output, once, and Result
+// returns the failure. The deadline (ExpiryKill) counts from here; cancelling ctx
+// aborts the call.
+func (e *Executor) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Execution, error) {
+	name := e.opts.Name
+	switch {
+	case spec.Expiry != shell.ExpiryKill && spec.Expiry != shell.ExpiryNone:
+		return nil, fmt.Errorf("%s: spec is not resolved: expiry %q", name, spec.Expiry)
+	case spec.Expiry == shell.ExpiryKill && spec.TimeoutMs <= 0:
+		return nil, fmt.Errorf("%s: spec is not resolved: timeoutMs %d", name, spec.TimeoutMs)
+	case spec.StdoutMaxBytes <= 0:
+		return nil, fmt.Errorf("%s: spec is not resolved: stdoutMaxBytes %d", name, spec.StdoutMaxBytes)
+	case !filepath.IsAbs(spec.Workdir):
+		return nil, fmt.Errorf("%s: spec is not resolved: workdir %q is not absolute", name, spec.Workdir)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s: aborted before spawn: %w", name, context.Cause(ctx))
+	}
+	lim := Limits{GraceMs: toInt(e.cfg.GraceMs, maxGraceMs)}
+	timeoutMs := int64(0)
+	if spec.Expiry == shell.ExpiryKill {
+		timeoutMs = spec.TimeoutMs
+		lim.Deadline = time.Now().Add(time.Duration(spec.TimeoutMs) * time.Millisecond)
+	}
+	// Both streams share the one per-stream cap: a model-visible call is bounded the
+	// same way whichever stream the output arrives on.
+	capture := subprocess.Capture{MaxBytes: spec.StdoutMaxBytes, SpillMaxBytes: toInt(e.cfg.MaxSpillBytes, 1<<62)}
+	lim.Stdout, lim.Stderr = capture, capture
+	cmd := &Command{Argv: []string{"bash", "-c", spec.Command}, Dir: spec.Workdir, Env: spec.Env, DshEnv: spec.DshEnv, Owner: spec.SessionID}
+	if spec.Stdin != nil {
+		cmd.Stdin = append(make([]byte, 0, len(*spec.Stdin)), *spec.Stdin...)
+	}
+	var finish FinishFunc
+	if e.opts.Prepare != nil {
+		f, err := e.opts.Prepare(ctx, spec, cmd)
+		if err != nil {
+			return nil, err
+		}
+		finish = f
+	}
+	proc, err := e.sp.Spawn(ctx, *cmd, lim)
+	if err != nil {
+		var se *subprocess.SpawnError
+		if errors.As(err, &se) {
+			return failed(name, err), nil
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &execution{name: name, proc: proc, timeoutMs: timeoutMs, finish: finish}, nil
+}
