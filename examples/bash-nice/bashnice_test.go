@@ -13,25 +13,26 @@ import (
 	bashnice "example.com/bash-nice"
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/plugins/toolbash/toolbashtest"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 	"github.com/dsh-dev/dsh/shell/shelltest"
 )
 
-// bash-nice honours the executor seam, as checked by dsh's conformance kit.
+// bash-nice honours the executor seam, and shows the model through the bash tool what
+// the tool promises, as checked by dsh's conformance kits.
 func TestConformance(t *testing.T) {
-	shelltest.Run(t, shelltest.Target{
-		Name: bashnice.Name,
-		New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
-			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
-			t.Cleanup(sup.Close)
-			ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return ex, nil
-		},
-	})
+	newExecutor := func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+		sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
+		t.Cleanup(sup.Close)
+		ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ex, nil
+	}
+	shelltest.Run(t, shelltest.Target{Name: bashnice.Name, New: newExecutor})
+	toolbashtest.Run(t, toolbashtest.Target{Name: bashnice.Name, New: newExecutor})
 }
 
 // Commands really run at the configured niceness.

@@ -1,10 +1,9 @@
 // Package shelltest is the conformance kit of the executor seam: one call, Run, checks
 // that an executor honours the contract written in package shell — Resolve's defaults
-// and caps, results and their flags, the model-facing renderings through the real bash
-// tool, timeouts and tree kill with the grace period, abort versus kill, bounded output
-// with spill files, consuming and lossy reads, UTF-8 boundaries, start failures in
-// both projections, the environment, background jobs through the jobs runtime, and
-// concurrent calls.
+// and caps, results and their flags, timeouts and tree kill with the grace period,
+// abort versus kill, bounded output with spill files, consuming and lossy reads, UTF-8
+// boundaries, start failures in both projections, the environment, and concurrent
+// calls. What the model sees through the bash tool is package toolbashtest's.
 //
 // Every executor runs it from its own tests:
 //
@@ -32,9 +31,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,12 +39,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/plugins/jobs"
-	"github.com/dsh-dev/dsh/plugins/prompt"
-	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
-	toolbash "github.com/dsh-dev/dsh/plugins/toolbash"
-	"github.com/dsh-dev/dsh/plugins/tools"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -90,7 +80,6 @@ func Run(t *testing.T, target Target) {
 	}{
 		{"Resolve", k.resolve},
 		{"Results", k.results},
-		{"Renderings", k.renderings},
 		{"Timeout", k.timeout},
 		{"TreeKill", k.treeKill},
 		{"Grace", k.grace},
@@ -101,7 +90,6 @@ func Run(t *testing.T, target Target) {
 		{"UTF8", k.utf8},
 		{"SpawnFailure", k.spawnFailure},
 		{"Environment", k.environment},
-		{"Background", k.background},
 		{"Concurrency", k.concurrency},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -333,103 +321,6 @@ func (k *kit) results(t *testing.T) {
 	}
 }
 
-// toolEnv is a composition around the executor: tools, prompt, shell-env, jobs, the bash
-// tool, and the executor under test as the `bash` row.
-type toolEnv struct {
-	*env
-	reg     *tools.Registry
-	session *container.Session
-}
-
-func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
-	t.Helper()
-	e := k.env(t, tune)
-	provide := []string{shell.Service}
-	if e.policy != nil {
-		provide = append(provide, shell.PolicyService)
-	}
-	executor := container.Plugin{
-		Name:    "shelltest-executor",
-		Provide: provide,
-		Apply: func(a *container.Activation, _ any) error {
-			if e.policy != nil {
-				if err := a.Provide(shell.PolicyService, e.policy); err != nil {
-					return err
-				}
-			}
-			return a.Provide(shell.Service, e.ex)
-		},
-	}
-	cat, err := container.NewCatalog(tools.Plugin, prompt.Plugin, shellenv.Plugin, jobs.Plugin, toolbash.Plugin, executor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := container.NewRuntime(cat, container.Options{Logger: quiet})
-	t.Cleanup(rt.Close)
-	err = rt.Compose("shelltest", []container.Row{
-		{ID: "tools", Plugin: "tools"},
-		{ID: "prompt", Plugin: "prompt"},
-		{ID: "shell-env", Plugin: "shell-env", Config: map[string]any{"dshHome": t.TempDir()}},
-		{ID: "jobs", Plugin: "jobs"},
-		{ID: "tool-bash", Plugin: "tool-bash"},
-		{ID: "bash", Plugin: "shelltest-executor"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, ok := container.Lookup[*tools.Registry](rt, tools.Service)
-	if !ok {
-		t.Fatalf("no tools registry: %+v", rt.Status())
-	}
-	if _, ok := reg.Tool("bash"); !ok {
-		t.Fatalf("the bash tool did not activate over the executor: %+v", rt.Status())
-	}
-	return &toolEnv{env: e, reg: reg, session: &container.Session{ID: "shelltest-" + newMarker(), Cwd: e.dir}}
-}
-
-func (te *toolEnv) call(tool string, args map[string]any) tools.Result {
-	te.t.Helper()
-	raw, _ := json.Marshal(args)
-	return te.reg.Call(context.Background(), tool, raw, te.session)
-}
-
-func (te *toolEnv) bash(command string, extra map[string]any) tools.Result {
-	te.t.Helper()
-	args := map[string]any{"command": command, "description": "Run a conformance command"}
-	for k, v := range extra {
-		args[k] = v
-	}
-	return te.call("bash", args)
-}
-
-func (k *kit) renderings(t *testing.T) {
-	te := k.tools(t, nil)
-	for _, c := range []struct {
-		command string
-		extra   map[string]any
-		text    string
-	}{
-		{"echo hello", nil, "hello\n"},
-		{"true", nil, "(no output)"},
-		{"echo out; echo err >&2", nil, "out\n[stderr]\nerr\n"},
-		{"printf out; printf err >&2", nil, "out\n[stderr]\nerr"},
-		{"echo failing; exit 3", nil, "failing\n[exit code: 3]"},
-		{"printf failing; exit 3", nil, "failing\n[exit code: 3]"},
-		{"echo err >&2; exit 1", nil, "[stderr]\nerr\n[exit code: 1]"},
-		{"sleep 60", map[string]any{"timeoutMs": 100}, "(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]"},
-	} {
-		res := te.bash(c.command, c.extra)
-		if res.Text != c.text || res.IsError {
-			t.Errorf("%s:\n got %q (isError %v)\nwant %q", c.command, res.Text, res.IsError, c.text)
-		}
-	}
-	res := te.bash("exit 3", nil)
-	v, ok := res.Value.(toolbash.ForegroundValue)
-	if !ok || v.Kind != toolbash.KindForeground || v.ExitCode == nil || *v.ExitCode != 3 || v.Signal != nil || v.TimedOut || v.Aborted {
-		t.Errorf("typed value of exit 3: %#v", res.Value)
-	}
-}
-
 func (k *kit) timeout(t *testing.T) {
 	e := k.env(t, nil)
 	start := time.Now()
@@ -555,8 +446,8 @@ func (k *kit) abortAndKill(t *testing.T) {
 }
 
 func (k *kit) outputBounds(t *testing.T) {
-	te := k.tools(t, func(c *bashexec.Config) { c.MaxOutputBytes = 1000 })
-	res := te.run(shell.ExecRequest{Command: "head -c 5000 /dev/zero | tr '\\0' a; head -c 3000 /dev/zero | tr '\\0' b >&2"})
+	e := k.env(t, func(c *bashexec.Config) { c.MaxOutputBytes = 1000 })
+	res := e.run(shell.ExecRequest{Command: "head -c 5000 /dev/zero | tr '\\0' a; head -c 3000 /dev/zero | tr '\\0' b >&2"})
 	for _, s := range []struct {
 		name      string
 		r         shell.StreamResult
@@ -576,18 +467,9 @@ func (k *kit) outputBounds(t *testing.T) {
 			t.Errorf("%s spill file %s: %d bytes, %v; want the whole stream (%d)", s.name, s.r.SpillPath, len(data), err, s.total)
 		}
 	}
-	small := te.run(shell.ExecRequest{Command: "echo small"})
+	small := e.run(shell.ExecRequest{Command: "echo small"})
 	if small.Stdout.Truncated || small.Stdout.SpillPath != "" {
 		t.Errorf("small output: %+v", small.Stdout)
-	}
-	out := te.bash("head -c 3000 /dev/zero | tr '\\0' c", nil)
-	prefix := strings.Repeat("c", 1000) + "\n[output truncated; full output: "
-	if !strings.HasPrefix(out.Text, prefix) || !strings.HasSuffix(out.Text, "]") || out.IsError {
-		t.Errorf("truncated rendering: %q", out.Text)
-	} else if path := strings.TrimSuffix(strings.TrimPrefix(out.Text, prefix), "]"); path == "" {
-		t.Errorf("no spill path in %q", out.Text)
-	} else if data, err := os.ReadFile(path); err != nil || len(data) != 3000 {
-		t.Errorf("rendered spill path %s: %d bytes, %v", path, len(data), err)
 	}
 }
 
@@ -666,10 +548,10 @@ func (k *kit) utf8(t *testing.T) {
 }
 
 func (k *kit) spawnFailure(t *testing.T) {
-	te := k.tools(t, nil)
-	missing := te.dir + "/missing"
+	e := k.env(t, nil)
+	missing := e.dir + "/missing"
 	// Foreground: an infrastructure error naming ENOENT.
-	x, err := te.ex.Execute(context.Background(), te.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing}))
+	x, err := e.ex.Execute(context.Background(), e.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing}))
 	if err != nil {
 		t.Fatalf("Execute with a missing workdir: %v (a failed start belongs to the handle)", err)
 	}
@@ -678,7 +560,7 @@ func (k *kit) spawnFailure(t *testing.T) {
 		t.Errorf("Result with a missing workdir: %v; want a spawn failure naming ENOENT", err)
 	}
 	// Background: the failure once, as a [stderr] section; settled killed.
-	x, err = te.ex.Execute(context.Background(), te.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing, Expiry: shell.ExpiryNone}))
+	x, err = e.ex.Execute(context.Background(), e.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing, Expiry: shell.ExpiryNone}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -695,21 +577,6 @@ func (k *kit) spawnFailure(t *testing.T) {
 	}
 	if x.Kill() {
 		t.Error("Kill of a failed start returned true")
-	}
-	// Through the tool: an error result; as a job, the failure in its output.
-	res := te.bash("echo hi", map[string]any{"workdir": missing})
-	if !res.IsError || !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, "ENOENT") {
-		t.Errorf("foreground call in a missing workdir: %q (isError %v)", res.Text, res.IsError)
-	}
-	res = te.bash("echo hi", map[string]any{"workdir": missing, "run_in_background": true})
-	id, ok := strings.CutPrefix(res.Text, "started background job ")
-	if !ok || res.IsError {
-		t.Fatalf("background call in a missing workdir: %q", res.Text)
-	}
-	out := te.call("job_output", map[string]any{"job_id": id, "wait": true})
-	if !strings.HasPrefix(out.Text, "[stderr]\n") || !strings.Contains(out.Text, "spawn failed") ||
-		!strings.HasSuffix(out.Text, "\n[status: killed, killed before exit]") {
-		t.Errorf("job output of a failed start: %q", out.Text)
 	}
 }
 
@@ -736,52 +603,6 @@ func (k *kit) environment(t *testing.T) {
 	}
 	if res := e.run(shell.ExecRequest{Command: "pwd -P"}); strings.TrimSpace(res.Stdout.Text) == "" || code(res) != "0" {
 		t.Errorf("pwd: %+v", res)
-	}
-}
-
-func (k *kit) background(t *testing.T) {
-	te := k.tools(t, nil)
-	gate, open := te.gate("gate")
-	res := te.bash("echo start; while [ ! -e "+quote(gate)+" ]; do sleep 0.01; done; echo end", map[string]any{"run_in_background": true})
-	id, ok := strings.CutPrefix(res.Text, "started background job ")
-	if !ok || res.IsError {
-		t.Fatalf("background start: %q", res.Text)
-	}
-	var got strings.Builder
-	if !waitUntil(20*time.Second, func() bool {
-		out := te.call("job_output", map[string]any{"job_id": id})
-		text, _, _ := strings.Cut(out.Text, "[status: ")
-		if text != "(no new output)\n" {
-			got.WriteString(text)
-		}
-		return strings.Contains(got.String(), "start\n")
-	}) {
-		t.Fatalf("job output %q", got.String())
-	}
-	if got.String() != "start\n" {
-		t.Errorf("incremental job output %q", got.String())
-	}
-	open()
-	out := te.call("job_output", map[string]any{"job_id": id, "wait": true, "timeout_ms": 20000})
-	if out.Text != "end\n[status: completed, exit code: 0]" {
-		t.Errorf("final job output %q", out.Text)
-	}
-	res = te.bash("echo ready; sleep 60", map[string]any{"run_in_background": true})
-	id, ok = strings.CutPrefix(res.Text, "started background job ")
-	if !ok {
-		t.Fatalf("background start: %q", res.Text)
-	}
-	if !waitUntil(20*time.Second, func() bool {
-		return strings.HasPrefix(te.call("job_output", map[string]any{"job_id": id}).Text, "ready\n")
-	}) {
-		t.Fatal("the job never printed ready")
-	}
-	if kill := te.call("job_kill", map[string]any{"job_id": id}); kill.Text != "requested cancellation of job "+id {
-		t.Errorf("job_kill: %q", kill.Text)
-	}
-	out = te.call("job_output", map[string]any{"job_id": id, "wait": true, "timeout_ms": 20000})
-	if out.Text != "(no new output)\n[status: killed, signal: SIGTERM]" {
-		t.Errorf("killed job output %q", out.Text)
 	}
 }
 
@@ -826,5 +647,3 @@ func runningLocally(marker string) bool {
 	}
 	return false
 }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
