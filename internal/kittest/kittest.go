@@ -1,13 +1,9 @@
 // Package kittest tests the conformance kits themselves (shelltest, toolbashtest): the
-// core's local executor for a kit to pass, executors that each break one rule for it to
-// fail, and the check that it fails each in the subtest that states that rule. Tests
-// only; production code must not import it.
-//
-// A kit's own tests use it in three lines:
-//
-//	func TestKitPassesTheLocalCore(t *testing.T) { kit.Run(t, kit.Target{Name: kittest.Name, New: kittest.Local}) }
-//	func TestBrokenExecutor(t *testing.T)        { kit.Run(t, kit.Target{Name: kittest.Name, New: kittest.Chosen(t, breakers).New}) }
-//	func TestKitFailsBrokenExecutors(t *testing.T) { kittest.FailsEach(t, breakers) }
+// core's local executor (Local) for a kit to pass, executors that each break one rule
+// (Breaker) for it to fail, and FailsEach, which checks that it fails each in the
+// subtest that states the rule. A kit's tests run TestKitPassesTheLocalCore over Local,
+// TestBrokenExecutor over Chosen(t, breakers).New, and TestKitFailsBrokenExecutors as
+// FailsEach(t, breakers). Tests only; production code must not import it.
 package kittest
 
 import (

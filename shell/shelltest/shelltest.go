@@ -1,30 +1,44 @@
-// Package shelltest is the conformance kit of the executor seam: one call, Run, checks
-// that an executor honours the contract written in package shell — Resolve's defaults
-// and caps, results and their flags, timeouts and tree kill with the grace period,
-// abort versus kill, bounded output with spill files, consuming and lossy reads, UTF-8
-// boundaries, start failures in both projections, the environment, and concurrent
-// calls. What the model sees through the bash tool is package toolbashtest's.
+// Package shelltest is the conformance kit of the executor seam: Run checks that an
+// executor honours the contract written in package shell, through the seam alone
+// (Resolve, Execute and an Execution's methods), one parallel subtest per rule:
 //
-// Every executor runs it from its own tests:
+//   - Resolve: defaults and caps; timeoutMs clamped, or rejected with the executor's
+//     name; NUL bytes; workdirs; expiry none; a spec that shares nothing with its request.
+//   - Results: output, exit codes, signal deaths, sandbox facts only from a confining
+//     executor, results as values.
+//   - Timeout, TreeKill, Grace: the deadline, the whole tree ended (a background child
+//     too), SIGKILL only after graceMs.
+//   - AbortAndKill: a cancelled context (before the spawn, and while running: Aborted)
+//     versus Kill (neither flag, idempotent); Result's context bounds only the wait.
+//   - OutputBounds: both streams capped to their tail, spill files with the whole.
+//   - ConsumingReads, LossyReads, UTF8: reads give only what is new, report dropped
+//     output with its spill file, never split a character.
+//   - SpawnFailure: a failed start as Result's error and, once, as a background read.
+//   - Environment: the request's variables over the fixed ones, the DSH_* snapshot
+//     winning, stdin. Concurrency: twenty calls at once, each with its own output.
+//
+// It does not check what the model sees through the bash tool (renderings, the
+// truncation notice, background jobs): package toolbashtest does, and every executor
+// runs both. Nor does it check an executor's config keys and plugin wiring, what a
+// sandbox denies, or reloads and lost connections: those are the executor's own tests.
 //
 //	func TestConformance(t *testing.T) {
-//		shelltest.Run(t, shelltest.Target{
-//			Name: "bash-nice",
-//			New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
-//				sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
-//				t.Cleanup(sup.Close)
-//				ex, err := bashnice.New(sup, cfg)
-//				if err != nil {
-//					t.Fatal(err)
-//				}
-//				return ex, nil
-//			},
-//		})
+//		newExecutor := func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+//			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
+//			t.Cleanup(sup.Close)
+//			ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return ex, nil
+//		}
+//		shelltest.Run(t, shelltest.Target{Name: bashnice.Name, New: newExecutor})
+//		toolbashtest.Run(t, toolbashtest.Target{Name: bashnice.Name, New: newExecutor})
 //	}
 //
-// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch — what any
-// POSIX host has) in a directory it gets from Target.Dir, waits with deadlines rather
-// than sleeps, and runs its subtests in parallel. It takes a few seconds.
+// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq — what
+// any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
+// rather than sleeps. It takes a few seconds.
 package shelltest
 
 import (

@@ -1,6 +1,18 @@
-// Package toolbashtest is the conformance kit of an executor under the real `bash` tool:
-// one call, Run, composes the executor with tools, prompt, shell-env, jobs and tool-bash
-// and checks what the model sees through the tool.
+// Package toolbashtest is the conformance kit of an executor under the real bash tool:
+// Run composes the executor as the `bash` row of a harness (tools, prompt, shell-env,
+// jobs, tool-bash) and checks what the model sees, one parallel subtest per rule:
+//
+//   - Renderings: package toolbash's foreground renderings byte for byte (output,
+//     [stderr], the exit-code and timeout markers), the typed value, the truncation
+//     notice naming a spill file with the whole stream, a failed start as an error.
+//   - Background: a job's output read incrementally, its final status, job_kill, and a
+//     failed start reported in the job's output.
+//
+// It does not check the seam's contract (package shelltest does: every executor runs
+// both kits, with one New for both), the tool's argument validation and escalation
+// (package toolbash's own tests), the sandbox markers of denied access, or a profile's
+// composition and reload. Target is shelltest.Target without Running: nothing here
+// watches processes. Package shelltest shows an executor's test calling both kits.
 package toolbashtest
 
 import (
