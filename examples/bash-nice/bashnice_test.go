@@ -22,17 +22,20 @@ import (
 // bash-nice honours the executor seam, and shows the model through the bash tool what
 // the tool promises, as checked by dsh's conformance kits.
 func TestConformance(t *testing.T) {
-	newExecutor := func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
-		sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
-		t.Cleanup(sup.Close)
-		ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ex, nil
+	target := shelltest.Target{
+		Name: bashnice.Name,
+		New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
+			t.Cleanup(sup.Close)
+			ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ex, nil
+		},
 	}
-	shelltest.Run(t, shelltest.Target{Name: bashnice.Name, New: newExecutor})
-	toolbashtest.Run(t, toolbashtest.Target{Name: bashnice.Name, New: newExecutor})
+	shelltest.Run(t, target)
+	toolbashtest.Run(t, target)
 }
 
 // Commands really run at the configured niceness.

@@ -16,17 +16,20 @@ import (
 func TestConformance(t *testing.T) {
 	for _, mode := range []string{subprocess.IsolationAuto, subprocess.IsolationProcessGroup} {
 		t.Run(mode, func(t *testing.T) {
-			newExecutor := func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
-				sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), DisableCgroups: mode == subprocess.IsolationProcessGroup})
-				t.Cleanup(sup.Close)
-				ex, err := bashlocal.New(sup, &bashlocal.Config{Config: cfg})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return ex, nil
+			target := shelltest.Target{
+				Name: bashlocal.Name,
+				New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+					sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), DisableCgroups: mode == subprocess.IsolationProcessGroup})
+					t.Cleanup(sup.Close)
+					ex, err := bashlocal.New(sup, &bashlocal.Config{Config: cfg})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ex, nil
+				},
 			}
-			shelltest.Run(t, shelltest.Target{Name: bashlocal.Name, New: newExecutor})
-			toolbashtest.Run(t, toolbashtest.Target{Name: bashlocal.Name, New: newExecutor})
+			shelltest.Run(t, target)
+			toolbashtest.Run(t, target)
 		})
 	}
 }

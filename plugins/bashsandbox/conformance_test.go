@@ -18,19 +18,22 @@ import (
 func TestConformance(t *testing.T) {
 	for _, namespaces := range []string{bashsandbox.NamespacesAuto, bashsandbox.NamespacesOff} {
 		t.Run("namespaces "+namespaces, func(t *testing.T) {
-			newExecutor := func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
-				sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: quietLogger()})
-				t.Cleanup(sup.Close)
-				c := bashsandbox.DefaultConfig()
-				c.Config, c.DefaultMode, c.Namespaces = cfg, shell.ModeWorkspaceWrite, namespaces
-				ex, resolver, err := bashsandbox.New(sup, c, quietLogger(), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return ex, resolver
+			target := shelltest.Target{
+				Name: "bash-sandbox",
+				New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+					sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: quietLogger()})
+					t.Cleanup(sup.Close)
+					c := bashsandbox.DefaultConfig()
+					c.Config, c.DefaultMode, c.Namespaces = cfg, shell.ModeWorkspaceWrite, namespaces
+					ex, resolver, err := bashsandbox.New(sup, c, quietLogger(), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ex, resolver
+				},
 			}
-			shelltest.Run(t, shelltest.Target{Name: "bash-sandbox", New: newExecutor})
-			toolbashtest.Run(t, toolbashtest.Target{Name: "bash-sandbox", New: newExecutor})
+			shelltest.Run(t, target)
+			toolbashtest.Run(t, target)
 		})
 	}
 }

@@ -16,13 +16,16 @@ import (
 // host: the kits' directories and process checks are local).
 func TestConformance(t *testing.T) {
 	srv := sshtest.Start(t)
-	newExecutor := func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
-		ex, err := bashssh.New(newHost(t, srv, nil), &bashssh.Config{Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ex, nil
+	target := shelltest.Target{
+		Name: bashssh.Name,
+		New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+			ex, err := bashssh.New(newHost(t, srv, nil), &bashssh.Config{Config: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ex, nil
+		},
 	}
-	shelltest.Run(t, shelltest.Target{Name: bashssh.Name, New: newExecutor})
-	toolbashtest.Run(t, toolbashtest.Target{Name: bashssh.Name, New: newExecutor})
+	shelltest.Run(t, target)
+	toolbashtest.Run(t, target)
 }

@@ -23,17 +23,20 @@
 // sandbox denies, or reloads and lost connections: those are the executor's own tests.
 //
 //	func TestConformance(t *testing.T) {
-//		newExecutor := func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
-//			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
-//			t.Cleanup(sup.Close)
-//			ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
-//			if err != nil {
-//				t.Fatal(err)
-//			}
-//			return ex, nil
+//		target := shelltest.Target{
+//			Name: bashnice.Name,
+//			New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+//				sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
+//				t.Cleanup(sup.Close)
+//				ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return ex, nil
+//			},
 //		}
-//		shelltest.Run(t, shelltest.Target{Name: bashnice.Name, New: newExecutor})
-//		toolbashtest.Run(t, toolbashtest.Target{Name: bashnice.Name, New: newExecutor})
+//		shelltest.Run(t, target)
+//		toolbashtest.Run(t, target)
 //	}
 //
 // The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq — what
@@ -53,6 +56,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -75,14 +79,37 @@ type Target struct {
 	Running func(marker string) bool
 }
 
+// grace is the graceMs the kits configure: short, so that kills are quick.
+const grace = 500
+
+// Executor is target's executor for one subtest, configured as the kits configure it:
+// the defaults, cfg.Cwd a fresh directory from Dir, graceMs 500, then tune (if not
+// nil). It returns what New returned and that config. Kits built on this one (package
+// toolbashtest) use it.
+func (target Target) Executor(t *testing.T, tune func(*bashexec.Config)) (shell.Executor, shell.PolicyResolver, bashexec.Config) {
+	t.Helper()
+	cfg := bashexec.DefaultConfig()
+	if target.Dir != nil {
+		cfg.Cwd = target.Dir(t)
+	} else {
+		cfg.Cwd = t.TempDir()
+	}
+	cfg.GraceMs = grace
+	if tune != nil {
+		tune(&cfg)
+	}
+	ex, policy := target.New(t, cfg)
+	if ex == nil {
+		t.Fatal("Target.New returned no executor")
+	}
+	return ex, policy, cfg
+}
+
 // Run checks target against the seam's contract, one subtest per rule.
 func Run(t *testing.T, target Target) {
 	t.Helper()
 	if target.Name == "" || target.New == nil {
 		t.Fatal("shelltest: Target needs a Name and New")
-	}
-	if target.Dir == nil {
-		target.Dir = func(t *testing.T) string { return t.TempDir() }
 	}
 	if target.Running == nil {
 		target.Running = runningLocally
@@ -115,9 +142,6 @@ func Run(t *testing.T, target Target) {
 
 type kit struct{ target Target }
 
-// grace is the graceMs the kit configures: short, so that kills are quick.
-const grace = 500
-
 // env is one executor under test with its directory.
 type env struct {
 	t      *testing.T
@@ -129,17 +153,8 @@ type env struct {
 
 func (k *kit) env(t *testing.T, tune func(*bashexec.Config)) *env {
 	t.Helper()
-	dir := k.target.Dir(t)
-	cfg := bashexec.DefaultConfig()
-	cfg.Cwd, cfg.GraceMs = dir, grace
-	if tune != nil {
-		tune(&cfg)
-	}
-	ex, policy := k.target.New(t, cfg)
-	if ex == nil {
-		t.Fatal("Target.New returned no executor")
-	}
-	return &env{t: t, ex: ex, policy: policy, dir: dir, cfg: cfg}
+	ex, policy, cfg := k.target.Executor(t, tune)
+	return &env{t: t, ex: ex, policy: policy, dir: cfg.Cwd, cfg: cfg}
 }
 
 func (e *env) spec(req shell.ExecRequest) shell.ExecSpec {
@@ -176,23 +191,11 @@ func (e *env) gate(name string) (path string, open func()) {
 	path = e.dir + "/" + name
 	return path, func() {
 		e.t.Helper()
-		res := e.run(shell.ExecRequest{Command: "touch " + quote(path)})
+		res := e.run(shell.ExecRequest{Command: "touch " + proctest.Quote(path)})
 		if res.ExitCode == nil || *res.ExitCode != 0 {
 			e.t.Fatalf("touch %s: %+v", path, res)
 		}
 	}
-}
-
-// waitUntil polls cond every few milliseconds until it holds or d passes.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }
 
 // readUntil collects ReadOutput deltas until want is a prefix of (or equal to) what was
@@ -200,7 +203,7 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 func readUntil(t *testing.T, x shell.Execution, want string) string {
 	t.Helper()
 	var got strings.Builder
-	if !waitUntil(20*time.Second, func() bool {
+	if !proctest.Until(20*time.Second, func() bool {
 		got.WriteString(x.ReadOutput().Delta)
 		return strings.HasPrefix(got.String(), want)
 	}) {
@@ -217,8 +220,6 @@ func done(t *testing.T, x shell.Execution, d time.Duration) {
 		t.Fatalf("the execution did not finish within %s", d)
 	}
 }
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func newMarker() string {
 	b := make([]byte, 6)
@@ -355,7 +356,7 @@ func (k *kit) treeKill(t *testing.T) {
 	started := e.dir + "/started"
 	start := time.Now()
 	res := e.run(shell.ExecRequest{
-		Command:   "sh -c 'sleep 300; : " + marker + "' & touch " + quote(started) + "; sleep 60",
+		Command:   "sh -c 'sleep 300; : " + marker + "' & touch " + proctest.Quote(started) + "; sleep 60",
 		TimeoutMs: f64(1000),
 	})
 	elapsed := time.Since(start)
@@ -365,7 +366,7 @@ func (k *kit) treeKill(t *testing.T) {
 	if limit := time.Second + grace*time.Millisecond + time.Second; elapsed > limit {
 		t.Errorf("the call returned after %s (contract: within timeout + grace + 1s)", elapsed)
 	}
-	if !waitUntil(5*time.Second, func() bool { return !k.target.Running(marker) }) {
+	if !proctest.Until(5*time.Second, func() bool { return !k.target.Running(marker) }) {
 		t.Errorf("the command's background child (marker %s) is still running after the timeout", marker)
 	}
 }
@@ -491,7 +492,7 @@ func (k *kit) consumingReads(t *testing.T) {
 	e := k.env(t, nil)
 	gate, open := e.gate("gate")
 	x := e.start(context.Background(), shell.ExecRequest{
-		Command: "echo one; while [ ! -e " + quote(gate) + " ]; do sleep 0.01; done; echo two; echo err-two >&2",
+		Command: "echo one; while [ ! -e " + proctest.Quote(gate) + " ]; do sleep 0.01; done; echo two; echo err-two >&2",
 		Expiry:  shell.ExpiryNone,
 	})
 	if got := readUntil(t, x, "one\n"); got != "one\n" {
@@ -534,11 +535,11 @@ func (k *kit) utf8(t *testing.T) {
 	e := k.env(t, nil)
 	gate, open := e.gate("gate")
 	x := e.start(context.Background(), shell.ExecRequest{
-		Command: `printf 'a\303'; printf 'b\342\202' >&2; while [ ! -e ` + quote(gate) + ` ]; do sleep 0.01; done; printf '\251z'; printf '\254c' >&2`,
+		Command: `printf 'a\303'; printf 'b\342\202' >&2; while [ ! -e ` + proctest.Quote(gate) + ` ]; do sleep 0.01; done; printf '\251z'; printf '\254c' >&2`,
 		Expiry:  shell.ExpiryNone,
 	})
 	var first strings.Builder
-	if !waitUntil(20*time.Second, func() bool {
+	if !proctest.Until(20*time.Second, func() bool {
 		first.WriteString(x.ReadOutput().Delta)
 		return strings.Contains(first.String(), "a") && strings.Contains(first.String(), "b")
 	}) {
@@ -638,26 +639,16 @@ func (k *kit) concurrency(t *testing.T) {
 // runningLocally reports whether a live process on this host has marker in its command
 // line.
 func runningLocally(marker string) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
+	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), marker) {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), marker) && !proctest.Gone(pid) {
+			return true
 		}
-		return true
 	}
 	return false
 }

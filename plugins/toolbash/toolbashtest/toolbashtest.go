@@ -3,16 +3,16 @@
 // jobs, tool-bash) and checks what the model sees, one parallel subtest per rule:
 //
 //   - Renderings: package toolbash's foreground renderings byte for byte (output,
-//     [stderr], the exit-code and timeout markers), the typed value, the truncation
-//     notice naming a spill file with the whole stream, a failed start as an error.
+//     [stderr], the exit-code, timeout and signal markers), the typed value, the
+//     truncation notice naming a spill file with the whole stream, a failed start as an
+//     error.
 //   - Background: a job's output read incrementally, its final status, job_kill, and a
 //     failed start reported in the job's output.
 //
 // It does not check the seam's contract (package shelltest does: every executor runs
-// both kits, with one New for both), the tool's argument validation and escalation
-// (package toolbash's own tests), the sandbox markers of denied access, or a profile's
-// composition and reload. Target is shelltest.Target without Running: nothing here
-// watches processes. Package shelltest shows an executor's test calling both kits.
+// both kits, with one Target), the tool's argument validation and escalation (package
+// toolbash's own tests), the sandbox markers of denied access, or a profile's
+// composition and reload. Package shelltest shows an executor's test calling both.
 package toolbashtest
 
 import (
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
@@ -32,22 +33,12 @@ import (
 	"github.com/dsh-dev/dsh/plugins/tools"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
+	"github.com/dsh-dev/dsh/shell/shelltest"
 )
 
-// Target is the executor under test, as package shelltest takes it.
-type Target struct {
-	// Name is the executor's name as it prefixes its errors ("bash-local").
-	Name string
-	// New returns the executor configured with cfg — cfg.Cwd is a directory from Dir —
-	// and, for a confining executor, its sandboxPolicy service (nil otherwise). It is
-	// called once per subtest; release resources with t.Cleanup. A confining executor
-	// should let its default mode write to cfg.Cwd: the kit synchronises through files
-	// it creates there.
-	New func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver)
-	// Dir returns a fresh, empty, writable directory on the executor's host, as an
-	// absolute path there. Default: t.TempDir() (a local executor).
-	Dir func(t *testing.T) string
-}
+// Target is the executor under test: the value package shelltest takes, so that one
+// serves both kits. Running is not used here (nothing here watches processes).
+type Target = shelltest.Target
 
 // Run checks target through the bash tool, one subtest per rule.
 func Run(t *testing.T, target Target) {
@@ -55,28 +46,9 @@ func Run(t *testing.T, target Target) {
 	if target.Name == "" || target.New == nil {
 		t.Fatal("toolbashtest: Target needs a Name and New")
 	}
-	if target.Dir == nil {
-		target.Dir = func(t *testing.T) string { return t.TempDir() }
-	}
-	k := &kit{target: target}
-	for _, c := range []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
-		{"Renderings", k.renderings},
-		{"Background", k.background},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t)
-		})
-	}
+	t.Run("Renderings", func(t *testing.T) { t.Parallel(); renderings(t, target) })
+	t.Run("Background", func(t *testing.T) { t.Parallel(); background(t, target) })
 }
-
-type kit struct{ target Target }
-
-// grace is the graceMs the kit configures: short, so that kills are quick.
-const grace = 500
 
 // composition is the executor under test as the `bash` row of a harness: tools,
 // prompt, shell-env, jobs and the bash tool.
@@ -87,18 +59,10 @@ type composition struct {
 	session *container.Session
 }
 
-func (k *kit) compose(t *testing.T, tune func(*bashexec.Config)) *composition {
+func compose(t *testing.T, target Target, tune func(*bashexec.Config)) *composition {
 	t.Helper()
-	dir := k.target.Dir(t)
-	cfg := bashexec.DefaultConfig()
-	cfg.Cwd, cfg.GraceMs = dir, grace
-	if tune != nil {
-		tune(&cfg)
-	}
-	ex, policy := k.target.New(t, cfg)
-	if ex == nil {
-		t.Fatal("Target.New returned no executor")
-	}
+	ex, policy, cfg := target.Executor(t, tune)
+	dir := cfg.Cwd
 	cat, err := container.NewCatalog(tools.Plugin, prompt.Plugin, shellenv.Plugin, jobs.Plugin, toolbash.Plugin, executorPlugin(ex, policy))
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +131,7 @@ func (c *composition) gate(name string) (path string, open func()) {
 	path = c.dir + "/" + name
 	return path, func() {
 		c.t.Helper()
-		if res := c.bash("touch "+quote(path), nil); res.Text != "(no output)" || res.IsError {
+		if res := c.bash("touch "+proctest.Quote(path), nil); res.Text != "(no output)" || res.IsError {
 			c.t.Fatalf("touch %s: %q", path, res.Text)
 		}
 	}
@@ -184,24 +148,10 @@ func (c *composition) startJob(command string) string {
 	return id
 }
 
-// waitUntil polls cond every few milliseconds until it holds or d passes.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // The foreground renderings, byte for byte, with the typed value, the truncation
 // notice and the error of a failed start.
-func (k *kit) renderings(t *testing.T) {
-	c := k.compose(t, func(c *bashexec.Config) { c.MaxOutputBytes = 1000 })
+func renderings(t *testing.T, target Target) {
+	c := compose(t, target, func(c *bashexec.Config) { c.MaxOutputBytes = 1000 })
 	for _, r := range []struct {
 		command string
 		extra   map[string]any
@@ -215,6 +165,7 @@ func (k *kit) renderings(t *testing.T) {
 		{"printf failing; exit 3", nil, "failing\n[exit code: 3]"},
 		{"echo err >&2; exit 1", nil, "[stderr]\nerr\n[exit code: 1]"},
 		{"sleep 60", map[string]any{"timeoutMs": 100}, "(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]"},
+		{"kill -TERM $$", nil, "(no output)\n[killed by signal: SIGTERM]"},
 	} {
 		res := c.bash(r.command, r.extra)
 		if res.Text != r.text || res.IsError {
@@ -255,12 +206,12 @@ func truncation(t *testing.T, c *composition) {
 
 // Background jobs through the jobs runtime: incremental output, the final status, a
 // kill, and a failed start reported in the job's output.
-func (k *kit) background(t *testing.T) {
-	c := k.compose(t, nil)
+func background(t *testing.T, target Target) {
+	c := compose(t, target, nil)
 	gate, open := c.gate("gate")
-	id := c.startJob("echo start; while [ ! -e " + quote(gate) + " ]; do sleep 0.01; done; echo end")
+	id := c.startJob("echo start; while [ ! -e " + proctest.Quote(gate) + " ]; do sleep 0.01; done; echo end")
 	var got strings.Builder
-	if !waitUntil(20*time.Second, func() bool {
+	if !proctest.Until(20*time.Second, func() bool {
 		out := c.call("job_output", map[string]any{"job_id": id})
 		text, _, _ := strings.Cut(out.Text, "[status: ")
 		if text != "(no new output)\n" {
@@ -280,7 +231,7 @@ func (k *kit) background(t *testing.T) {
 	}
 
 	id = c.startJob("echo ready; sleep 60")
-	if !waitUntil(20*time.Second, func() bool {
+	if !proctest.Until(20*time.Second, func() bool {
 		return strings.HasPrefix(c.call("job_output", map[string]any{"job_id": id}).Text, "ready\n")
 	}) {
 		t.Fatal("the job never printed ready")
