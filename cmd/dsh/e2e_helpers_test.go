@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // dshBin is the dsh binary built once for these end-to-end tests.
@@ -58,20 +59,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 }
 
 // alive reports whether pid is a live (non-zombie) process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil {
-		return false
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
-}
+func alive(pid int) bool { return !proctest.Gone(pid) }
 
 // runDsh runs the binary and returns stdout, stderr and the exit code.
 func runDsh(t *testing.T, dir string, args ...string) (string, string, int) {
@@ -176,16 +164,4 @@ func atoiOrFail(t *testing.T, s string) int {
 }
 
 // readPidFile waits for a command to write its pid (a full line) to path.
-func readPidFile(t *testing.T, path string) int {
-	t.Helper()
-	var pid int
-	waitFor(t, 20*time.Second, "the pid file "+path, func() bool {
-		data, err := os.ReadFile(path)
-		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
-			return false
-		}
-		pid = atoiOrFail(t, string(data))
-		return true
-	})
-	return pid
-}
+var readPidFile = proctest.WaitPidFile

@@ -1,27 +1,13 @@
 package main_test
 
 import (
-	"bytes"
 	"slices"
 	"sync"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = proctest.Buffer
 
 // recorder collects events from client callbacks.
 type recorder struct {

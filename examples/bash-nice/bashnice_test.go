@@ -13,14 +13,16 @@ import (
 	bashnice "example.com/bash-nice"
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/plugins/toolbash/toolbashtest"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 	"github.com/dsh-dev/dsh/shell/shelltest"
 )
 
-// bash-nice honours the executor seam, as checked by dsh's conformance kit.
+// bash-nice honours the executor seam, and shows the model through the bash tool what
+// the tool promises, as checked by dsh's conformance kits.
 func TestConformance(t *testing.T) {
-	shelltest.Run(t, shelltest.Target{
+	target := shelltest.Target{
 		Name: bashnice.Name,
 		New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
 			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
@@ -31,7 +33,9 @@ func TestConformance(t *testing.T) {
 			}
 			return ex, nil
 		},
-	})
+	}
+	shelltest.Run(t, target)
+	toolbashtest.Run(t, target)
 }
 
 // Commands really run at the configured niceness.

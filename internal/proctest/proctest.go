@@ -1,7 +1,8 @@
 // Package proctest holds test helpers for packages that spawn processes: polling with a
-// deadline, process liveness by pid, descriptor-leak checks, a leftover-process check,
-// and the paired benchmark against the raw spawn floor. Tests only; production code
-// must not import it.
+// deadline, process liveness by pid, pid files, children, descriptor-leak checks, a
+// leftover-process check, shell quoting, a goroutine-safe output sink, and the paired
+// benchmark against the raw spawn floor. Tests only (the conformance kits, which are
+// test code, included); production code must not import it.
 //
 // Leftover detection works by marking the environment: Main sets a unique
 // DSHTEST_MARK in the test binary's environment before the tests run, every child
@@ -13,12 +14,15 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,26 +64,73 @@ func Main(m *testing.M, opts ...goleak.Option) {
 // WaitFor polls cond until it holds, failing t after d.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Until(d, cond) {
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// Until polls cond every few milliseconds until it holds or d passes, and reports
+// whether it held: WaitFor for a caller that words its own failure.
+func Until(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return true
+}
+
+// Proc is one process as /proc/<pid>/stat shows it.
+type Proc struct {
+	Pid, Ppid, Pgid int
+	State           byte // R, S, Z…
+	Comm            string
+}
+
+// Stat reads /proc/<pid>/stat.
+func Stat(pid int) (Proc, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Proc{}, err
+	}
+	s := string(data)
+	// The command name is in parentheses and may hold spaces and parentheses itself.
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open || end+2 >= len(s) {
+		return Proc{}, errors.New("malformed stat")
+	}
+	f := strings.Fields(s[end+2:])
+	if len(f) < 3 {
+		return Proc{}, errors.New("malformed stat")
+	}
+	p := Proc{Pid: pid, Comm: s[open+1 : end], State: f[0][0]}
+	p.Ppid, _ = strconv.Atoi(f[1])
+	p.Pgid, _ = strconv.Atoi(f[2])
+	return p, nil
+}
+
+// Processes lists every process /proc shows.
+func Processes() []Proc {
+	entries, _ := os.ReadDir("/proc")
+	out := make([]Proc, 0, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, err := Stat(pid); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // State returns the state letter of pid from /proc (R, S, Z…), or 0 if it does not exist.
 func State(pid int) byte {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return 0
-	}
-	return data[i+2]
+	p, _ := Stat(pid)
+	return p.State
 }
 
 // Gone reports whether pid no longer runs: it does not exist or is a zombie (orphans
@@ -104,7 +155,13 @@ func Leftovers() []int {
 	if marker == "" {
 		return nil
 	}
-	needle := []byte(MarkerVar + "=" + marker + "\x00")
+	return Carrying(MarkerVar + "=" + marker)
+}
+
+// Carrying lists live processes, other than this one, whose environment holds the
+// entry "NAME=value".
+func Carrying(entry string) []int {
+	needle := []byte(entry + "\x00")
 	self := os.Getpid()
 	entries, _ := os.ReadDir("/proc")
 	var out []int
@@ -146,14 +203,9 @@ func NoLeftovers(t testing.TB) {
 // leftoversAfter waits up to d for the marked processes to end (they may be just
 // dying) and returns those still alive then.
 func leftoversAfter(d time.Duration) []int {
-	deadline := time.Now().Add(d)
-	for {
-		left := Leftovers()
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var left []int
+	Until(d, func() bool { left = Leftovers(); return len(left) == 0 })
+	return left
 }
 
 // KillPids SIGKILLs pids that are still alive (cleanup of processes a test expects to
@@ -203,6 +255,10 @@ func ReadPids(path string) []int {
 	if err != nil {
 		return nil
 	}
+	return parsePids(data)
+}
+
+func parsePids(data []byte) []int {
 	var out []int
 	for _, f := range strings.Fields(string(data)) {
 		if n, err := strconv.Atoi(f); err == nil {
@@ -210,6 +266,57 @@ func ReadPids(path string) []int {
 		}
 	}
 	return out
+}
+
+// WaitPidFile waits until path holds one pid on a whole line (what `echo $$ > path`
+// writes) and returns it, failing t after 20 seconds.
+func WaitPidFile(t testing.TB, path string) int {
+	t.Helper()
+	var pids []int
+	WaitFor(t, 20*time.Second, "the pid file "+path, func() bool {
+		data, err := os.ReadFile(path)
+		if err != nil || !bytes.HasSuffix(data, []byte("\n")) {
+			return false
+		}
+		pids = parsePids(data)
+		return len(pids) == 1 && pids[0] > 0
+	})
+	return pids[0]
+}
+
+// Children lists the pids of this process's children (zombies included).
+func Children() []int {
+	self := os.Getpid()
+	var out []int
+	for _, p := range Processes() {
+		if p.Ppid == self {
+			out = append(out, p.Pid)
+		}
+	}
+	return out
+}
+
+// Quote quotes s as one word of a POSIX shell command line.
+func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Buffer is a goroutine-safe output sink (a child's stderr, a logger's output) that a
+// test reads while it is written.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // PairedWithTrue alternates run with a raw os/exec run of `bash -c true` (its output
@@ -235,6 +342,27 @@ func PairedWithTrue(b *testing.B, name string, run func()) {
 	b.ReportMetric(float64(o.Nanoseconds()), name+"-median-ns")
 	b.ReportMetric(float64(r.Nanoseconds()), "raw-median-ns")
 	b.ReportMetric(float64(o)/float64(r), name+"/raw")
+}
+
+// RawRead runs `bash -c command` through os/exec alone, reads its stdout into
+// io.Discard, and returns the bytes read: the floor a captured read is measured against.
+func RawRead(t testing.TB, command string) int64 {
+	cmd := exec.Command("bash", "-c", command)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, out)
+	if werr := cmd.Wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		t.Fatalf("raw read of %q: %v", command, err)
+	}
+	return n
 }
 
 // Median is the middle of d (the upper one of an even count); d is left as it is.

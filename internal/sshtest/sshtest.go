@@ -8,11 +8,9 @@
 package sshtest
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -251,22 +249,8 @@ func (s *Server) Stop() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	<-done
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		alive := 0
-		for _, pid := range pids {
-			if !proctest.Gone(pid) {
-				alive++
-			}
-		}
-		if alive == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Errorf("sshtest: %d sshd processes survive SIGKILL", alive)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !proctest.Until(5*time.Second, func() bool { return proctest.AllGone(pids...) }) {
+		s.t.Errorf("sshtest: sshd processes survive SIGKILL: %s", proctest.Describe(pids))
 	}
 }
 
@@ -289,44 +273,26 @@ func (s *Server) tmp() string { return filepath.Join(s.Dir, "tmp") }
 // executor's control shells remove what they create there). It allows a few seconds
 // for kills in flight.
 func (s *Server) checkLeftovers() {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		procs := s.started()
-		ents, _ := os.ReadDir(s.tmp())
-		if len(procs) == 0 && len(ents) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			if len(procs) > 0 {
-				s.t.Errorf("sshtest: processes started through sshd are still running after the test: %v", procs)
-				for _, pid := range procs {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			for _, e := range ents {
-				s.t.Errorf("sshtest: left in the sessions' TMPDIR: %s", e.Name())
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	var procs []int
+	var ents []os.DirEntry
+	if proctest.Until(5*time.Second, func() bool {
+		procs = s.started()
+		ents, _ = os.ReadDir(s.tmp())
+		return len(procs) == 0 && len(ents) == 0
+	}) {
+		return
+	}
+	if len(procs) > 0 {
+		s.t.Errorf("sshtest: processes started through sshd are still running after the test: %v", procs)
+		proctest.KillPids(procs...)
+	}
+	for _, e := range ents {
+		s.t.Errorf("sshtest: left in the sessions' TMPDIR: %s", e.Name())
 	}
 }
 
 // started lists the live processes whose environment carries this server's instance.
-func (s *Server) started() []int {
-	want := []byte(instanceEnv + "=" + s.instance + "\x00")
-	var out []int
-	for _, p := range scan() {
-		if p.state == 'Z' {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/environ")
-		if err == nil && bytes.Contains(env, want) {
-			out = append(out, p.pid)
-		}
-	}
-	return out
-}
+func (s *Server) started() []int { return proctest.Carrying(instanceEnv + "=" + s.instance) }
 
 // Freeze stops (SIGSTOP) every sshd process serving a connection: the connections stay
 // open but nothing answers, as with a host that hangs. Thaw resumes them.
@@ -443,73 +409,30 @@ func freePort(t testing.TB) int {
 
 // sshdDescendants lists the live sshd processes descending from pid.
 func sshdDescendants(root int) []int {
-	procs := scan()
-	children := map[int][]proc{}
-	for _, p := range procs {
-		children[p.ppid] = append(children[p.ppid], p)
+	children := map[int][]proctest.Proc{}
+	for _, p := range proctest.Processes() {
+		children[p.Ppid] = append(children[p.Ppid], p)
 	}
 	var out []int
 	var walk func(int)
 	walk = func(pid int) {
 		for _, c := range children[pid] {
-			if c.state != 'Z' && strings.HasPrefix(c.comm, "sshd") {
-				out = append(out, c.pid)
+			if c.State != 'Z' && strings.HasPrefix(c.Comm, "sshd") {
+				out = append(out, c.Pid)
 			}
-			walk(c.pid)
+			walk(c.Pid)
 		}
 	}
 	walk(root)
 	return out
 }
 
-type proc struct {
-	pid, ppid, pgid int
-	state           byte
-	comm            string
-}
-
-// scan reads /proc/<pid>/stat of every process.
-func scan() []proc {
-	ents, _ := os.ReadDir("/proc")
-	out := make([]proc, 0, len(ents))
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, err := readStat(pid); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func readStat(pid int) (proc, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return proc{}, err
-	}
-	s := string(data)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open || end+2 >= len(s) {
-		return proc{}, errors.New("malformed stat")
-	}
-	f := strings.Fields(s[end+2:])
-	if len(f) < 20 {
-		return proc{}, errors.New("malformed stat")
-	}
-	p := proc{pid: pid, comm: s[open+1 : end], state: f[0][0]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.pgid, _ = strconv.Atoi(f[2])
-	return p, nil
-}
-
 // GroupMembers lists the live processes of process group pgid.
 func GroupMembers(pgid int) []int {
 	var out []int
-	for _, p := range scan() {
-		if p.pgid == pgid && p.state != 'Z' {
-			out = append(out, p.pid)
+	for _, p := range proctest.Processes() {
+		if p.Pgid == pgid && p.State != 'Z' {
+			out = append(out, p.Pid)
 		}
 	}
 	return out

@@ -3,7 +3,6 @@ package bashlocal_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"os/exec"
 	"testing"
 	"time"
@@ -82,20 +81,8 @@ func BenchmarkOutput1GB(b *testing.B) {
 		b.SetBytes(gigabyte)
 		b.ReportAllocs()
 		for b.Loop() {
-			cmd := exec.Command("bash", "-c", command)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			n, err := io.Copy(io.Discard, out)
-			if err != nil || n != gigabyte {
-				b.Fatal(n, err)
-			}
-			if err := cmd.Wait(); err != nil {
-				b.Fatal(err)
+			if n := proctest.RawRead(b, command); n != gigabyte {
+				b.Fatal(n)
 			}
 		}
 	})
@@ -137,15 +124,9 @@ func BenchmarkOutput1GBPaired(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		cmd := exec.Command("bash", "-c", command)
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
+		if n := proctest.RawRead(b, command); n != gigabyte {
+			b.Fatal(n)
 		}
-		if n, err := io.Copy(io.Discard, out); err != nil || n != gigabyte {
-			b.Fatal(n, err)
-		}
-		cmd.Wait()
 		t2 := time.Now()
 		dsh += t1.Sub(t0)
 		raw += t2.Sub(t1)

@@ -5,16 +5,18 @@ import (
 
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/plugins/toolbash/toolbashtest"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 	"github.com/dsh-dev/dsh/shell/shelltest"
 )
 
-// bash-local honours the executor seam's contract, in both isolation modes.
+// bash-local honours the executor seam's contract, and shows the model through the bash
+// tool what the tool promises, in both isolation modes.
 func TestConformance(t *testing.T) {
 	for _, mode := range []string{subprocess.IsolationAuto, subprocess.IsolationProcessGroup} {
 		t.Run(mode, func(t *testing.T) {
-			shelltest.Run(t, shelltest.Target{
+			target := shelltest.Target{
 				Name: bashlocal.Name,
 				New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
 					sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), DisableCgroups: mode == subprocess.IsolationProcessGroup})
@@ -25,7 +27,9 @@ func TestConformance(t *testing.T) {
 					}
 					return ex, nil
 				},
-			})
+			}
+			shelltest.Run(t, target)
+			toolbashtest.Run(t, target)
 		})
 	}
 }

@@ -7,5 +7,5 @@
 // handed out stay usable.
 //
 // Its behaviour is the executor seam's contract (package shell), checked by the
-// conformance kit (package shelltest) in both process-isolation modes.
+// conformance kits (packages shelltest and toolbashtest) in both process-isolation modes.
 package bashlocal

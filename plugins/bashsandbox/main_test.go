@@ -5,13 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/dsh-dev/dsh/internal/proctest"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )
 
@@ -40,35 +41,16 @@ func TestMain(m *testing.M) {
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s (children: %s)", what, describeChildren())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !proctest.Until(10*time.Second, cond) {
+		t.Fatalf("%s: not within 10s (children: %s)", what, proctest.Describe(proctest.Children()))
 	}
 }
 
-// describeChildren names this process's children, for failure messages.
-func describeChildren() string {
-	var out []string
-	for _, c := range children() {
-		b, _ := os.ReadFile("/proc/" + c + "/cmdline")
-		s, _ := os.ReadFile("/proc/" + c + "/stat")
-		out = append(out, fmt.Sprintf("%s %q [%s]", c, strings.ReplaceAll(string(b), "\x00", " "), strings.TrimSpace(string(s))))
-	}
-	return strings.Join(out, "; ")
-}
-
-// children lists the pids of this process's live children.
+// children lists the pids of this process's children, as /proc names them.
 func children() []string {
 	var out []string
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err == nil {
-			out = append(out, strings.Fields(string(b))...)
-		}
+	for _, pid := range proctest.Children() {
+		out = append(out, strconv.Itoa(pid))
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -204,18 +203,7 @@ func startJob(t *testing.T, s *stack, command string) string {
 
 // readPid waits for a file holding a pid (written by a command on the remote host,
 // which is this machine).
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	var pid int
-	proctest.WaitFor(t, 20*time.Second, "pid file "+path, func() bool {
-		b, err := os.ReadFile(path)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
-		return err == nil && pid > 0
-	})
-	return pid
-}
+var readPid = proctest.WaitPidFile
 
 // Item 1: the rendering table, byte for byte, through the bash tool over bash-ssh;
 // the working directory is the executor's, on the remote host.

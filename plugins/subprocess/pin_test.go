@@ -42,15 +42,7 @@ func touch(t *testing.T, path string) {
 	}
 }
 
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	var pids []int
-	proctest.WaitFor(t, 10*time.Second, "pid file "+path, func() bool {
-		pids = proctest.ReadPids(path)
-		return len(pids) == 1
-	})
-	return pids[0]
-}
+var readPid = proctest.WaitPidFile
 
 // escalation is a killed tree whose leader died on SIGTERM while a member ignores it:
 // the SIGKILL escalation is pending, the member holds the tree alive until gate exists.

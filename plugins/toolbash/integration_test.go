@@ -9,13 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
@@ -98,62 +97,18 @@ func bashArgs(command string, extra ...string) string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
-// children lists the live processes whose parent is this test process.
-func children() []string {
-	entries, _ := os.ReadDir("/proc")
-	self := strconv.Itoa(os.Getpid())
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) > 1 && fields[1] == self {
-			out = append(out, e.Name()+" "+s[:i+1])
-		}
-	}
-	return out
-}
-
+// assertNoChildren fails t if this process still has a child ten seconds on.
 func assertNoChildren(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(children()) > 0 {
-		if time.Now().After(deadline) {
-			t.Errorf("processes left behind: %q", children())
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !proctest.Until(10*time.Second, func() bool { return len(proctest.Children()) == 0 }) {
+		t.Errorf("processes left behind: %s", proctest.Describe(proctest.Children()))
 	}
 }
 
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || err == syscall.EPERM
-}
+// alive reports whether pid still exists, a zombie too: a reaped process is not alive.
+func alive(pid int) bool { return proctest.State(pid) != 0 }
 
-func readPid(t testing.TB, path string) int {
-	t.Helper()
-	var pid int
-	waitFor(t, 10*time.Second, "pid file "+path, func() bool {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil && pid > 0
-	})
-	return pid
-}
+var readPid = proctest.WaitPidFile
 
 // Item 2: the rendering table through real calls.
 func TestRealSpecTable(t *testing.T) {

@@ -33,5 +33,6 @@
 //		return a.Provide(shell.Service, ex)
 //	}
 //
-// and package shelltest proves it honours the seam.
+// and package shelltest proves it honours the seam (package toolbashtest, that the bash
+// tool shows it to the model as it should).
 package bashexec

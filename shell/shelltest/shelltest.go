@@ -1,40 +1,53 @@
-// Package shelltest is the conformance kit of the executor seam: one call, Run, checks
-// that an executor honours the contract written in package shell — Resolve's defaults
-// and caps, results and their flags, the model-facing renderings through the real bash
-// tool, timeouts and tree kill with the grace period, abort versus kill, bounded output
-// with spill files, consuming and lossy reads, UTF-8 boundaries, start failures in
-// both projections, the environment, background jobs through the jobs runtime, and
-// concurrent calls.
+// Package shelltest is the conformance kit of the executor seam: Run checks that an
+// executor honours the contract written in package shell, through the seam alone
+// (Resolve, Execute and an Execution's methods), one parallel subtest per rule:
 //
-// Every executor runs it from its own tests:
+//   - Resolve: defaults and caps; timeoutMs clamped, or rejected with the executor's
+//     name; NUL bytes; workdirs; expiry none; a spec that shares nothing with its request.
+//   - Results: output, exit codes, signal deaths, sandbox facts only from a confining
+//     executor, results as values.
+//   - Timeout, TreeKill, Grace: the deadline, the whole tree ended (a background child
+//     too), SIGKILL only after graceMs.
+//   - AbortAndKill: a cancelled context (before the spawn, and while running: Aborted)
+//     versus Kill (neither flag, idempotent); Result's context bounds only the wait.
+//   - OutputBounds: both streams capped to their tail, spill files with the whole.
+//   - ConsumingReads, LossyReads, UTF8: reads give only what is new, report dropped
+//     output with its spill file, never split a character.
+//   - SpawnFailure: a failed start as Result's error and, once, as a background read.
+//   - Environment: the request's variables over the fixed ones, the DSH_* snapshot
+//     winning, stdin. Concurrency: twenty calls at once, each with its own output.
+//
+// It does not check what the model sees through the bash tool (renderings, the
+// truncation notice, background jobs): package toolbashtest does, and every executor
+// runs both. Nor does it check an executor's config keys and plugin wiring, what a
+// sandbox denies, or reloads and lost connections: those are the executor's own tests.
 //
 //	func TestConformance(t *testing.T) {
-//		shelltest.Run(t, shelltest.Target{
-//			Name: "bash-nice",
+//		target := shelltest.Target{
+//			Name: bashnice.Name,
 //			New: func(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
 //				sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
 //				t.Cleanup(sup.Close)
-//				ex, err := bashnice.New(sup, cfg)
+//				ex, err := bashnice.New(sup, &bashnice.Config{Config: cfg, Niceness: 10})
 //				if err != nil {
 //					t.Fatal(err)
 //				}
 //				return ex, nil
 //			},
-//		})
+//		}
+//		shelltest.Run(t, target)
+//		toolbashtest.Run(t, target)
 //	}
 //
-// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch — what any
-// POSIX host has) in a directory it gets from Target.Dir, waits with deadlines rather
-// than sleeps, and runs its subtests in parallel. It takes a few seconds.
+// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq — what
+// any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
+// rather than sleeps. It takes a few seconds.
 package shelltest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,12 +56,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/plugins/jobs"
-	"github.com/dsh-dev/dsh/plugins/prompt"
-	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
-	toolbash "github.com/dsh-dev/dsh/plugins/toolbash"
-	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -71,14 +79,37 @@ type Target struct {
 	Running func(marker string) bool
 }
 
+// grace is the graceMs the kits configure: short, so that kills are quick.
+const grace = 500
+
+// Executor is target's executor for one subtest, configured as the kits configure it:
+// the defaults, cfg.Cwd a fresh directory from Dir, graceMs 500, then tune (if not
+// nil). It returns what New returned and that config. Kits built on this one (package
+// toolbashtest) use it.
+func (target Target) Executor(t *testing.T, tune func(*bashexec.Config)) (shell.Executor, shell.PolicyResolver, bashexec.Config) {
+	t.Helper()
+	cfg := bashexec.DefaultConfig()
+	if target.Dir != nil {
+		cfg.Cwd = target.Dir(t)
+	} else {
+		cfg.Cwd = t.TempDir()
+	}
+	cfg.GraceMs = grace
+	if tune != nil {
+		tune(&cfg)
+	}
+	ex, policy := target.New(t, cfg)
+	if ex == nil {
+		t.Fatal("Target.New returned no executor")
+	}
+	return ex, policy, cfg
+}
+
 // Run checks target against the seam's contract, one subtest per rule.
 func Run(t *testing.T, target Target) {
 	t.Helper()
 	if target.Name == "" || target.New == nil {
 		t.Fatal("shelltest: Target needs a Name and New")
-	}
-	if target.Dir == nil {
-		target.Dir = func(t *testing.T) string { return t.TempDir() }
 	}
 	if target.Running == nil {
 		target.Running = runningLocally
@@ -90,7 +121,6 @@ func Run(t *testing.T, target Target) {
 	}{
 		{"Resolve", k.resolve},
 		{"Results", k.results},
-		{"Renderings", k.renderings},
 		{"Timeout", k.timeout},
 		{"TreeKill", k.treeKill},
 		{"Grace", k.grace},
@@ -101,7 +131,6 @@ func Run(t *testing.T, target Target) {
 		{"UTF8", k.utf8},
 		{"SpawnFailure", k.spawnFailure},
 		{"Environment", k.environment},
-		{"Background", k.background},
 		{"Concurrency", k.concurrency},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -112,9 +141,6 @@ func Run(t *testing.T, target Target) {
 }
 
 type kit struct{ target Target }
-
-// grace is the graceMs the kit configures: short, so that kills are quick.
-const grace = 500
 
 // env is one executor under test with its directory.
 type env struct {
@@ -127,17 +153,8 @@ type env struct {
 
 func (k *kit) env(t *testing.T, tune func(*bashexec.Config)) *env {
 	t.Helper()
-	dir := k.target.Dir(t)
-	cfg := bashexec.DefaultConfig()
-	cfg.Cwd, cfg.GraceMs = dir, grace
-	if tune != nil {
-		tune(&cfg)
-	}
-	ex, policy := k.target.New(t, cfg)
-	if ex == nil {
-		t.Fatal("Target.New returned no executor")
-	}
-	return &env{t: t, ex: ex, policy: policy, dir: dir, cfg: cfg}
+	ex, policy, cfg := k.target.Executor(t, tune)
+	return &env{t: t, ex: ex, policy: policy, dir: cfg.Cwd, cfg: cfg}
 }
 
 func (e *env) spec(req shell.ExecRequest) shell.ExecSpec {
@@ -174,23 +191,11 @@ func (e *env) gate(name string) (path string, open func()) {
 	path = e.dir + "/" + name
 	return path, func() {
 		e.t.Helper()
-		res := e.run(shell.ExecRequest{Command: "touch " + quote(path)})
+		res := e.run(shell.ExecRequest{Command: "touch " + proctest.Quote(path)})
 		if res.ExitCode == nil || *res.ExitCode != 0 {
 			e.t.Fatalf("touch %s: %+v", path, res)
 		}
 	}
-}
-
-// waitUntil polls cond every few milliseconds until it holds or d passes.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }
 
 // readUntil collects ReadOutput deltas until want is a prefix of (or equal to) what was
@@ -198,7 +203,7 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 func readUntil(t *testing.T, x shell.Execution, want string) string {
 	t.Helper()
 	var got strings.Builder
-	if !waitUntil(20*time.Second, func() bool {
+	if !proctest.Until(20*time.Second, func() bool {
 		got.WriteString(x.ReadOutput().Delta)
 		return strings.HasPrefix(got.String(), want)
 	}) {
@@ -215,8 +220,6 @@ func done(t *testing.T, x shell.Execution, d time.Duration) {
 		t.Fatalf("the execution did not finish within %s", d)
 	}
 }
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func newMarker() string {
 	b := make([]byte, 6)
@@ -333,103 +336,6 @@ func (k *kit) results(t *testing.T) {
 	}
 }
 
-// toolEnv is a composition around the executor: tools, prompt, shell-env, jobs, the bash
-// tool, and the executor under test as the `bash` row.
-type toolEnv struct {
-	*env
-	reg     *tools.Registry
-	session *container.Session
-}
-
-func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
-	t.Helper()
-	e := k.env(t, tune)
-	provide := []string{shell.Service}
-	if e.policy != nil {
-		provide = append(provide, shell.PolicyService)
-	}
-	executor := container.Plugin{
-		Name:    "shelltest-executor",
-		Provide: provide,
-		Apply: func(a *container.Activation, _ any) error {
-			if e.policy != nil {
-				if err := a.Provide(shell.PolicyService, e.policy); err != nil {
-					return err
-				}
-			}
-			return a.Provide(shell.Service, e.ex)
-		},
-	}
-	cat, err := container.NewCatalog(tools.Plugin, prompt.Plugin, shellenv.Plugin, jobs.Plugin, toolbash.Plugin, executor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := container.NewRuntime(cat, container.Options{Logger: quiet})
-	t.Cleanup(rt.Close)
-	err = rt.Compose("shelltest", []container.Row{
-		{ID: "tools", Plugin: "tools"},
-		{ID: "prompt", Plugin: "prompt"},
-		{ID: "shell-env", Plugin: "shell-env", Config: map[string]any{"dshHome": t.TempDir()}},
-		{ID: "jobs", Plugin: "jobs"},
-		{ID: "tool-bash", Plugin: "tool-bash"},
-		{ID: "bash", Plugin: "shelltest-executor"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, ok := container.Lookup[*tools.Registry](rt, tools.Service)
-	if !ok {
-		t.Fatalf("no tools registry: %+v", rt.Status())
-	}
-	if _, ok := reg.Tool("bash"); !ok {
-		t.Fatalf("the bash tool did not activate over the executor: %+v", rt.Status())
-	}
-	return &toolEnv{env: e, reg: reg, session: &container.Session{ID: "shelltest-" + newMarker(), Cwd: e.dir}}
-}
-
-func (te *toolEnv) call(tool string, args map[string]any) tools.Result {
-	te.t.Helper()
-	raw, _ := json.Marshal(args)
-	return te.reg.Call(context.Background(), tool, raw, te.session)
-}
-
-func (te *toolEnv) bash(command string, extra map[string]any) tools.Result {
-	te.t.Helper()
-	args := map[string]any{"command": command, "description": "Run a conformance command"}
-	for k, v := range extra {
-		args[k] = v
-	}
-	return te.call("bash", args)
-}
-
-func (k *kit) renderings(t *testing.T) {
-	te := k.tools(t, nil)
-	for _, c := range []struct {
-		command string
-		extra   map[string]any
-		text    string
-	}{
-		{"echo hello", nil, "hello\n"},
-		{"true", nil, "(no output)"},
-		{"echo out; echo err >&2", nil, "out\n[stderr]\nerr\n"},
-		{"printf out; printf err >&2", nil, "out\n[stderr]\nerr"},
-		{"echo failing; exit 3", nil, "failing\n[exit code: 3]"},
-		{"printf failing; exit 3", nil, "failing\n[exit code: 3]"},
-		{"echo err >&2; exit 1", nil, "[stderr]\nerr\n[exit code: 1]"},
-		{"sleep 60", map[string]any{"timeoutMs": 100}, "(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]"},
-	} {
-		res := te.bash(c.command, c.extra)
-		if res.Text != c.text || res.IsError {
-			t.Errorf("%s:\n got %q (isError %v)\nwant %q", c.command, res.Text, res.IsError, c.text)
-		}
-	}
-	res := te.bash("exit 3", nil)
-	v, ok := res.Value.(toolbash.ForegroundValue)
-	if !ok || v.Kind != toolbash.KindForeground || v.ExitCode == nil || *v.ExitCode != 3 || v.Signal != nil || v.TimedOut || v.Aborted {
-		t.Errorf("typed value of exit 3: %#v", res.Value)
-	}
-}
-
 func (k *kit) timeout(t *testing.T) {
 	e := k.env(t, nil)
 	start := time.Now()
@@ -450,7 +356,7 @@ func (k *kit) treeKill(t *testing.T) {
 	started := e.dir + "/started"
 	start := time.Now()
 	res := e.run(shell.ExecRequest{
-		Command:   "sh -c 'sleep 300; : " + marker + "' & touch " + quote(started) + "; sleep 60",
+		Command:   "sh -c 'sleep 300; : " + marker + "' & touch " + proctest.Quote(started) + "; sleep 60",
 		TimeoutMs: f64(1000),
 	})
 	elapsed := time.Since(start)
@@ -460,7 +366,7 @@ func (k *kit) treeKill(t *testing.T) {
 	if limit := time.Second + grace*time.Millisecond + time.Second; elapsed > limit {
 		t.Errorf("the call returned after %s (contract: within timeout + grace + 1s)", elapsed)
 	}
-	if !waitUntil(5*time.Second, func() bool { return !k.target.Running(marker) }) {
+	if !proctest.Until(5*time.Second, func() bool { return !k.target.Running(marker) }) {
 		t.Errorf("the command's background child (marker %s) is still running after the timeout", marker)
 	}
 }
@@ -555,8 +461,8 @@ func (k *kit) abortAndKill(t *testing.T) {
 }
 
 func (k *kit) outputBounds(t *testing.T) {
-	te := k.tools(t, func(c *bashexec.Config) { c.MaxOutputBytes = 1000 })
-	res := te.run(shell.ExecRequest{Command: "head -c 5000 /dev/zero | tr '\\0' a; head -c 3000 /dev/zero | tr '\\0' b >&2"})
+	e := k.env(t, func(c *bashexec.Config) { c.MaxOutputBytes = 1000 })
+	res := e.run(shell.ExecRequest{Command: "head -c 5000 /dev/zero | tr '\\0' a; head -c 3000 /dev/zero | tr '\\0' b >&2"})
 	for _, s := range []struct {
 		name      string
 		r         shell.StreamResult
@@ -576,18 +482,9 @@ func (k *kit) outputBounds(t *testing.T) {
 			t.Errorf("%s spill file %s: %d bytes, %v; want the whole stream (%d)", s.name, s.r.SpillPath, len(data), err, s.total)
 		}
 	}
-	small := te.run(shell.ExecRequest{Command: "echo small"})
+	small := e.run(shell.ExecRequest{Command: "echo small"})
 	if small.Stdout.Truncated || small.Stdout.SpillPath != "" {
 		t.Errorf("small output: %+v", small.Stdout)
-	}
-	out := te.bash("head -c 3000 /dev/zero | tr '\\0' c", nil)
-	prefix := strings.Repeat("c", 1000) + "\n[output truncated; full output: "
-	if !strings.HasPrefix(out.Text, prefix) || !strings.HasSuffix(out.Text, "]") || out.IsError {
-		t.Errorf("truncated rendering: %q", out.Text)
-	} else if path := strings.TrimSuffix(strings.TrimPrefix(out.Text, prefix), "]"); path == "" {
-		t.Errorf("no spill path in %q", out.Text)
-	} else if data, err := os.ReadFile(path); err != nil || len(data) != 3000 {
-		t.Errorf("rendered spill path %s: %d bytes, %v", path, len(data), err)
 	}
 }
 
@@ -595,7 +492,7 @@ func (k *kit) consumingReads(t *testing.T) {
 	e := k.env(t, nil)
 	gate, open := e.gate("gate")
 	x := e.start(context.Background(), shell.ExecRequest{
-		Command: "echo one; while [ ! -e " + quote(gate) + " ]; do sleep 0.01; done; echo two; echo err-two >&2",
+		Command: "echo one; while [ ! -e " + proctest.Quote(gate) + " ]; do sleep 0.01; done; echo two; echo err-two >&2",
 		Expiry:  shell.ExpiryNone,
 	})
 	if got := readUntil(t, x, "one\n"); got != "one\n" {
@@ -638,11 +535,11 @@ func (k *kit) utf8(t *testing.T) {
 	e := k.env(t, nil)
 	gate, open := e.gate("gate")
 	x := e.start(context.Background(), shell.ExecRequest{
-		Command: `printf 'a\303'; printf 'b\342\202' >&2; while [ ! -e ` + quote(gate) + ` ]; do sleep 0.01; done; printf '\251z'; printf '\254c' >&2`,
+		Command: `printf 'a\303'; printf 'b\342\202' >&2; while [ ! -e ` + proctest.Quote(gate) + ` ]; do sleep 0.01; done; printf '\251z'; printf '\254c' >&2`,
 		Expiry:  shell.ExpiryNone,
 	})
 	var first strings.Builder
-	if !waitUntil(20*time.Second, func() bool {
+	if !proctest.Until(20*time.Second, func() bool {
 		first.WriteString(x.ReadOutput().Delta)
 		return strings.Contains(first.String(), "a") && strings.Contains(first.String(), "b")
 	}) {
@@ -666,10 +563,10 @@ func (k *kit) utf8(t *testing.T) {
 }
 
 func (k *kit) spawnFailure(t *testing.T) {
-	te := k.tools(t, nil)
-	missing := te.dir + "/missing"
+	e := k.env(t, nil)
+	missing := e.dir + "/missing"
 	// Foreground: an infrastructure error naming ENOENT.
-	x, err := te.ex.Execute(context.Background(), te.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing}))
+	x, err := e.ex.Execute(context.Background(), e.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing}))
 	if err != nil {
 		t.Fatalf("Execute with a missing workdir: %v (a failed start belongs to the handle)", err)
 	}
@@ -678,7 +575,7 @@ func (k *kit) spawnFailure(t *testing.T) {
 		t.Errorf("Result with a missing workdir: %v; want a spawn failure naming ENOENT", err)
 	}
 	// Background: the failure once, as a [stderr] section; settled killed.
-	x, err = te.ex.Execute(context.Background(), te.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing, Expiry: shell.ExpiryNone}))
+	x, err = e.ex.Execute(context.Background(), e.spec(shell.ExecRequest{Command: "echo hi", Workdir: missing, Expiry: shell.ExpiryNone}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -695,21 +592,6 @@ func (k *kit) spawnFailure(t *testing.T) {
 	}
 	if x.Kill() {
 		t.Error("Kill of a failed start returned true")
-	}
-	// Through the tool: an error result; as a job, the failure in its output.
-	res := te.bash("echo hi", map[string]any{"workdir": missing})
-	if !res.IsError || !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, "ENOENT") {
-		t.Errorf("foreground call in a missing workdir: %q (isError %v)", res.Text, res.IsError)
-	}
-	res = te.bash("echo hi", map[string]any{"workdir": missing, "run_in_background": true})
-	id, ok := strings.CutPrefix(res.Text, "started background job ")
-	if !ok || res.IsError {
-		t.Fatalf("background call in a missing workdir: %q", res.Text)
-	}
-	out := te.call("job_output", map[string]any{"job_id": id, "wait": true})
-	if !strings.HasPrefix(out.Text, "[stderr]\n") || !strings.Contains(out.Text, "spawn failed") ||
-		!strings.HasSuffix(out.Text, "\n[status: killed, killed before exit]") {
-		t.Errorf("job output of a failed start: %q", out.Text)
 	}
 }
 
@@ -739,52 +621,6 @@ func (k *kit) environment(t *testing.T) {
 	}
 }
 
-func (k *kit) background(t *testing.T) {
-	te := k.tools(t, nil)
-	gate, open := te.gate("gate")
-	res := te.bash("echo start; while [ ! -e "+quote(gate)+" ]; do sleep 0.01; done; echo end", map[string]any{"run_in_background": true})
-	id, ok := strings.CutPrefix(res.Text, "started background job ")
-	if !ok || res.IsError {
-		t.Fatalf("background start: %q", res.Text)
-	}
-	var got strings.Builder
-	if !waitUntil(20*time.Second, func() bool {
-		out := te.call("job_output", map[string]any{"job_id": id})
-		text, _, _ := strings.Cut(out.Text, "[status: ")
-		if text != "(no new output)\n" {
-			got.WriteString(text)
-		}
-		return strings.Contains(got.String(), "start\n")
-	}) {
-		t.Fatalf("job output %q", got.String())
-	}
-	if got.String() != "start\n" {
-		t.Errorf("incremental job output %q", got.String())
-	}
-	open()
-	out := te.call("job_output", map[string]any{"job_id": id, "wait": true, "timeout_ms": 20000})
-	if out.Text != "end\n[status: completed, exit code: 0]" {
-		t.Errorf("final job output %q", out.Text)
-	}
-	res = te.bash("echo ready; sleep 60", map[string]any{"run_in_background": true})
-	id, ok = strings.CutPrefix(res.Text, "started background job ")
-	if !ok {
-		t.Fatalf("background start: %q", res.Text)
-	}
-	if !waitUntil(20*time.Second, func() bool {
-		return strings.HasPrefix(te.call("job_output", map[string]any{"job_id": id}).Text, "ready\n")
-	}) {
-		t.Fatal("the job never printed ready")
-	}
-	if kill := te.call("job_kill", map[string]any{"job_id": id}); kill.Text != "requested cancellation of job "+id {
-		t.Errorf("job_kill: %q", kill.Text)
-	}
-	out = te.call("job_output", map[string]any{"job_id": id, "wait": true, "timeout_ms": 20000})
-	if out.Text != "(no new output)\n[status: killed, signal: SIGTERM]" {
-		t.Errorf("killed job output %q", out.Text)
-	}
-}
-
 func (k *kit) concurrency(t *testing.T) {
 	e := k.env(t, nil)
 	const n = 20
@@ -803,28 +639,16 @@ func (k *kit) concurrency(t *testing.T) {
 // runningLocally reports whether a live process on this host has marker in its command
 // line.
 func runningLocally(marker string) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
+	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), marker) {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), marker) && !proctest.Gone(pid) {
+			return true
 		}
-		return true
 	}
 	return false
 }
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,0 +1,149 @@
+// Package kittest tests the conformance kits themselves (shelltest, toolbashtest): the
+// core's local executor (Local) for a kit to pass, executors that each break one rule
+// (Breaker) for it to fail, and FailsEach, which checks that it fails each in the
+// subtest that states the rule. A kit's tests run TestKitPassesTheLocalCore over Local,
+// TestBrokenExecutor over Chosen(t, breakers).New, and TestKitFailsBrokenExecutors as
+// FailsEach(t, breakers). Tests only; production code must not import it.
+package kittest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/shell"
+	"github.com/dsh-dev/dsh/shell/bashexec"
+)
+
+// Name is the executor name Local gives its errors.
+const Name = "kit-local"
+
+// Local is the core's local executor, as bash-local mounts it, with its own supervisor.
+func Local(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
+	t.Cleanup(sup.Close)
+	ex, err := bashexec.New(bashexec.Local(sup), cfg, bashexec.Options{Name: Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex, nil
+}
+
+// Breaker is Local with one rule broken: Wrap changes each of its executions.
+type Breaker struct {
+	// Subtest is the kit's subtest that must fail for it.
+	Subtest string
+	Wrap    func(shell.Execution) shell.Execution
+}
+
+// New is a kit Target's New for the broken executor.
+func (b Breaker) New(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
+	ex, _ := Local(t, cfg)
+	return broken{Executor: ex, wrap: b.Wrap}, nil
+}
+
+type broken struct {
+	shell.Executor
+	wrap func(shell.Execution) shell.Execution
+}
+
+func (b broken) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Execution, error) {
+	x, err := b.Executor.Execute(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return b.wrap(x), nil
+}
+
+// chosenVar names, in the child process FailsEach starts, the breaker it runs.
+const chosenVar = "DSH_KITTEST_BREAKER"
+
+// Chosen returns the breaker this process runs, and skips t outside the child process
+// FailsEach starts (its kit run is meant to fail).
+func Chosen(t *testing.T, breakers map[string]Breaker) Breaker {
+	name := os.Getenv(chosenVar)
+	if name == "" {
+		t.Skip("run by TestKitFailsBrokenExecutors")
+	}
+	b, ok := breakers[name]
+	if !ok {
+		t.Fatalf("no breaker %q", name)
+	}
+	return b
+}
+
+// FailsEach runs this test binary's TestBrokenExecutor once per breaker, in a child
+// process limited to the breaker's subtest, and fails t unless that subtest fails.
+func FailsEach(t *testing.T, breakers map[string]Breaker) {
+	if testing.Short() {
+		t.Skip("runs the kit once per broken executor")
+	}
+	for name, b := range breakers {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenExecutor$/^"+b.Subtest+"$", "-test.v")
+			cmd.Env = append(os.Environ(), chosenVar+"="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the kit passed an executor that %s:\n%s", name, out)
+			}
+			if want := "--- FAIL: TestBrokenExecutor/" + b.Subtest; !strings.Contains(string(out), want) {
+				t.Errorf("the kit failed, but not in %s:\n%s", b.Subtest, out)
+			}
+		})
+	}
+}
+
+// DropsSpawnErrors loses the error of a failed start in background reads.
+func DropsSpawnErrors(x shell.Execution) shell.Execution { return dropSpawnErrors{x} }
+
+type dropSpawnErrors struct{ shell.Execution }
+
+func (d dropSpawnErrors) ReadOutput() shell.ProcessRead {
+	r := d.Execution.ReadOutput()
+	if strings.Contains(r.Delta, "spawn failed") {
+		return shell.ProcessRead{}
+	}
+	return r
+}
+
+// Rereads returns everything read so far on every read: reads are not consuming.
+func Rereads(x shell.Execution) shell.Execution { return &rereads{Execution: x} }
+
+type rereads struct {
+	shell.Execution
+	all string
+}
+
+func (r *rereads) ReadOutput() shell.ProcessRead {
+	read := r.Execution.ReadOutput()
+	r.all += read.Delta
+	read.Delta = r.all
+	return read
+}
+
+// KillIsAbort reports a kill as an abort.
+func KillIsAbort(x shell.Execution) shell.Execution { return killIsAbort{x} }
+
+type killIsAbort struct{ shell.Execution }
+
+func (k killIsAbort) Result(ctx context.Context) (shell.RunResult, error) {
+	res, err := k.Execution.Result(ctx)
+	if res.Signal != "" && !res.TimedOut {
+		res.Aborted = true
+	}
+	return res, err
+}
+
+// SwapsStreams swaps stdout and stderr in results.
+func SwapsStreams(x shell.Execution) shell.Execution { return swapsStreams{x} }
+
+type swapsStreams struct{ shell.Execution }
+
+func (s swapsStreams) Result(ctx context.Context) (shell.RunResult, error) {
+	res, err := s.Execution.Result(ctx)
+	res.Stdout, res.Stderr = res.Stderr, res.Stdout
+	return res, err
+}
