@@ -17,8 +17,8 @@ import (
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
-// A box is one session sandbox: the dsh binary started once per session (and per
-// sandbox configuration) with SessionArg, in new namespaces unless the backend is
+// A box is the per-session sandbox process: the dsh binary started once per session
+// (and per box configuration) with BoxArg, in new namespaces unless the backend is
 // Landlock-only, owned by the Supervisor like any command (its own cgroup in the
 // harness's subtree, killed when the Supervisor closes), and talked to over a unix
 // socket. Each confined command of the session is started by it, from a thread of its
@@ -46,12 +46,12 @@ type boxConfig struct {
 	network    string
 	workspace  string // pinned root, "" for none
 	roots      []string
-	hide       []string
+	maskDirs   []string
 }
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		slices.Equal(c.roots, o.roots) && slices.Equal(c.hide, o.hide)
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs)
 }
 
 type boxReply struct {
@@ -59,10 +59,10 @@ type boxReply struct {
 	fds []int
 }
 
-// boxSetupTimeout bounds a sandbox's start-up (generous: the host may be busy).
+// boxSetupTimeout bounds a box's start-up (generous: the host may be busy).
 const boxSetupTimeout = 30 * time.Second
 
-// openBox starts a session sandbox on sup: conf, the private temp dir tmp, an empty
+// openBox starts a box on sup: conf, the private temp dir tmp, an empty
 // directory stage for its new root, the pinned workspace ws (nil for none), the
 // session's spill directory spill at spillPath (nil for none), and the protected paths
 // and masked files known now.
@@ -86,11 +86,11 @@ func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *
 	}
 	diag := subprocess.Capture{MaxBytes: 4096}
 	proc, err := sup.Spawn(context.Background(), subprocess.Spec{
-		Argv:    []string{exe, SessionArg},
+		Argv:    []string{exe, BoxArg},
 		Stdout:  diag,
 		Stderr:  diag,
 		GraceMs: 2000,
-		Start:   &sandboxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
+		Start:   &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
 	})
 	theirs.Close()
 	if err != nil {
@@ -105,9 +105,9 @@ func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *
 		WritableRoots: conf.roots,
 		TempDir:       tmp,
 		Stage:         stage,
-		Hide:          conf.hide,
+		MaskDirs:      conf.maskDirs,
 		Protect:       protect,
-		Mask:          mask,
+		MaskFiles:     mask,
 	}
 	var fds []int
 	if ws != nil {
@@ -166,7 +166,7 @@ func (b *box) handshake(setup []byte, fds []int) error {
 	return nil
 }
 
-// setupError words a failed start-up, with what the sandbox process wrote to stderr.
+// setupError words a failed start-up, with what the box wrote to stderr.
 func (b *box) setupError(err error) error {
 	msg := err.Error()
 	if !errors.Is(err, launch.ErrClosed) {
@@ -178,12 +178,12 @@ func (b *box) setupError(err error) error {
 	case <-time.After(5 * time.Second):
 	}
 	if line := strings.TrimSpace(b.proc.Stderr().Output().Text); line != "" {
-		msg = strings.TrimPrefix(line, RunnerFailurePrefix)
+		msg = strings.TrimPrefix(line, LauncherFailurePrefix)
 	}
 	return fmt.Errorf("bash-sandbox: the session sandbox did not start: %s", msg)
 }
 
-// read dispatches the sandbox's messages until the connection fails.
+// read dispatches the box's messages until the connection fails.
 func (b *box) read() {
 	for {
 		payload, fds, err := b.conn.Recv()
@@ -217,7 +217,7 @@ func (b *box) read() {
 }
 
 // fail marks the box dead: waiting starts fail, and every command whose exit is not
-// known yet is lost (in the namespaces it died with the sandbox, the init of its PID
+// known yet is lost (in the namespaces it died with the box, the init of its PID
 // namespace; without them the Supervisor kills its cgroup).
 func (b *box) fail() {
 	b.mu.Lock()
@@ -259,7 +259,7 @@ func (b *box) retire() {
 	}
 }
 
-// close ends the sandbox process: it exits when its connection closes (and the commands
+// close ends the box: it exits when its connection closes (and the commands
 // of its PID namespace with it); the Supervisor kills it if it does not.
 func (b *box) close() {
 	b.mu.Lock()
@@ -279,7 +279,7 @@ func (b *box) close() {
 	}()
 }
 
-// kill ends the sandbox process at once.
+// kill ends the box at once.
 func (b *box) kill() {
 	b.mu.Lock()
 	b.closed = true
@@ -290,13 +290,13 @@ func (b *box) kill() {
 
 // cmdStarter starts one command in a box (a subprocess.Starter).
 type cmdStarter struct {
-	box     *box
-	policy  launch.Policy
-	protect []string
-	mask    []string
-	// stub: the sandbox could not confine the command and started the runner-failure
-	// stub in its place (only then is a "dsh-sandbox:" line a runner failure).
-	stub atomic.Bool
+	box       *box
+	policy    launch.Policy
+	protect   []string
+	maskFiles []string
+	// launchFailed: the box could not confine the command and started the launcher's
+	// failure mode in its place (only then is a "dsh-sandbox:" line a launcher failure).
+	launchFailed atomic.Bool
 }
 
 // boxCmd is a command started in a box (a subprocess.Started).
@@ -308,8 +308,8 @@ type boxCmd struct {
 	once sync.Once
 }
 
-// Start asks the sandbox to start req confined to the starter's policy. The leader's
-// host pid comes from its pidfd (the sandbox sees it under its own PID namespace).
+// Start asks the box to start req confined to the starter's policy. The leader's
+// host pid comes from its pidfd (the box sees it under its own PID namespace).
 func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
 	b := st.box
 	b.mu.Lock()
@@ -331,15 +331,15 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 	b.mu.Unlock()
 
 	m := launch.Start{
-		ID:      id,
-		Policy:  st.policy,
-		Path:    req.Path,
-		Argv:    req.Argv,
-		Dir:     req.Dir,
-		Env:     req.Env,
-		Protect: st.protect,
-		Mask:    st.mask,
-		Cgroup:  req.CgroupFD >= 0,
+		ID:        id,
+		Policy:    st.policy,
+		Path:      req.Path,
+		Argv:      req.Argv,
+		Dir:       req.Dir,
+		Env:       req.Env,
+		Protect:   st.protect,
+		MaskFiles: st.maskFiles,
+		Cgroup:    req.CgroupFD >= 0,
 	}
 	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}
 	if req.CgroupFD >= 0 {
@@ -369,11 +369,11 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 		b.forget(id)
 		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
 	}
-	st.stub.Store(rep.r.Stub)
+	st.launchFailed.Store(rep.r.LaunchFailed)
 	pid, err := pidfdPid(rep.fds[0])
 	syscall.Close(rep.fds[0])
 	if err != nil {
-		// It runs, and cannot be signalled by host pid: end it through its sandbox.
+		// It runs, and cannot be signalled by host pid: end it through its box.
 		b.forget(id)
 		b.fail()
 		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
@@ -406,7 +406,7 @@ func (b *box) failure() error {
 
 func (c *boxCmd) Pid() int { return c.pid }
 
-// Wait returns the leader's exit as the sandbox reported it, or the box's failure.
+// Wait returns the leader's exit as the box reported it, or the box's failure.
 func (c *boxCmd) Wait() (subprocess.ExitStatus, error) {
 	st, ok := <-c.exit
 	if !ok {
@@ -415,7 +415,7 @@ func (c *boxCmd) Wait() (subprocess.ExitStatus, error) {
 	return st, nil
 }
 
-// Release tells the sandbox to reap the leader.
+// Release tells the box to reap the leader.
 func (c *boxCmd) Release() {
 	c.once.Do(func() {
 		b := c.box
@@ -457,20 +457,20 @@ func closeAll(fds []int) {
 	}
 }
 
-// sandboxStarter starts the session sandbox process itself (a subprocess.Starter): the
+// boxStarter starts the box itself (a subprocess.Starter): the
 // dsh binary as this process's direct child, with the control socket as its fd 3, in
 // new user, mount, PID, IPC and UTS namespaces (and a network namespace when the
 // network is denied) unless the backend is Landlock-only.
 //
-// The user namespace maps each id to itself: the sandbox and its commands run as the
+// The user namespace maps each id to itself: the box and its commands run as the
 // harness's own user, so files keep their owners and nothing runs as a different
 // user. As root every id is mapped; otherwise only the harness's own uid and gid can be
-// (the kernel allows nothing more without privilege), and the sandbox keeps the
+// (the kernel allows nothing more without privilege), and the box keeps the
 // capabilities it needs to build its mounts (CAP_SYS_ADMIN), bring up its loopback
 // (CAP_NET_ADMIN), empty its commands' bounding sets (CAP_SETPCAP) and forbid nested
 // user namespaces (CAP_SYS_RESOURCE) as ambient capabilities across the exec — inside
 // its own user namespace only. Commands drop every capability before they run.
-type sandboxStarter struct {
+type boxStarter struct {
 	namespaces bool
 	network    string
 	ctl        *os.File
@@ -484,7 +484,7 @@ const (
 	capSysResource = 24
 )
 
-func (st *sandboxStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
+func (st *boxStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
 	if st.namespaces {
@@ -516,7 +516,7 @@ func (st *sandboxStarter) Start(req subprocess.StartRequest) (subprocess.Started
 		// This process is not dumpable (see MaybeRunLauncher), and neither is a child
 		// until it execs: its /proc files belong to root, and an unprivileged parent
 		// could not write its uid_map and gid_map. Dumpable for the fork only; the
-		// sandbox makes itself non-dumpable again first thing.
+		// box makes itself non-dumpable again first thing.
 		dumpable.Lock()
 		defer dumpable.Unlock()
 		_ = launch.SetDumpable(true)

@@ -11,7 +11,7 @@ import (
 )
 
 // bash-sandbox honours the executor seam's contract: confined in workspace-write — in
-// its session sandbox with namespaces, and with Landlock only — the model sees what
+// its box with namespaces, and with Landlock only — the model sees what
 // bash-local would show it (background jobs, timeouts, tree kill, output bounds, the
 // renderings).
 func TestConformance(t *testing.T) {

@@ -25,7 +25,7 @@
 // # The session sandbox
 //
 // Each harness session gets one sandbox process: the dsh binary re-executed with the
-// hidden first argument SessionArg, once, when the session's first confined call runs.
+// hidden first argument BoxArg, once, when the session's first confined call runs.
 // The sandbox's package dispatches it from its init function, before the rest of the
 // binary is initialised (MaybeRunLauncher, called first thing in main, is the
 // documented dispatch; embedders call it in their own main, test packages in TestMain).
@@ -154,9 +154,9 @@
 //     path redirected through a symlink. One that is or holds a writable root (a
 //     workspace at /tmp, where both live by default), or a spill root inside a writable
 //     root that does not exist or is reached through a symlink, refuses the call
-//     (ExposedError). TestConfinedSpillFilesHidden*,
+//     (ExposedError). TestConfinedSpillFilesMasked*,
 //     TestConfinedSpillRootInWorkspace*, TestConfinedExposingConfigRefused*,
-//     TestConfinedSessionDirsHidden*, TestConfinedProtectedPathHoldingTheSpillRoot*.
+//     TestConfinedSessionDirsMasked*, TestConfinedProtectedPathHoldingTheSpillRoot*.
 //   - Own spill files, read-only. A truncated result names its spill file
 //     (<spill root>/dsh-spill-<pid>-<rand>/<session dir>/<n>-stdout.log) and the bash
 //     tool tells the model to read it: the session's commands see exactly that
@@ -173,17 +173,17 @@
 //     command does there reaches the host's spill directory, which the server writes
 //     by its host path, outside the sandbox. Spill files that `dsh call` keeps are
 //     moved to $DSH_HOME/spill, readable as the rest of $DSH_HOME.
-//     TestConfinedOwnSpillFilesReadOnly*, TestConfinedSpillFilesHidden*,
+//     TestConfinedOwnSpillFilesReadOnly*, TestConfinedSpillFilesMasked*,
 //     TestServeConfinedReadsItsSpillFile, TestServeHTTPSpillFilesArePrivate,
 //     TestCallConfinedReadsItsKeptSpillFile (cmd/dsh).
 //   - Secrets. $DSH_HOME/serve-token — the bearer token `dsh serve --http` generates,
 //     which would let a command drive dsh's own HTTP endpoint — reads as an empty
 //     read-only file, for the call's $DSH_HOME, this process's and the default
-//     ~/.dsh; so does every file given to HideFile (`dsh serve` gives it its
+//     ~/.dsh; so does every file given to MaskFile (`dsh serve` gives it its
 //     --token-file). The rest of $DSH_HOME stays readable. A masked file that appears,
 //     or is replaced (a rename over a mount point in another namespace detaches the
 //     mount), after the sandbox started is covered again before the next command.
-//     TestConfinedServeTokenHidden*, TestServeNetworkAllowSelfApprovedEscalation,
+//     TestConfinedServeTokenMasked*, TestServeNetworkAllowSelfApprovedEscalation,
 //     TestServeTokenFileHiddenFromConfinedCommands,
 //     TestServeGeneratedTokenHiddenFromConfinedCommands (cmd/dsh).
 //   - Reloads are visible. A reload that widens confinement (a wider defaultMode, the
@@ -279,7 +279,7 @@
 //   - Secret files are masked before each command starts: a command already running
 //     when one appears or is replaced (another `dsh serve --http` writing
 //     $DSH_HOME/serve-token) can read it, and keep a copy. A --token-file is hidden
-//     only in the sandboxes of the dsh that was given it (HideFile): other dsh
+//     only in the sandboxes of the dsh that was given it (MaskFile): other dsh
 //     processes' confined commands read it if their user can.
 //   - A spill root whose path goes through a symbolic link under /tmp: the path a
 //     result names goes through the link, which the private /tmp does not have, so

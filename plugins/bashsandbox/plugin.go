@@ -362,20 +362,20 @@ func homes(dshEnv map[string]string) []string {
 // token it generates.
 const ServeTokenName = "serve-token"
 
-// secrets are the files of this process that confined commands must not read (HideFile).
+// secrets are the files of this process that confined commands must not read (MaskFile).
 var secrets struct {
 	mu    sync.Mutex
 	paths []string
 }
 
-// HideFile keeps the file at path — a secret of this process, such as the bearer-token
-// file of `dsh serve --http` — from the confined commands of this process's session
-// sandboxes (namespace backend): wherever a command could read it, the sandbox covers
-// it with an empty read-only file before each command starts (so a file that appears,
-// or is replaced, later is covered from the next command on). $DSH_HOME/serve-token (and
-// ~/.dsh/serve-token) is always hidden. The Landlock-only fallback cannot hide a file
+// MaskFile keeps the file at path — a secret of this process, such as the bearer-token
+// file of `dsh serve --http` — from the confined commands of this process's boxes
+// (namespace backend): wherever a command could read it, the box masks it with an
+// empty read-only file before each command starts (so a file that appears, or is
+// replaced, later is masked from the next command on). $DSH_HOME/serve-token (and
+// ~/.dsh/serve-token) is always masked. The Landlock-only fallback cannot mask a file
 // (MissingSecretFiles).
-func HideFile(path string) {
+func MaskFile(path string) {
 	if abs, err := filepath.Abs(path); err == nil {
 		secrets.mu.Lock()
 		if !slices.Contains(secrets.paths, abs) {
@@ -385,11 +385,11 @@ func HideFile(path string) {
 	}
 }
 
-// masked lists the secret files a command of a call could read, to be covered: the
+// maskedFiles lists the secret files a command of a call could read, to be masked: the
 // serve-token of every home (the call's, this process's, the default ~/.dsh) and the
-// HideFile files, canonical where they exist, except those the private /tmp covers
+// MaskFile files, canonical where they exist, except those the private /tmp covers
 // anyway (under /tmp and in no writable root).
-func masked(dshEnv map[string]string, writable []string) []string {
+func maskedFiles(dshEnv map[string]string, writable []string) []string {
 	hs := homes(dshEnv)
 	if home, err := os.UserHomeDir(); err == nil {
 		hs = append(hs, filepath.Join(home, ".dsh")) // the default home, another dsh's
@@ -434,15 +434,16 @@ func symlinkBelow(root, path string) string {
 	}
 }
 
-// hidden are the host directories the namespace backend covers with an empty read-only
-// tmpfs, wherever a confined command could otherwise see them — outside /tmp (the
-// sandbox shows the host's tree read-only) or inside a writable root (bound over the
+// maskedDirs are the host directories the namespace backend masks with an empty
+// read-only tmpfs, wherever a confined command could otherwise see them — outside /tmp
+// (the box shows the host's tree read-only) or inside a writable root (bound over the
 // private /tmp): the spill root, which holds every session's spill files, and the temp
-// dir, which holds every session's private temp dir (of this dsh and of others). One that holds a writable root cannot be hidden without hiding the root too, and
-// a spill root inside a writable root that does not exist, or is reached through a
-// symbolic link, could be planted (the server follows it): the call is then refused
-// with an *ExposedError.
-func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
+// dir, which holds every session's private temp dir (of this dsh and of others). One
+// that holds a writable root cannot be masked without masking the root too, and a
+// spill root inside a writable root that does not exist, or is reached through a
+// symbolic link, could be planted (dsh follows it): the call is then refused with an
+// *ExposedError.
+func (s *sandbox) maskedDirs(ns bool, writable []string) ([]string, error) {
 	if !ns {
 		return nil, nil
 	}
@@ -487,7 +488,7 @@ func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
 		return nil, err
 	}
 	// Every dsh's session directories are made by path under its temp dir (this one's
-	// under the same parent as base): hide the parent, not only this process's base.
+	// under the same parent as base): mask the parent, not only this process's base.
 	base, err := sandboxBase()
 	if err != nil {
 		return nil, err
@@ -499,8 +500,8 @@ func (s *sandbox) hidden(ns bool, writable []string) ([]string, error) {
 }
 
 // ExposedError refuses a confined call whose writable roots would show confined
-// commands what the server keeps from them (the spill files, the sessions' private temp
-// dirs), or let them redirect where the server writes: nothing runs.
+// commands what dsh keeps from them (the spill files, the sessions' private temp
+// dirs), or let them redirect where dsh writes: nothing runs.
 type ExposedError struct {
 	// What names the directory ("the spill root", "the temp dir"),
 	// Path is it, Root the writable root (the workspace or a writableRoots entry).
@@ -525,7 +526,7 @@ func (e *ExposedError) Error() string {
 // policy of a call without a session. danger-full-access runs bash directly; the
 // confined modes need a usable backend — otherwise Execute fails with the fail-closed
 // error and nothing runs — and a workspace that still is the one pinned when the session
-// started; bash is then started by the session's sandbox. The returned function adds
+// started; bash is then started by the session's box. The returned function adds
 // the sandbox facts to the result.
 func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
 	var policy shell.SandboxPolicy
@@ -553,10 +554,10 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 		return nil, err
 	}
 	enforcement := enforcementOf(be.missing(s.cfg.Network))
-	stubbed := false // the runner-failure stub runs instead of the command (no sandbox)
+	boxFailed := false // the launcher's failure mode runs instead of the command (no box)
 	starter := &cmdStarter{}
 	finish := func(res *shell.RunResult) {
-		res.Sandbox = sandboxFacts(mode, enforcement, *res, stubbed || starter.stub.Load())
+		res.Sandbox = sandboxFacts(mode, enforcement, *res, boxFailed || starter.launchFailed.Load())
 	}
 
 	sess := sessionFor(s.sup, sessionKeyID(spec.SessionID, policy.WorkspaceRoot))
@@ -594,26 +595,26 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 			}
 		}
 	}
-	hide, err := s.hidden(ns, writable)
+	maskDirs, err := s.maskedDirs(ns, writable)
 	if err != nil {
 		return nil, err
 	}
 	var mask []string
 	if ns {
-		mask = masked(spec.DshEnv, writable)
+		mask = maskedFiles(spec.DshEnv, writable)
 	}
-	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots, hide: hide}
+	conf := boxConfig{namespaces: ns, network: s.cfg.Network, workspace: pin.path, roots: s.roots, maskDirs: maskDirs}
 	b, err := sess.box(s.sup, conf, spec.SessionID, protect, mask)
 	if err != nil {
-		// The sandbox could not be built: the call is a runner failure (exit 125 and
-		// one "dsh-sandbox:" line, from the runner-failure stub), never a denial.
+		// The box could not be built: the call is a launcher failure (exit 125 and one
+		// "dsh-sandbox:" line, from the launcher's failure mode), never a denial.
 		s.log.Warn("bash-sandbox: the session sandbox did not start", "err", err)
 		exe, xerr := self()
 		if xerr != nil {
 			return nil, err
 		}
 		cmd.Argv = []string{exe, launch.FailArg, strings.TrimPrefix(err.Error(), "bash-sandbox: ")}
-		stubbed = true
+		boxFailed = true
 		return finish, nil
 	}
 	tmp, _, err := sess.dirs()
@@ -638,7 +639,7 @@ func (s *sandbox) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.
 	}
 	starter.box, starter.policy = b, lp
 	if ns {
-		starter.protect, starter.mask = protect, mask
+		starter.protect, starter.maskFiles = protect, mask
 	}
 	cmd.Start = starter
 	env := maps.Clone(cmd.Env)

@@ -18,7 +18,7 @@ import (
 
 // What a harness session keeps across executor activations (a reload restarts the
 // executor, not the session): its pinned workspace, its private temp dir and its
-// session sandboxes. Sessions are kept per owner — the Supervisor the executor spawns
+// boxes. Sessions are kept per owner — the Supervisor the executor spawns
 // through — and ended by the container's session-end hook.
 var registry = struct {
 	mu     sync.Mutex
@@ -66,7 +66,7 @@ func sessionFor(owner any, id string) *session {
 	return s
 }
 
-// endSession forgets session id under owner: its sandboxes take no new commands and
+// endSession forgets session id under owner: its boxes take no new commands and
 // close once their commands are released; then its temp dir is removed.
 func endSession(owner any, id string) {
 	registry.mu.Lock()
@@ -119,7 +119,7 @@ func (s *session) end() {
 			p.dir.Close()
 		}
 	}
-	// Idle sandboxes exit at once: clean up before returning (a `dsh call` exits right
+	// Idle boxes exit at once: clean up before returning (a `dsh call` exits right
 	// after its session ends). One still running commands is waited for in the
 	// background.
 	deadline := time.After(endWait)
@@ -134,7 +134,7 @@ func (s *session) end() {
 	cleanup()
 }
 
-// endWait bounds how long a session's end waits for its sandboxes to exit.
+// endWait bounds how long a session's end waits for its boxes to exit.
 const endWait = 2 * time.Second
 
 // workspace pins dir as the session's workspace root the first time (the session's
@@ -154,7 +154,7 @@ func (s *session) workspace(dir string) (*pin, error) {
 }
 
 // dirs returns the host paths of the session's private temp dir and of the stage its
-// sandboxes build their root on, made on first use.
+// boxes build their root on, made on first use.
 func (s *session) dirs() (tmp, stage string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -185,7 +185,7 @@ func (s *session) dirs() (tmp, stage string, err error) {
 	return filepath.Join(s.dir, "tmp"), filepath.Join(s.dir, "stage"), nil
 }
 
-// box returns the session's sandbox for conf, starting one when the session has none
+// box returns the session's box for conf, starting one when the session has none
 // with that configuration (a reload changed it, or the last one died); an older one is
 // retired (it closes when its commands are done). A new one starts with the protected
 // paths and the masked files known now, and shows (namespaces only) the spill
@@ -248,8 +248,8 @@ func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, owner string, 
 }
 
 // ownerSpill returns the spill directory of owner's streams — made now, and kept until
-// the session ends (subprocess.Spool.OwnerDir) — for the session sandbox to show its
-// commands, read-only, at the path its results name (the namespace backend hides the
+// the session ends (subprocess.Spool.OwnerDir) — for the box to show its
+// commands, read-only, at the path its results name (the namespace backend masks the
 // spill root, and the host's /tmp, from them): its canonical path and the directory.
 // Nothing when it cannot be made: no spill path would then be reported either.
 func ownerSpill(sup *subprocess.Supervisor, owner string) (string, *os.File) {

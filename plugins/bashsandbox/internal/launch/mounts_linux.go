@@ -144,7 +144,7 @@ type bind struct {
 	path string
 }
 
-// devices are bound from the host into the sandbox's /dev.
+// devices are bound from the host into the box's /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // buildRoot assembles the session's mount tree and makes it the root, in the new mount
@@ -154,7 +154,7 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //	/tmp                 the session's private temp dir, read-write
 //	/dev                 a small tmpfs: null zero full random urandom tty bound from the
 //	                     host, a fresh devpts, a private /dev/shm, the usual symlinks
-//	/proc                a fresh procfs of the sandbox's PID namespace (/proc/sys and
+//	/proc                a fresh procfs of the box's PID namespace (/proc/sys and
 //	                     /proc/sysrq-trigger read-only); nested user namespaces are
 //	                     disabled through it
 //	<workspace>          the pinned workspace root, read-write (mounted from its pinned
@@ -164,9 +164,9 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // and, beneath the private /tmp where no command reaches it, a read-only tmpfs holding
 // one empty file, the source of the masks. It returns that tmpfs's root and, detached,
 // a read-only copy of the session's spill directory (spillfd, at s.Spill; -1 for
-// none). The caller then covers the hidden directories with an empty tmpfs (hide),
-// shows the spill directory through them (showSpill), seals them read-only (seal),
-// makes the protected paths read-only (protect) and masks the secrets (mask).
+// none). The caller then masks the directories with an empty tmpfs (maskDir), shows
+// the spill directory through them (showSpill), seals them read-only (seal), makes
+// the protected paths read-only (protect) and masks the secret files (maskFile).
 func buildRoot(s *Setup, wsfd, spillfd int) (spill, blank int, err error) {
 	spill, blank, err = buildTree(s, wsfd, spillfd)
 	if err != nil {
@@ -184,7 +184,7 @@ func buildTree(s *Setup, wsfd, spillfd int) (spill, blank int, err error) {
 	}
 	// Clone every tree first, from the host's view, before anything is attached.
 	if s.Spill != "" {
-		// Like the workspace: the directory the server holds, as this namespace sees it.
+		// Like the workspace: the directory dsh holds, as this namespace sees it.
 		here, err := samePinned("the spill directory", s.Spill, spillfd)
 		if err != nil {
 			return spill, blank, err
@@ -245,7 +245,7 @@ func buildTree(s *Setup, wsfd, spillfd int) (spill, blank int, err error) {
 	for _, d := range devices {
 		fd, err := cloneTree(0, "/dev/"+d, mountAttrRdonly|mountAttrNosuid|mountAttrNoexec)
 		if err != nil {
-			continue // absent on this host: the sandbox has none either
+			continue // absent on this host: the box has none either
 		}
 		devs = append(devs, bind{fd, "/dev/" + d})
 	}
@@ -460,15 +460,15 @@ func ensureDir(path string) error {
 	return os.MkdirAll(path, 0o755)
 }
 
-// protector keeps protected paths read-only inside the writable roots, covers the
-// hidden directories, shows the session's spill directory and masks secrets.
+// protector keeps protected paths read-only inside the writable roots, masks
+// directories, shows the session's spill directory and masks secret files.
 type protector struct {
-	roots   []string        // writable roots, as mounted
-	done    map[string]bool // paths protected or hidden already
-	pinned  map[string]bool // ancestors bound over themselves (pinAncestors)
-	covers  []cover         // covering tmpfs mounts not sealed yet
-	blank   int             // the masks' tmpfs (see buildRoot)
-	blankID [2]uint64       // the masks' empty file: device and inode
+	roots    []string        // writable roots, as mounted
+	done     map[string]bool // paths protected or masked already
+	anchored map[string]bool // ancestors bound over themselves (anchorAncestors)
+	covers   []cover         // covering tmpfs mounts not sealed yet
+	blank    int             // the masks' tmpfs (see buildRoot)
+	blankID  [2]uint64       // the masks' empty file: device and inode
 }
 
 // cover is a tmpfs covering a directory, still writable: its root.
@@ -477,11 +477,11 @@ type cover struct {
 	fd   int
 }
 
-// build covers the hidden directories, shows the spill directory (the detached tree
+// build masks the directories, shows the spill directory (the detached tree
 // spill, -1 for none) through them, seals them, protects the protected paths and masks
 // the secrets of m, in the mount tree buildRoot made (blank: the masks' tmpfs, kept).
 func (pr *protector) build(m *Setup, spill, blank int) error {
-	*pr = protector{roots: append([]string{m.Workspace}, m.WritableRoots...), done: map[string]bool{}, pinned: map[string]bool{}, blank: blank}
+	*pr = protector{roots: append([]string{m.Workspace}, m.WritableRoots...), done: map[string]bool{}, anchored: map[string]bool{}, blank: blank}
 	var st syscall.Stat_t
 	f, err := syscall.Openat(blank, blankName, oPath|syscall.O_CLOEXEC, 0)
 	if err == nil {
@@ -493,8 +493,8 @@ func (pr *protector) build(m *Setup, spill, blank int) error {
 		return errors.New("the masks' empty file: " + err.Error())
 	}
 	pr.blankID = [2]uint64{uint64(st.Dev), st.Ino}
-	for _, h := range m.Hide {
-		if err := pr.hide(h); err != nil {
+	for _, h := range m.MaskDirs {
+		if err := pr.maskDir(h); err != nil {
 			closeFD(spill)
 			return err
 		}
@@ -507,7 +507,7 @@ func (pr *protector) build(m *Setup, spill, blank int) error {
 	if err := pr.seal(); err != nil {
 		return err
 	}
-	return pr.update(m.Protect, m.Mask)
+	return pr.update(m.Protect, m.MaskFiles)
 }
 
 // update protects the protected paths and masks the secrets that need it now (they
@@ -519,7 +519,7 @@ func (pr *protector) update(protect, mask []string) error {
 		}
 	}
 	for _, p := range mask {
-		if err := pr.mask(p); err != nil {
+		if err := pr.maskFile(p); err != nil {
 			return err
 		}
 	}
@@ -532,7 +532,7 @@ func (pr *protector) update(protect, mask []string) error {
 // protected file cannot be moved away with its directory and replaced. A path that
 // does not exist is skipped (nothing to protect yet); one that is a symbolic link is
 // an error (a link cannot be made read-only, and replacing it redirects the path).
-// A path that is already an ancestor pinned for another one is still made read-only.
+// A path that is already an ancestor anchored for another one is still made read-only.
 func (pr *protector) protect(path string) error {
 	if pr.done[path] {
 		return nil
@@ -544,7 +544,7 @@ func (pr *protector) protect(path string) error {
 	if fi.Mode()&os.ModeSymlink != 0 {
 		return errors.New("cannot protect " + path + ": it is a symbolic link")
 	}
-	if inRoot, err := pr.pinAncestors(path); err != nil || !inRoot {
+	if inRoot, err := pr.anchorAncestors(path); err != nil || !inRoot {
 		return err // outside every writable root: read-only already
 	}
 	fd, err := cloneTree(0, path, mountAttrRdonly|mountAttrNosuid|mountAttrNodev)
@@ -558,11 +558,11 @@ func (pr *protector) protect(path string) error {
 	return nil
 }
 
-// pinAncestors binds each ancestor of path strictly below the innermost writable root
+// anchorAncestors binds each ancestor of path strictly below the innermost writable root
 // holding it over itself (read-write): a mount point cannot be renamed or removed, so
 // path cannot be moved away with its directory and something else put in its place.
 // It reports whether path lies in a writable root at all.
-func (pr *protector) pinAncestors(path string) (bool, error) {
+func (pr *protector) anchorAncestors(path string) (bool, error) {
 	root := ""
 	for _, r := range pr.roots {
 		if within(path, r) && len(r) > len(root) {
@@ -578,7 +578,7 @@ func (pr *protector) pinAncestors(path string) (bool, error) {
 		ancestors = append([]string{dir}, ancestors...)
 	}
 	for _, a := range ancestors {
-		if pr.done[a] || pr.pinned[a] {
+		if pr.done[a] || pr.anchored[a] {
 			continue // a mount point already
 		}
 		fd, err := cloneTree(0, a, 0)
@@ -588,21 +588,21 @@ func (pr *protector) pinAncestors(path string) (bool, error) {
 		if err := attach(fd, a); err != nil {
 			return true, err
 		}
-		pr.pinned[a] = true
+		pr.anchored[a] = true
 	}
 	return true, nil
 }
 
-// hide covers the directory path with an empty tmpfs (read-only once sealed), after
-// pinning its ancestors inside a writable root (pinAncestors): the server goes on using
+// maskDir covers the directory path with an empty tmpfs (read-only once sealed), after
+// anchoring its ancestors inside a writable root (anchorAncestors): dsh goes on using
 // the host path (the spill root, the session directories), which a command must not
 // redirect by moving an ancestor away and putting a symlink in its place. A path that
 // does not exist is skipped (dsh refuses one that is missing inside a writable root).
-func (pr *protector) hide(path string) error {
+func (pr *protector) maskDir(path string) error {
 	if _, err := os.Stat(path); err != nil {
 		return nil
 	}
-	if _, err := pr.pinAncestors(path); err != nil {
+	if _, err := pr.anchorAncestors(path); err != nil {
 		return err
 	}
 	fd, err := newTmpfs()
@@ -621,7 +621,7 @@ func (pr *protector) hide(path string) error {
 // showSpill mounts tree — the session's own spill directory, read-only — at path, its
 // host path, so that the spill paths in the session's results name files a command can
 // read. The mount point is made where no command has been: inside the tmpfs covering
-// a hidden directory that holds path; or, for a path under /tmp (the private temp dir,
+// a masked directory that holds path; or, for a path under /tmp (the private temp dir,
 // which commands may write), inside a new tmpfs covering path's parent (the spill
 // directory, which then shows this session's directory only). Either tmpfs is sealed
 // read-only with the others, so the mount point can be neither moved nor replaced.
@@ -734,7 +734,7 @@ func (pr *protector) seal() error {
 // directory or a symbolic link is left alone, and so is a file masked already — but
 // one replaced since it was masked (a rename over a mount point in another namespace
 // detaches the mount) is masked again.
-func (pr *protector) mask(path string) error {
+func (pr *protector) maskFile(path string) error {
 	var st syscall.Stat_t
 	if err := syscall.Lstat(path, &st); err != nil {
 		return nil
@@ -772,7 +772,7 @@ func parentDir(p string) string {
 	return p[:i]
 }
 
-// loUp brings the loopback interface of the sandbox's network namespace up.
+// loUp brings the loopback interface of the box's network namespace up.
 func loUp() error {
 	s, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -8,15 +8,15 @@ import (
 	"syscall"
 )
 
-// The control protocol between dsh and a session sandbox: frames over a unix stream
+// The control protocol between dsh and a box: frames over a unix stream
 // socket, each a 4-byte big-endian length and a payload whose first byte is the message
 // type. File descriptors travel as SCM_RIGHTS attached to the frame they belong to.
 //
-//	dsh → sandbox: Setup (first; fds: the pinned workspace root, if any, then the
+//	dsh → box: Setup (first; fds: the pinned workspace root, if any, then the
 //	               session's spill directory, if any), Start (fds:
 //	               stdin, stdout, stderr, and the command's cgroup when it has one),
 //	               Release
-//	sandbox → dsh: Ready or Failed (the answer to Setup), Started (fd: the leader's
+//	box → dsh: Ready or Failed (the answer to Setup), Started (fd: the leader's
 //	               pidfd) or Failed (the answer to a Start), Exited
 const (
 	MsgSetup    byte = 1
@@ -30,10 +30,10 @@ const (
 	maxFrameFDs      = 8
 )
 
-// Setup is the first message: how the session sandbox builds its world. It is sent
+// Setup is the first message: how the box builds its world. It is sent
 // once; every command then runs in what it made.
 type Setup struct {
-	// Namespaces: the sandbox process was started in new user, mount, PID, IPC and UTS
+	// Namespaces: the box was started in new user, mount, PID, IPC and UTS
 	// namespaces (and a network namespace when Network is NetworkDeny) and builds its
 	// mount tree; false is the Landlock-only mode.
 	Namespaces bool
@@ -50,22 +50,22 @@ type Setup struct {
 	// Stage is an empty host directory on which the new root is assembled (namespaces
 	// only).
 	Stage string
-	// Hide are directories covered with an empty read-only tmpfs (namespaces only):
+	// MaskDirs are directories masked with an empty read-only tmpfs (namespaces only):
 	// e.g. the harness's spill directory.
-	Hide []string
+	MaskDirs []string
 	// Protect are paths bound read-only over themselves, and kept so (namespaces only).
 	Protect []string
 	// Spill is the host path of the session's own spill directory (its directory
 	// travels as a descriptor with the message, after the workspace's), shown read-only
-	// at that same path once the hidden directories are covered (namespaces only); ""
+	// at that same path once the masked directories are covered (namespaces only); ""
 	// for none.
 	Spill string
-	// Mask are files covered with an empty read-only file wherever a command could read
+	// MaskFiles are files masked with an empty read-only file wherever a command could read
 	// them (the harness's secrets, e.g. its HTTP bearer token; namespaces only).
-	Mask []string
+	MaskFiles []string
 }
 
-// Start asks the sandbox to start one command, confined to Policy.
+// Start asks the box to start one command, confined to Policy.
 type Start struct {
 	ID     uint64
 	Policy Policy
@@ -78,18 +78,18 @@ type Start struct {
 	// Protect are protected paths that must be read-only before the command starts
 	// (namespaces only; one that appeared since the setup is bound now).
 	Protect []string
-	// Mask are files that must be masked before the command starts (namespaces only;
+	// MaskFiles are files that must be masked before the command starts (namespaces only;
 	// one that appeared, or was replaced, since it was last masked is masked now).
-	Mask []string
+	MaskFiles []string
 	// Cgroup: the fourth descriptor is the command's cgroup directory.
 	Cgroup bool
 }
 
-// Reply is a message from the sandbox: Ready, Started, Failed or Exited.
+// Reply is a message from the box: Ready, Started, Failed or Exited.
 type Reply struct {
 	Type byte
 	ID   uint64
-	// Pid is the leader's pid in the sandbox's PID namespace (Started).
+	// Pid is the leader's pid in the box's PID namespace (Started).
 	Pid int
 	// Code and Signal: how the leader ended (Exited; Signal 0 for an exit).
 	Code, Signal int
@@ -99,13 +99,13 @@ type Reply struct {
 	Op      string
 	Path    string
 	Message string
-	// Stub (Started): the command could not be confined, and the runner-failure stub
+	// LaunchFailed (Started): the command could not be confined, and the launcher's failure mode
 	// was started in its place — what tells dsh that the command did not run (a
-	// command can write the stub's line and exit 125 too).
-	Stub bool
+	// command can write the failure line and exit 125 too).
+	LaunchFailed bool
 }
 
-// Release tells the sandbox to reap the leader of command ID.
+// Release tells the box to reap the leader of command ID.
 type Release struct{ ID uint64 }
 
 // Encode returns the frame payload of m.
@@ -118,10 +118,10 @@ func (m *Setup) Encode() []byte {
 	w.strs(m.WritableRoots)
 	w.str(m.TempDir)
 	w.str(m.Stage)
-	w.strs(m.Hide)
+	w.strs(m.MaskDirs)
 	w.strs(m.Protect)
 	w.str(m.Spill)
-	w.strs(m.Mask)
+	w.strs(m.MaskFiles)
 	return w.b
 }
 
@@ -139,7 +139,7 @@ func (m *Start) Encode() []byte {
 	w.str(m.Dir)
 	w.strs(m.Env)
 	w.strs(m.Protect)
-	w.strs(m.Mask)
+	w.strs(m.MaskFiles)
 	w.bool(m.Cgroup)
 	return w.b
 }
@@ -164,7 +164,7 @@ func (m *Reply) Encode() []byte {
 	w.str(m.Op)
 	w.str(m.Path)
 	w.str(m.Message)
-	w.bool(m.Stub)
+	w.bool(m.LaunchFailed)
 	return w.b
 }
 
@@ -179,10 +179,10 @@ func DecodeSetup(b []byte) (Setup, error) {
 		WritableRoots: r.strs(),
 		TempDir:       r.str(),
 		Stage:         r.str(),
-		Hide:          r.strs(),
+		MaskDirs:      r.strs(),
 		Protect:       r.strs(),
 		Spill:         r.str(),
-		Mask:          r.strs(),
+		MaskFiles:     r.strs(),
 	}
 	return m, r.done("setup")
 }
@@ -198,7 +198,7 @@ func DecodeStart(b []byte) (Start, error) {
 	m.Dir = r.str()
 	m.Env = r.strs()
 	m.Protect = r.strs()
-	m.Mask = r.strs()
+	m.MaskFiles = r.strs()
 	m.Cgroup = r.bool()
 	return m, r.done("start")
 }
@@ -232,7 +232,7 @@ func DecodeReply(b []byte) (Reply, error) {
 	m.Op = r.str()
 	m.Path = r.str()
 	m.Message = r.str()
-	m.Stub = r.bool()
+	m.LaunchFailed = r.bool()
 	return m, r.done("reply")
 }
 

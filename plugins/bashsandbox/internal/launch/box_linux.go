@@ -10,13 +10,13 @@ import (
 	"unsafe"
 )
 
-// Serve runs a session sandbox on the control socket ctlfd (see the package
-// documentation): it reads the Setup, builds the sandbox (mount tree and network in the
+// RunBox runs a box on the control socket ctlfd (see the package
+// documentation): it reads the Setup, builds the box (mount tree and network in the
 // namespaces it was started in, or nothing more in the Landlock-only mode), answers
 // Ready, then starts each requested command confined, reports each leader's exit and
 // reaps it when told. It returns nil when dsh closes the connection; in the namespaces
 // every command then dies with this process (it is the init of their PID namespace).
-func Serve(ctlfd int) error {
+func RunBox(ctlfd int) error {
 	// Nothing this process inherited may reach a command: from now on every descriptor
 	// is closed on exec (the commands get exactly the three they are given).
 	if err := closeRangeCloexec(3); err != nil {
@@ -35,7 +35,7 @@ func Serve(ctlfd int) error {
 		return errors.New("control socket: " + err.Error())
 	}
 	defer conn.Close()
-	s := &server{conn: conn, exe: exe, leaders: map[uint64]*leader{}}
+	s := &box{conn: conn, exe: exe, leaders: map[uint64]*leader{}}
 	payload, fds, err := conn.Recv()
 	if err != nil {
 		return errors.New("read the setup: " + err.Error())
@@ -85,10 +85,10 @@ func Serve(ctlfd int) error {
 	}
 }
 
-// server is one session sandbox.
-type server struct {
+// box is the state of the box this process runs.
+type box struct {
 	conn     *Conn
-	exe      int // the dsh binary (O_PATH), for the runner-failure stub
+	exe      int // the dsh binary (O_PATH), for the launcher's failure mode
 	ns       bool
 	network  string
 	pinned   map[string]int // the pinned workspace root's descriptor, by path
@@ -120,7 +120,7 @@ type leader struct {
 	released bool
 }
 
-func (s *server) setup(payload []byte, fds []int) error {
+func (s *box) setup(payload []byte, fds []int) error {
 	m, err := DecodeSetup(payload)
 	if err != nil {
 		closeFDs(fds)
@@ -194,7 +194,7 @@ const capSetpcap = 8
 
 // start starts one command (it runs in its own goroutine) and answers Started or
 // Failed. fds are stdin, stdout, stderr and, when m.Cgroup, the cgroup directory.
-func (s *server) start(m Start, fds []int) {
+func (s *box) start(m Start, fds []int) {
 	closeOnReturn := true
 	defer func() {
 		if closeOnReturn {
@@ -221,9 +221,9 @@ func (s *server) start(m Start, fds []int) {
 		failed(Reply{Message: "start: " + err.Error()})
 		return
 	}
-	if s.ns && len(m.Protect)+len(m.Mask) > 0 {
+	if s.ns && len(m.Protect)+len(m.MaskFiles) > 0 {
 		s.pmu.Lock()
-		err := s.pr.update(m.Protect, m.Mask)
+		err := s.pr.update(m.Protect, m.MaskFiles)
 		s.pmu.Unlock()
 		if err != nil {
 			failed(Reply{Message: err.Error()})
@@ -270,11 +270,11 @@ func (s *server) start(m Start, fds []int) {
 type forked struct {
 	pid      int
 	err      error
-	confined error // why confinement failed: the runner-failure stub ran instead
+	confined error // why confinement failed: the launcher's failure mode ran instead
 }
 
 // started registers the leader of a start that forked and answers Started (or Failed).
-func (s *server) started(m Start, f forked, pidfd int, failed func(Reply)) {
+func (s *box) started(m Start, f forked, pidfd int, failed func(Reply)) {
 	s.mu.Lock()
 	if f.err != nil {
 		s.starting--
@@ -299,7 +299,7 @@ func (s *server) started(m Start, f forked, pidfd int, failed func(Reply)) {
 		go s.await(l)
 		return
 	}
-	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, Stub: f.confined != nil}).Encode(), dup)
+	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, LaunchFailed: f.confined != nil}).Encode(), dup)
 	syscall.Close(dup)
 	go s.await(l)
 }
@@ -336,13 +336,13 @@ func forkFailure(m Start, f forked) Reply {
 const spareThreads = 2
 
 // spare is a prepared thread waiting for its one job; err says why it could not be
-// prepared (the job then starts the runner-failure stub).
+// prepared (the job then starts the launcher's failure mode).
 type spare struct {
 	job chan func(prepared error)
 }
 
 // makeSpare starts a spare thread.
-func (s *server) makeSpare() {
+func (s *box) makeSpare() {
 	go func() {
 		err := prepareThread(s.dropCaps, s.lastCap) // locks the goroutine to its thread
 		sp := spare{job: make(chan func(error), 1)}
@@ -353,7 +353,7 @@ func (s *server) makeSpare() {
 
 // onSpare runs job on a prepared thread (a spare, or a new one when none is ready),
 // which dies when job returns.
-func (s *server) onSpare(job func(prepared error)) {
+func (s *box) onSpare(job func(prepared error)) {
 	select {
 	case sp := <-s.spares:
 		s.makeSpare()
@@ -366,7 +366,7 @@ func (s *server) onSpare(job func(prepared error)) {
 // ruleset returns the Landlock ruleset of p, made once per distinct policy and kept
 // (a ruleset may restrict any number of threads; each restriction is a domain of its
 // own, so commands still cannot signal or trace each other).
-func (s *server) ruleset(p Policy) (int, uint32, error) {
+func (s *box) ruleset(p Policy) (int, uint32, error) {
 	key := p.Mode + "\x00" + p.WorkspaceRoot + "\x00" + p.Network
 	for _, r := range p.WritableRoots {
 		key += "\x00" + r
@@ -393,7 +393,7 @@ type cachedRuleset struct {
 }
 
 // await waits for l's exit without reaping it and reports it (Exited).
-func (s *server) await(l *leader) {
+func (s *box) await(l *leader) {
 	code, sig, _ := AwaitExit(l.pid, l.pidfd)
 	s.mu.Lock()
 	l.exited = true
@@ -409,7 +409,7 @@ func (s *server) await(l *leader) {
 }
 
 // release reaps the leader of command id (dsh is done signalling its group).
-func (s *server) release(id uint64) {
+func (s *box) release(id uint64) {
 	s.mu.Lock()
 	l := s.leaders[id]
 	if l == nil {
@@ -432,7 +432,7 @@ func (s *server) release(id uint64) {
 // here. It runs a little after a leader exits (scans coalesce: one per scanDelay at
 // most), and again while some children other than leaders live on; an orphan's zombie
 // lingers that long, holding nothing but its pid.
-func (s *server) scan() {
+func (s *box) scan() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.starting > 0 {
@@ -467,7 +467,7 @@ func (s *server) scan() {
 // scanDelay is how long after an exit the orphans are looked for.
 const scanDelay = 100 * time.Millisecond
 
-func (s *server) scanLaterLocked() {
+func (s *box) scanLaterLocked() {
 	if s.scanAt != nil {
 		return
 	}
@@ -481,7 +481,7 @@ func (s *server) scanLaterLocked() {
 
 // shutdown ends what is left when dsh is gone. In the namespaces returning is enough:
 // the PID namespace dies with its init. Without them, each leader's group is killed.
-func (s *server) shutdown() {
+func (s *box) shutdown() {
 	if s.ns {
 		return
 	}
