@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,10 +30,10 @@ type box struct {
 	mu      sync.Mutex
 	err     error // why the box is unusable (its connection failed); nil while alive
 	nextID  uint64
-	waiting map[uint64]chan boxReply // Start requests awaiting their answer
-	cmds    map[uint64]*boxCmd       // started commands whose exit is not known yet
-	live    int                      // commands started and not yet released
-	retired bool                     // no new commands; close when live reaches 0
+	waiting map[uint64]chan boxReply              // Start requests awaiting their answer
+	exits   map[uint64]chan subprocess.ExitStatus // started commands whose exit is not known yet
+	live    int                                   // commands started and not yet released
+	retired bool                                  // no new commands; close when live reaches 0
 	closed  bool
 }
 
@@ -54,6 +52,17 @@ func (c boxConfig) equal(o boxConfig) bool {
 		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs)
 }
 
+// boxFiles are the host directories a box is built on.
+type boxFiles struct {
+	tmp   string   // the session's private temp dir
+	stage string   // an empty directory for the box's new root
+	ws    *os.File // the pinned workspace; nil for none
+	// spill is the session's spill directory, at spillPath; nil for none. The caller
+	// closes it once the box is open.
+	spill     *os.File
+	spillPath string
+}
+
 type boxReply struct {
 	r   launch.Reply
 	fds []int
@@ -62,27 +71,42 @@ type boxReply struct {
 // boxSetupTimeout bounds a box's start-up (generous: the host may be busy).
 const boxSetupTimeout = 30 * time.Second
 
-// openBox starts a box on sup: conf, the private temp dir tmp, an empty
-// directory stage for its new root, the pinned workspace ws (nil for none), the
-// session's spill directory spill at spillPath (nil for none), and the protected paths
-// and masked files known now.
-func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *os.File, spillPath string, spill *os.File, protect, mask []string) (*box, error) {
-	if !dispatched.Load() {
-		return nil, errNotDispatched
-	}
-	exe, err := self()
+// openBox starts a box on sup for conf, built on files, with the protected paths and
+// masked files known now.
+func openBox(sup *subprocess.Supervisor, conf boxConfig, files boxFiles, protect, maskFiles []string) (*box, error) {
+	proc, conn, err := spawnBox(sup, conf)
 	if err != nil {
 		return nil, err
 	}
+	b := &box{conf: conf, proc: proc, conn: conn, waiting: map[uint64]chan boxReply{}, exits: map[uint64]chan subprocess.ExitStatus{}}
+	setup, fds := setupMessage(conf, files, protect, maskFiles)
+	if err := b.handshake(setup.Encode(), fds); err != nil {
+		b.kill()
+		return nil, err
+	}
+	go b.read()
+	return b, nil
+}
+
+// spawnBox starts the box process on sup (boxStarter) and returns it with dsh's end of
+// its control socket.
+func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, *launch.Conn, error) {
+	if !dispatched.Load() {
+		return nil, nil, errNotDispatched
+	}
+	exe, err := self()
+	if err != nil {
+		return nil, nil, err
+	}
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
+		return nil, nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
 	}
 	theirs := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
 	conn, err := launch.NewConn(pair[0])
 	if err != nil {
 		theirs.Close()
-		return nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
+		return nil, nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
 	}
 	diag := subprocess.Capture{MaxBytes: 4096}
 	proc, err := sup.Spawn(context.Background(), subprocess.Spec{
@@ -95,34 +119,34 @@ func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *
 	theirs.Close()
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("bash-sandbox: start the session sandbox: %w", err)
+		return nil, nil, fmt.Errorf("bash-sandbox: start the session sandbox: %w", err)
 	}
-	b := &box{conf: conf, proc: proc, conn: conn, waiting: map[uint64]chan boxReply{}, cmds: map[uint64]*boxCmd{}}
+	return proc, conn, nil
+}
+
+// setupMessage is the Setup a box is sent first, with its descriptors: the pinned
+// workspace, then the spill directory.
+func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (launch.Setup, []int) {
 	setup := launch.Setup{
 		Namespaces:    conf.namespaces,
 		Network:       conf.network,
 		Workspace:     conf.workspace,
 		WritableRoots: conf.roots,
-		TempDir:       tmp,
-		Stage:         stage,
+		TempDir:       files.tmp,
+		Stage:         files.stage,
 		MaskDirs:      conf.maskDirs,
 		Protect:       protect,
-		MaskFiles:     mask,
+		MaskFiles:     maskFiles,
 	}
 	var fds []int
-	if ws != nil {
-		fds = append(fds, int(ws.Fd()))
+	if files.ws != nil {
+		fds = append(fds, int(files.ws.Fd()))
 	}
-	if spill != nil {
-		setup.Spill = spillPath
-		fds = append(fds, int(spill.Fd()))
+	if files.spill != nil {
+		setup.Spill = files.spillPath
+		fds = append(fds, int(files.spill.Fd()))
 	}
-	if err := b.handshake(setup.Encode(), fds); err != nil {
-		b.kill()
-		return nil, err
-	}
-	go b.read()
-	return b, nil
+	return setup, fds
 }
 
 // handshake sends the setup and waits for Ready.
@@ -206,9 +230,9 @@ func (b *box) read() {
 				fds = nil
 			}
 		case launch.MsgExited:
-			if c, ok := b.cmds[r.ID]; ok {
-				delete(b.cmds, r.ID)
-				c.exit <- subprocess.ExitStatus{Code: r.Code, Signal: syscall.Signal(r.Signal)}
+			if exit, ok := b.exits[r.ID]; ok {
+				delete(b.exits, r.ID)
+				exit <- subprocess.ExitStatus{Code: r.Code, Signal: syscall.Signal(r.Signal)}
 			}
 		}
 		b.mu.Unlock()
@@ -234,9 +258,9 @@ func (b *box) fail() {
 		close(ch)
 		delete(b.waiting, id)
 	}
-	for id, c := range b.cmds {
-		close(c.exit)
-		delete(b.cmds, id)
+	for id, exit := range b.exits {
+		close(exit)
+		delete(b.exits, id)
 	}
 	b.conn.Close()
 }
@@ -288,105 +312,50 @@ func (b *box) kill() {
 	b.proc.Kill()
 }
 
-// cmdStarter starts one command in a box (a subprocess.Starter).
-type cmdStarter struct {
-	box       *box
-	policy    launch.Policy
-	protect   []string
-	maskFiles []string
-	// launchFailed: the box could not confine the command and started the launcher's
-	// failure mode in its place (only then is a "dsh-sandbox:" line a launcher failure).
-	launchFailed atomic.Bool
-}
-
-// boxCmd is a command started in a box (a subprocess.Started).
-type boxCmd struct {
-	box  *box
-	id   uint64
-	pid  int
-	exit chan subprocess.ExitStatus
-	once sync.Once
-}
-
-// Start asks the box to start req confined to the starter's policy. The leader's
-// host pid comes from its pidfd (the box sees it under its own PID namespace).
-func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
-	b := st.box
+// register reserves a command id for a start, with the channel its answer arrives on
+// and the one its exit will; the command counts as live until it is released (or
+// forgotten).
+func (b *box) register() (uint64, chan boxReply, chan subprocess.ExitStatus, error) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.err != nil || b.closed {
 		err := b.err
 		if err == nil {
 			err = errors.New("bash-sandbox: the session sandbox was closed")
 		}
-		b.mu.Unlock()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
+		return 0, nil, nil, err
 	}
 	b.nextID++
 	id := b.nextID
 	reply := make(chan boxReply, 1)
+	exit := make(chan subprocess.ExitStatus, 1)
 	b.waiting[id] = reply
-	c := &boxCmd{box: b, id: id, exit: make(chan subprocess.ExitStatus, 1)}
-	b.cmds[id] = c
+	b.exits[id] = exit
 	b.live++
-	b.mu.Unlock()
+	return id, reply, exit, nil
+}
 
-	m := launch.Start{
-		ID:        id,
-		Policy:    st.policy,
-		Path:      req.Path,
-		Argv:      req.Argv,
-		Dir:       req.Dir,
-		Env:       req.Env,
-		Protect:   st.protect,
-		MaskFiles: st.maskFiles,
-		Cgroup:    req.CgroupFD >= 0,
+// release ends the life of command id in the box: the box reaps its leader; a retired
+// box closes when its last command is released.
+func (b *box) release(id uint64) {
+	b.mu.Lock()
+	alive := b.err == nil && !b.closed
+	b.live--
+	idle := b.retired && b.live == 0
+	b.mu.Unlock()
+	if alive {
+		_ = b.conn.Send(launch.Release{ID: id}.Encode())
 	}
-	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}
-	if req.CgroupFD >= 0 {
-		fds = append(fds, req.CgroupFD)
+	if idle {
+		b.close()
 	}
-	if err := b.conn.Send(m.Encode(), fds...); err != nil {
-		b.forget(id)
-		b.fail()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
-	}
-	rep, ok := <-reply
-	if !ok {
-		b.forget(id)
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: b.failure()}
-	}
-	if rep.r.Type == launch.MsgFailed {
-		closeAll(rep.fds)
-		b.forget(id)
-		r := rep.r
-		if r.Errno != 0 {
-			return nil, &subprocess.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
-		}
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
-	}
-	if len(rep.fds) != 1 {
-		closeAll(rep.fds)
-		b.forget(id)
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
-	}
-	st.launchFailed.Store(rep.r.LaunchFailed)
-	pid, err := pidfdPid(rep.fds[0])
-	syscall.Close(rep.fds[0])
-	if err != nil {
-		// It runs, and cannot be signalled by host pid: end it through its box.
-		b.forget(id)
-		b.fail()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
-	}
-	c.pid = pid
-	return c, nil
 }
 
 // forget drops a command that never started (or cannot be followed).
 func (b *box) forget(id uint64) {
 	b.mu.Lock()
 	delete(b.waiting, id)
-	delete(b.cmds, id)
+	delete(b.exits, id)
 	b.live--
 	idle := b.retired && b.live == 0
 	b.mu.Unlock()
@@ -404,156 +373,8 @@ func (b *box) failure() error {
 	return errors.New("bash-sandbox: the session sandbox was closed")
 }
 
-func (c *boxCmd) Pid() int { return c.pid }
-
-// Wait returns the leader's exit as the box reported it, or the box's failure.
-func (c *boxCmd) Wait() (subprocess.ExitStatus, error) {
-	st, ok := <-c.exit
-	if !ok {
-		return subprocess.ExitStatus{}, c.box.failure()
-	}
-	return st, nil
-}
-
-// Release tells the box to reap the leader.
-func (c *boxCmd) Release() {
-	c.once.Do(func() {
-		b := c.box
-		b.mu.Lock()
-		alive := b.err == nil && !b.closed
-		b.live--
-		idle := b.retired && b.live == 0
-		b.mu.Unlock()
-		if alive {
-			_ = b.conn.Send(launch.Release{ID: c.id}.Encode())
-		}
-		if idle {
-			b.close()
-		}
-	})
-}
-
-// pidfdPid reads the pid (in this process's PID namespace) a pidfd refers to.
-func pidfdPid(fd int) (int, error) {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
-	if err != nil {
-		return 0, fmt.Errorf("read the pidfd's fdinfo: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
-			pid, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || pid <= 0 {
-				return 0, fmt.Errorf("the pidfd refers to no process visible here (Pid: %s)", strings.TrimSpace(v))
-			}
-			return pid, nil
-		}
-	}
-	return 0, errors.New("the pidfd's fdinfo has no Pid line")
-}
-
 func closeAll(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
 }
-
-// boxStarter starts the box itself (a subprocess.Starter): the
-// dsh binary as this process's direct child, with the control socket as its fd 3, in
-// new user, mount, PID, IPC and UTS namespaces (and a network namespace when the
-// network is denied) unless the backend is Landlock-only.
-//
-// The user namespace maps each id to itself: the box and its commands run as the
-// harness's own user, so files keep their owners and nothing runs as a different
-// user. As root every id is mapped; otherwise only the harness's own uid and gid can be
-// (the kernel allows nothing more without privilege), and the box keeps the
-// capabilities it needs to build its mounts (CAP_SYS_ADMIN), bring up its loopback
-// (CAP_NET_ADMIN), empty its commands' bounding sets (CAP_SETPCAP) and forbid nested
-// user namespaces (CAP_SYS_RESOURCE) as ambient capabilities across the exec — inside
-// its own user namespace only. Commands drop every capability before they run.
-type boxStarter struct {
-	namespaces bool
-	network    string
-	ctl        *os.File
-}
-
-// Capabilities (linux/capability.h).
-const (
-	capSetpcap     = 8
-	capNetAdmin    = 12
-	capSysAdmin    = 21
-	capSysResource = 24
-)
-
-func (st *boxStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
-	pidfd := -1
-	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
-	if st.namespaces {
-		sys.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
-		if st.network == NetworkDeny {
-			sys.Cloneflags |= syscall.CLONE_NEWNET
-		}
-		uid, gid := os.Getuid(), os.Getgid()
-		if uid == 0 {
-			sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
-			sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
-			sys.GidMappingsEnableSetgroups = true
-		} else {
-			sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-			sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-			sys.AmbientCaps = []uintptr{capSetpcap, capNetAdmin, capSysAdmin, capSysResource}
-		}
-	}
-	if req.CgroupFD >= 0 {
-		sys.UseCgroupFD, sys.CgroupFD = true, req.CgroupFD
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: []uintptr{req.Files[0].Fd(), req.Files[1].Fd(), req.Files[2].Fd(), st.ctl.Fd()},
-		Sys:   sys,
-	}
-	if st.namespaces && os.Getuid() != 0 {
-		// This process is not dumpable (see MaybeRunLauncher), and neither is a child
-		// until it execs: its /proc files belong to root, and an unprivileged parent
-		// could not write its uid_map and gid_map. Dumpable for the fork only; the
-		// box makes itself non-dumpable again first thing.
-		dumpable.Lock()
-		defer dumpable.Unlock()
-		_ = launch.SetDumpable(true)
-		defer launch.SetDumpable(false)
-	}
-	pid, err := syscall.ForkExec(req.Path, req.Argv, attr)
-	if err != nil {
-		return nil, err
-	}
-	return &child{pid: pid, pidfd: pidfd}, nil
-}
-
-// dumpable serialises the forks that need this process dumpable for a moment.
-var dumpable sync.Mutex
-
-// child is a direct child of this process (a subprocess.Started).
-type child struct {
-	pid   int
-	pidfd int
-}
-
-func (c *child) Pid() int { return c.pid }
-
-// Wait waits for the exit without reaping (launch.AwaitExit).
-func (c *child) Wait() (subprocess.ExitStatus, error) {
-	var pidfd *os.File
-	if c.pidfd >= 0 && syscall.SetNonblock(c.pidfd, true) == nil {
-		pidfd = os.NewFile(uintptr(c.pidfd), "pidfd")
-		c.pidfd = -1
-		defer pidfd.Close()
-	}
-	code, sig, err := launch.AwaitExit(c.pid, pidfd)
-	if err != nil {
-		return subprocess.ExitStatus{}, fmt.Errorf("wait for the session sandbox: %w", err)
-	}
-	return subprocess.ExitStatus{Code: code, Signal: syscall.Signal(sig)}, nil
-}
-
-// Release reaps the child.
-func (c *child) Release() { launch.Reap(c.pid) }

@@ -97,7 +97,7 @@ func EndSession(owner any, id string) { endSession(owner, id) }
 // BoxPids are the pids of owner's live boxes.
 func BoxPids(owner any) []int {
 	registry.mu.Lock()
-	var sessions []*session
+	var sessions []*sessionState
 	for k, s := range registry.m {
 		if k.owner == owner {
 			sessions = append(sessions, s)
