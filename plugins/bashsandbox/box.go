@@ -27,15 +27,35 @@ type box struct {
 	proc *subprocess.Process
 	conn *launch.Conn
 
-	mu      sync.Mutex
-	err     error // why the box is unusable (its connection failed); nil while alive
+	mu    sync.Mutex
+	state boxState
+	// lost says why the box's connection is gone (its process ended, a message could not
+	// be read, or dsh closed it); nil while it is up. Once set, no command starts in the
+	// box, and every command waiting for an answer or an exit is told.
+	lost    error
 	nextID  uint64
 	waiting map[uint64]chan boxReply              // Start requests awaiting their answer
 	exits   map[uint64]chan subprocess.ExitStatus // started commands whose exit is not known yet
 	live    int                                   // commands started and not yet released
-	retired bool                                  // no new commands; close when live reaches 0
-	closed  bool
 }
+
+// boxState is what dsh wants of a box. It only moves forward:
+//
+//	open ──retire──▶ retired ──its last command released──▶ closed
+//	open, retired ──kill──▶ closed
+//
+// A retired box is no longer handed to new calls, but starts the commands of calls it
+// was handed already. A closed box starts nothing: its connection is closed, so its
+// process exits (killed if it lingers), and its commands in the namespaces with it.
+// Whether the connection is up is told apart by box.lost: a box of any state can lose
+// it.
+type boxState uint8
+
+const (
+	boxOpen boxState = iota
+	boxRetired
+	boxClosed
+)
 
 // boxConfig is what a box is built from: a box serves a call only if its configuration
 // is the call's.
@@ -240,19 +260,19 @@ func (b *box) read() {
 	}
 }
 
-// fail marks the box dead: waiting starts fail, and every command whose exit is not
+// fail records that the box's connection is lost: waiting starts fail, and every command whose exit is not
 // known yet is lost (in the namespaces it died with the box, the init of its PID
 // namespace; without them the Supervisor kills its cgroup).
 func (b *box) fail() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
+	if b.lost != nil {
 		return
 	}
-	if b.closed {
-		b.err = errors.New("bash-sandbox: the session sandbox was closed")
+	if b.state == boxClosed {
+		b.lost = errClosed
 	} else {
-		b.err = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended; the command was killed with it", b.proc.Pid())
+		b.lost = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended; the command was killed with it", b.proc.Pid())
 	}
 	for id, ch := range b.waiting {
 		close(ch)
@@ -265,18 +285,28 @@ func (b *box) fail() {
 	b.conn.Close()
 }
 
-// usable reports whether the box can start commands.
+// usable reports whether the box can be handed to a new call: open, its connection up.
 func (b *box) usable() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.err == nil && !b.retired && !b.closed
+	return b.state == boxOpen && b.lost == nil
 }
 
-// retire stops new commands; the box closes once its last command is released.
+// starts reports whether the box starts commands (b.mu held): not closed, its
+// connection up.
+func (b *box) starts() bool { return b.state != boxClosed && b.lost == nil }
+
+// idle reports whether a retired box has no command left, and is to be closed (b.mu
+// held).
+func (b *box) idle() bool { return b.state == boxRetired && b.live == 0 }
+
+// retire stops new calls; the box closes once its last command is released.
 func (b *box) retire() {
 	b.mu.Lock()
-	b.retired = true
-	idle := b.live == 0
+	if b.state == boxOpen {
+		b.state = boxRetired
+	}
+	idle := b.idle()
 	b.mu.Unlock()
 	if idle {
 		b.close()
@@ -287,11 +317,11 @@ func (b *box) retire() {
 // of its PID namespace with it); the Supervisor kills it if it does not.
 func (b *box) close() {
 	b.mu.Lock()
-	if b.closed {
+	if b.state == boxClosed {
 		b.mu.Unlock()
 		return
 	}
-	b.closed = true
+	b.state = boxClosed
 	b.mu.Unlock()
 	b.conn.Close()
 	go func() {
@@ -306,7 +336,7 @@ func (b *box) close() {
 // kill ends the box at once.
 func (b *box) kill() {
 	b.mu.Lock()
-	b.closed = true
+	b.state = boxClosed
 	b.mu.Unlock()
 	b.conn.Close()
 	b.proc.Kill()
@@ -318,12 +348,8 @@ func (b *box) kill() {
 func (b *box) register() (uint64, chan boxReply, chan subprocess.ExitStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil || b.closed {
-		err := b.err
-		if err == nil {
-			err = errors.New("bash-sandbox: the session sandbox was closed")
-		}
-		return 0, nil, nil, err
+	if !b.starts() {
+		return 0, nil, nil, b.failureLocked()
 	}
 	b.nextID++
 	id := b.nextID
@@ -339,9 +365,9 @@ func (b *box) register() (uint64, chan boxReply, chan subprocess.ExitStatus, err
 // box closes when its last command is released.
 func (b *box) release(id uint64) {
 	b.mu.Lock()
-	alive := b.err == nil && !b.closed
+	alive := b.starts()
 	b.live--
-	idle := b.retired && b.live == 0
+	idle := b.idle()
 	b.mu.Unlock()
 	if alive {
 		_ = b.conn.Send(launch.Release{ID: id}.Encode())
@@ -357,21 +383,29 @@ func (b *box) forget(id uint64) {
 	delete(b.waiting, id)
 	delete(b.exits, id)
 	b.live--
-	idle := b.retired && b.live == 0
+	idle := b.idle()
 	b.mu.Unlock()
 	if idle {
 		b.close()
 	}
 }
 
+// failure is why the box starts no command, or why a command's exit is not known.
 func (b *box) failure() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
-		return b.err
-	}
-	return errors.New("bash-sandbox: the session sandbox was closed")
+	return b.failureLocked()
 }
+
+func (b *box) failureLocked() error {
+	if b.lost != nil {
+		return b.lost
+	}
+	return errClosed
+}
+
+// errClosed is the failure of a box that dsh closed.
+var errClosed = errors.New("bash-sandbox: the session sandbox was closed")
 
 func closeAll(fds []int) {
 	for _, fd := range fds {

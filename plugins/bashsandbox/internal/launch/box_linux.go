@@ -63,12 +63,25 @@ type box struct {
 
 // leader is one command's leader process, a child of this process.
 type leader struct {
-	id       uint64
-	pid      int
-	pidfd    *os.File
-	exited   bool
-	released bool
+	id    uint64
+	pid   int
+	pidfd *os.File
+	state leaderState
 }
+
+// leaderState is where a leader is between its start and its reaping, which waits for
+// both its exit and dsh's release (dsh signals the leader's group by its pid, which
+// must not be reused before dsh is done):
+//
+//	running ──exit──▶ exited ──release──▶ reaped (gone from box.leaders)
+//	running ──release──▶ released ──exit──▶ reaped
+type leaderState uint8
+
+const (
+	leaderRunning  leaderState = iota
+	leaderExited               // a zombie until dsh releases it
+	leaderReleased             // running, reaped as soon as it exits
+)
 
 // newBox readies this process to be a box on the control socket ctlfd: nothing it
 // inherited reaches a command, and no command can read its memory.
@@ -349,7 +362,7 @@ func (s *box) started(m Start, f forked, pidfd int) {
 		s.failed(m.ID, Reply{Message: "duplicate the pidfd: " + err.Error()})
 		syscall.Kill(-f.pid, syscall.SIGKILL)
 		s.mu.Lock()
-		l.released = true
+		l.state = leaderReleased
 		s.mu.Unlock()
 		go s.await(l)
 		return

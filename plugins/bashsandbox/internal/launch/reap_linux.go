@@ -11,8 +11,8 @@ import (
 func (s *box) await(l *leader) {
 	code, sig, _ := AwaitExit(l.pid, l.pidfd)
 	s.mu.Lock()
-	l.exited = true
-	release := l.released
+	release := l.state == leaderReleased
+	l.state = leaderExited
 	s.mu.Unlock()
 	s.conn.Send((&Reply{Type: MsgExited, ID: l.id, Code: code, Signal: sig}).Encode())
 	if release {
@@ -31,8 +31,8 @@ func (s *box) release(id uint64) {
 		s.mu.Unlock()
 		return
 	}
-	if !l.exited {
-		l.released = true // reaped when it exits
+	if l.state != leaderExited {
+		l.state = leaderReleased // reaped when it exits
 		s.mu.Unlock()
 		return
 	}
@@ -103,7 +103,7 @@ func (s *box) shutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, l := range s.leaders {
-		if !l.exited {
+		if l.state != leaderExited {
 			syscall.Kill(-l.pid, syscall.SIGKILL)
 		}
 	}
