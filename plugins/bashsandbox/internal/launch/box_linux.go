@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // RunBox runs a box on the control socket ctlfd (see the package documentation): it
@@ -37,51 +36,19 @@ func RunBox(ctlfd int) error {
 
 // box is the state of the box this process runs.
 type box struct {
-	conn     *Conn
-	exe      int // the dsh binary (O_PATH), for the launcher's failure mode
-	ns       bool
-	network  string
-	pinned   map[string]int // the pinned workspace root's descriptor, by path
-	dropCaps bool
-	lastCap  int
+	conn    *Conn
+	exe     int // the dsh binary (O_PATH), for the launcher's failure mode
+	ns      bool
+	network string
 
-	pmu sync.Mutex // serialises protect (mounts)
-	pr  protector
+	pmu    sync.Mutex // serialises the plans' mounts
+	mounts *mounts    // namespaces only
+	roots  []string   // the writable roots, as mounted (namespaces only)
 
-	rmu      sync.Mutex
-	rulesets map[string]cachedRuleset // by policy
-
-	spares chan spare
-
-	// mu orders starts with orphan scans: a scan never reaps a leader that is being
-	// registered (starting > 0 makes it wait).
-	mu       sync.Mutex
-	starting int
-	leaders  map[uint64]*leader
-	scanAt   *time.Timer
+	rulesets rulesets
+	threads  *threads
+	leaders  leaders
 }
-
-// leader is one command's leader process, a child of this process.
-type leader struct {
-	id    uint64
-	pid   int
-	pidfd *os.File
-	state leaderState
-}
-
-// leaderState is where a leader is between its start and its reaping, which waits for
-// both its exit and dsh's release (dsh signals the leader's group by its pid, which
-// must not be reused before dsh is done):
-//
-//	running ──exit──▶ exited ──release──▶ reaped (gone from box.leaders)
-//	running ──release──▶ released ──exit──▶ reaped
-type leaderState uint8
-
-const (
-	leaderRunning  leaderState = iota
-	leaderExited               // a zombie until dsh releases it
-	leaderReleased             // running, reaped as soon as it exits
-)
 
 // newBox readies this process to be a box on the control socket ctlfd: nothing it
 // inherited reaches a command, and no command can read its memory.
@@ -103,7 +70,7 @@ func newBox(ctlfd int) (*box, error) {
 	if err != nil {
 		return nil, errors.New("control socket: " + err.Error())
 	}
-	return &box{conn: conn, exe: exe, leaders: map[uint64]*leader{}}, nil
+	return &box{conn: conn, exe: exe, leaders: leaders{byID: map[uint64]*leader{}}}, nil
 }
 
 // serve handles dsh's messages until the connection ends.
@@ -181,7 +148,7 @@ func (s *box) setup(payload []byte, fds []int) error {
 // setupFDs takes the Setup's descriptors: the pinned workspace (kept, for the commands'
 // rulesets) and the session's spill directory; -1 for none.
 func (s *box) setupFDs(m *Setup, fds []int) (wsfd, spillfd int, err error) {
-	s.pinned = map[string]int{}
+	s.rulesets.pinned = map[string]int{}
 	want := 0
 	if m.Workspace != "" {
 		want++
@@ -196,7 +163,7 @@ func (s *box) setupFDs(m *Setup, fds []int) (wsfd, spillfd int, err error) {
 	wsfd, spillfd = -1, -1
 	if m.Workspace != "" {
 		wsfd = fds[0]
-		s.pinned[m.Workspace] = wsfd
+		s.rulesets.pinned[m.Workspace] = wsfd
 		fds = fds[1:]
 	}
 	if m.Spill != "" {
@@ -205,9 +172,9 @@ func (s *box) setupFDs(m *Setup, fds []int) (wsfd, spillfd int, err error) {
 	return wsfd, spillfd, nil
 }
 
-// build builds the box's world: in the namespaces, its mount tree, its loopback and
-// its protected and masked paths; without them, nothing but a subreaper for the
-// commands' orphans.
+// build builds the box's world: in the namespaces, it applies the Setup's plan (its
+// mount tree, its loopback, its masked and protected paths); without them, it only
+// makes the box the subreaper of the commands' orphans.
 func (s *box) build(m *Setup, wsfd, spillfd int) error {
 	if !s.ns {
 		if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetSubreaper, 1, 0, 0, 0, 0); e != 0 {
@@ -216,24 +183,18 @@ func (s *box) build(m *Setup, wsfd, spillfd int) error {
 		}
 		return nil
 	}
-	spill, blank, err := buildRoot(m, wsfd, spillfd)
-	if err != nil {
+	s.roots = writableRoots(m)
+	s.mounts = newMounts(map[pinnedDir]int{pinnedWorkspace: wsfd, pinnedSpill: spillfd})
+	if err := s.mounts.apply(setupPlan(m)); err != nil {
 		return err
 	}
-	if s.network == NetworkDeny {
-		if err := loUp(); err != nil {
-			closeFD(spill)
-			return err
-		}
-	}
-	return s.pr.build(m, spill, blank)
+	return syscall.Chdir("/")
 }
 
 // prepareCommands readies what every command inherits or starts from: the capability
 // facts, the seccomp filter, the spare threads.
 func (s *box) prepareCommands() error {
-	s.dropCaps = holdsCap(capSetpcap)
-	s.lastCap = lastCapability()
+	dropCaps, lastCap := holdsCap(capSetpcap), lastCapability()
 	if SeccompSupported {
 		// The filter is the same for every command of the session: installed once, on
 		// every thread of this process (which makes no socket of its own from now on
@@ -244,10 +205,7 @@ func (s *box) prepareCommands() error {
 			return errors.New("seccomp: " + err.Error())
 		}
 	}
-	s.spares = make(chan spare, spareThreads)
-	for range spareThreads {
-		s.makeSpare()
-	}
+	s.threads = newThreads(dropCaps, lastCap)
 	return nil
 }
 
@@ -261,11 +219,9 @@ func (s *box) start(m Start, fds []int) {
 		closeFDs(fds)
 		return
 	}
-	rs, flags, rerr := s.ruleset(m.Policy)
-	s.mu.Lock()
-	s.starting++
-	s.mu.Unlock()
-	s.onSpare(func(prepared error) {
+	rs, flags, rerr := s.rulesets.get(m.Policy)
+	s.leaders.begin()
+	s.threads.run(func(prepared error) {
 		// This goroutine's thread is confined, forks the command, answers, and dies.
 		err := prepared
 		if err == nil {
@@ -294,7 +250,7 @@ func (s *box) admit(m Start, fds []int) (Reply, bool) {
 	}
 	if s.ns && len(m.Protect)+len(m.MaskFiles) > 0 {
 		s.pmu.Lock()
-		err := s.pr.update(m.Protect, m.MaskFiles)
+		err := s.mounts.apply(updatePlan(s.roots, m.Protect, m.MaskFiles))
 		s.pmu.Unlock()
 		if err != nil {
 			return Reply{Message: err.Error()}, false
@@ -343,27 +299,21 @@ type forked struct {
 
 // started registers the leader of a start that forked and answers Started (or Failed).
 func (s *box) started(m Start, f forked, pidfd int) {
-	s.mu.Lock()
 	if f.err != nil {
-		s.starting--
-		s.mu.Unlock()
+		s.leaders.abort()
 		s.failed(m.ID, forkFailure(m, f))
 		return
 	}
 	_ = syscall.SetNonblock(pidfd, true) // if it fails, await blocks a thread instead
 	l := &leader{id: m.ID, pid: f.pid, pidfd: os.NewFile(uintptr(pidfd), "pidfd")}
-	s.leaders[m.ID] = l
-	s.starting--
-	s.mu.Unlock()
+	s.leaders.add(l)
 
 	dup, err := dupCloexec(pidfd)
 	if err != nil {
 		// The leader runs; dsh learns its pid from the reply's descriptor only.
 		s.failed(m.ID, Reply{Message: "duplicate the pidfd: " + err.Error()})
 		syscall.Kill(-f.pid, syscall.SIGKILL)
-		s.mu.Lock()
-		l.state = leaderReleased
-		s.mu.Unlock()
+		s.leaders.release(l.id) // dsh never will: reaped when it exits
 		go s.await(l)
 		return
 	}
@@ -396,4 +346,26 @@ func forkFailure(m Start, f forked) Reply {
 		}
 	}
 	return r
+}
+
+// await waits for l's exit without reaping it and reports it (Exited).
+func (s *box) await(l *leader) {
+	code, sig, _ := AwaitExit(l.pid, l.pidfd)
+	released := s.leaders.exited(l)
+	s.conn.Send((&Reply{Type: MsgExited, ID: l.id, Code: code, Signal: sig}).Encode())
+	if released {
+		s.leaders.release(l.id)
+	}
+	s.leaders.scanLater()
+}
+
+// release reaps the leader of command id (dsh is done signalling its group).
+func (s *box) release(id uint64) { s.leaders.release(id) }
+
+// shutdown ends what is left when dsh is gone. In the namespaces returning is enough:
+// the PID namespace dies with its init. Without them, each leader's group is killed.
+func (s *box) shutdown() {
+	if !s.ns {
+		s.leaders.killAll()
+	}
 }

@@ -218,3 +218,39 @@ func SetDumpable(on bool) error {
 	}
 	return nil
 }
+
+// rulesets are the Landlock rulesets of a box's commands, made once per distinct
+// policy and kept (a ruleset may restrict any number of threads; each restriction is a
+// domain of its own, so commands still cannot signal or trace each other).
+type rulesets struct {
+	mu     sync.Mutex
+	pinned map[string]int // the pinned workspace root's descriptor, by path
+	byKey  map[string]cachedRuleset
+}
+
+type cachedRuleset struct {
+	fd    int
+	flags uint32
+}
+
+// get returns the ruleset of p.
+func (c *rulesets) get(p Policy) (int, uint32, error) {
+	key := p.Mode + "\x00" + p.WorkspaceRoot + "\x00" + p.Network
+	for _, r := range p.WritableRoots {
+		key += "\x00" + r
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.byKey[key]; ok {
+		return r.fd, r.flags, nil
+	}
+	fd, flags, err := newRuleset(p, c.pinned)
+	if err != nil {
+		return -1, 0, err
+	}
+	if c.byKey == nil {
+		c.byKey = map[string]cachedRuleset{}
+	}
+	c.byKey[key] = cachedRuleset{fd, flags}
+	return fd, flags, nil
+}

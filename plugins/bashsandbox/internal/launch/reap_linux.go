@@ -2,44 +2,106 @@ package launch
 
 import (
 	"os"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 )
 
-// await waits for l's exit without reaping it and reports it (Exited).
-func (s *box) await(l *leader) {
-	code, sig, _ := AwaitExit(l.pid, l.pidfd)
-	s.mu.Lock()
-	release := l.state == leaderReleased
-	l.state = leaderExited
-	s.mu.Unlock()
-	s.conn.Send((&Reply{Type: MsgExited, ID: l.id, Code: code, Signal: sig}).Encode())
-	if release {
-		s.release(l.id)
-	}
-	s.mu.Lock()
-	s.scanLaterLocked()
-	s.mu.Unlock()
+// leader is one command's leader process, a child of this process.
+type leader struct {
+	id    uint64
+	pid   int
+	pidfd *os.File
+	state leaderState
 }
 
-// release reaps the leader of command id (dsh is done signalling its group).
-func (s *box) release(id uint64) {
-	s.mu.Lock()
-	l := s.leaders[id]
+// leaderState is where a leader is between its start and its reaping, which waits for
+// both its exit and dsh's release (dsh signals the leader's group by its pid, which
+// must not be reused before dsh is done):
+//
+//	running ──exit──▶ exited ──release──▶ reaped (gone from leaders)
+//	running ──release──▶ released ──exit──▶ reaped
+type leaderState uint8
+
+const (
+	leaderRunning  leaderState = iota
+	leaderExited               // a zombie until dsh releases it
+	leaderReleased             // running, reaped as soon as it exits
+)
+
+// leaders are a box's command leaders, by command id, and the scans that reap the
+// orphans re-parented to the box.
+type leaders struct {
+	// mu orders starts with orphan scans: a scan never reaps a leader that is being
+	// registered (starting > 0 makes it wait).
+	mu       sync.Mutex
+	starting int
+	byID     map[uint64]*leader
+	scanAt   *time.Timer
+}
+
+// begin counts a start whose leader may appear as a child before add has it.
+func (ls *leaders) begin() {
+	ls.mu.Lock()
+	ls.starting++
+	ls.mu.Unlock()
+}
+
+// abort ends a start that made no leader.
+func (ls *leaders) abort() {
+	ls.mu.Lock()
+	ls.starting--
+	ls.mu.Unlock()
+}
+
+// add ends a start that made the leader l.
+func (ls *leaders) add(l *leader) {
+	ls.mu.Lock()
+	ls.byID[l.id] = l
+	ls.starting--
+	ls.mu.Unlock()
+}
+
+// exited records l's exit; it reports whether dsh released l already (it is then to
+// be reaped at once).
+func (ls *leaders) exited(l *leader) (released bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	released = l.state == leaderReleased
+	l.state = leaderExited
+	return released
+}
+
+// release reaps the leader of command id (dsh is done signalling its group), or has it
+// reaped when it exits.
+func (ls *leaders) release(id uint64) {
+	ls.mu.Lock()
+	l := ls.byID[id]
 	if l == nil {
-		s.mu.Unlock()
+		ls.mu.Unlock()
 		return
 	}
 	if l.state != leaderExited {
 		l.state = leaderReleased // reaped when it exits
-		s.mu.Unlock()
+		ls.mu.Unlock()
 		return
 	}
-	delete(s.leaders, id)
-	s.mu.Unlock()
+	delete(ls.byID, id)
+	ls.mu.Unlock()
 	Reap(l.pid)
 	l.pidfd.Close()
+}
+
+// killAll kills the group of every leader still running.
+func (ls *leaders) killAll() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, l := range ls.byID {
+		if l.state != leaderExited {
+			syscall.Kill(-l.pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // scan reaps exited orphans: descendants of the commands that were re-parented to this
@@ -47,15 +109,15 @@ func (s *box) release(id uint64) {
 // here. It runs a little after a leader exits (scans coalesce: one per scanDelay at
 // most), and again while some children other than leaders live on; an orphan's zombie
 // lingers that long, holding nothing but its pid.
-func (s *box) scan() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.starting > 0 {
-		s.scanLaterLocked()
+func (ls *leaders) scan() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.starting > 0 {
+		ls.scanLaterLocked()
 		return
 	}
-	leaders := make(map[int]bool, len(s.leaders))
-	for _, l := range s.leaders {
+	leaders := make(map[int]bool, len(ls.byID))
+	for _, l := range ls.byID {
 		leaders[l.pid] = true
 	}
 	others := false
@@ -75,38 +137,30 @@ func (s *box) scan() {
 		}
 	}
 	if others {
-		s.scanLaterLocked()
+		ls.scanLaterLocked()
 	}
 }
 
 // scanDelay is how long after an exit the orphans are looked for.
 const scanDelay = 100 * time.Millisecond
 
-func (s *box) scanLaterLocked() {
-	if s.scanAt != nil {
-		return
-	}
-	s.scanAt = time.AfterFunc(scanDelay, func() {
-		s.mu.Lock()
-		s.scanAt = nil
-		s.mu.Unlock()
-		s.scan()
-	})
+// scanLater has the orphans scanned for a little later.
+func (ls *leaders) scanLater() {
+	ls.mu.Lock()
+	ls.scanLaterLocked()
+	ls.mu.Unlock()
 }
 
-// shutdown ends what is left when dsh is gone. In the namespaces returning is enough:
-// the PID namespace dies with its init. Without them, each leader's group is killed.
-func (s *box) shutdown() {
-	if s.ns {
+func (ls *leaders) scanLaterLocked() {
+	if ls.scanAt != nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.leaders {
-		if l.state != leaderExited {
-			syscall.Kill(-l.pid, syscall.SIGKILL)
-		}
-	}
+	ls.scanAt = time.AfterFunc(scanDelay, func() {
+		ls.mu.Lock()
+		ls.scanAt = nil
+		ls.mu.Unlock()
+		ls.scan()
+	})
 }
 
 // children lists this process's children (every thread's).

@@ -5,59 +5,46 @@ package launch
 // thread's creation and the costly part of its confinement are off the command's path.
 const spareThreads = 2
 
+// threads hands out prepared threads, one per command.
+type threads struct {
+	spares   chan spare
+	dropCaps bool // empty the bounding set (see prepareThread)
+	lastCap  int
+}
+
 // spare is a prepared thread waiting for its one job; err says why it could not be
 // prepared (the job then starts the launcher's failure mode).
 type spare struct {
 	job chan func(prepared error)
 }
 
+// newThreads starts the spare threads.
+func newThreads(dropCaps bool, lastCap int) *threads {
+	t := &threads{spares: make(chan spare, spareThreads), dropCaps: dropCaps, lastCap: lastCap}
+	for range spareThreads {
+		t.makeSpare()
+	}
+	return t
+}
+
 // makeSpare starts a spare thread.
-func (s *box) makeSpare() {
+func (t *threads) makeSpare() {
 	go func() {
-		err := prepareThread(s.dropCaps, s.lastCap) // locks the goroutine to its thread
+		err := prepareThread(t.dropCaps, t.lastCap) // locks the goroutine to its thread
 		sp := spare{job: make(chan func(error), 1)}
-		s.spares <- sp
+		t.spares <- sp
 		(<-sp.job)(err)
 	}()
 }
 
-// onSpare runs job on a prepared thread (a spare, or a new one when none is ready),
-// which dies when job returns.
-func (s *box) onSpare(job func(prepared error)) {
+// run runs job on a prepared thread (a spare, or a new one when none is ready), which
+// dies when job returns.
+func (t *threads) run(job func(prepared error)) {
 	select {
-	case sp := <-s.spares:
-		s.makeSpare()
+	case sp := <-t.spares:
+		t.makeSpare()
 		sp.job <- job
 	default:
-		go func() { job(prepareThread(s.dropCaps, s.lastCap)) }()
+		go func() { job(prepareThread(t.dropCaps, t.lastCap)) }()
 	}
-}
-
-// ruleset returns the Landlock ruleset of p, made once per distinct policy and kept
-// (a ruleset may restrict any number of threads; each restriction is a domain of its
-// own, so commands still cannot signal or trace each other).
-func (s *box) ruleset(p Policy) (int, uint32, error) {
-	key := p.Mode + "\x00" + p.WorkspaceRoot + "\x00" + p.Network
-	for _, r := range p.WritableRoots {
-		key += "\x00" + r
-	}
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
-	if r, ok := s.rulesets[key]; ok {
-		return r.fd, r.flags, nil
-	}
-	fd, flags, err := newRuleset(p, s.pinned)
-	if err != nil {
-		return -1, 0, err
-	}
-	if s.rulesets == nil {
-		s.rulesets = map[string]cachedRuleset{}
-	}
-	s.rulesets[key] = cachedRuleset{fd, flags}
-	return fd, flags, nil
-}
-
-type cachedRuleset struct {
-	fd    int
-	flags uint32
 }
