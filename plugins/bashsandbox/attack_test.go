@@ -1,6 +1,6 @@
 package bashsandbox_test
 
-// What "confined" guarantees (the package documentation's security model), each tried
+// What "confined" guarantees (docs/sandbox.md, the security model), each tried
 // the way an attacker would, through the real stack (see stack_test.go) and the real
 // box, in read-only and in workspace-write. The attack helper (main_test.go)
 // makes the system calls that bash cannot.

@@ -23,7 +23,7 @@ const LauncherFailurePrefix = launch.LauncherFailurePrefix
 // Network policies.
 const (
 	// NetworkDeny forbids every reach outside the sandbox in the confined modes (see
-	// the package documentation). The default.
+	// docs/sandbox.md). The default.
 	NetworkDeny = launch.NetworkDeny
 	// NetworkAllow leaves the network unrestricted.
 	NetworkAllow = launch.NetworkAllow
@@ -54,9 +54,9 @@ var self = sync.OnceValues(func() (string, error) {
 // in TestMain, or an init function, of test packages whose tests run confined commands).
 //
 // In practice the launcher has already run by then: its package dispatches it from its
-// init function, before most of the binary's packages are initialised (see the
-// package documentation), which keeps the box small. This call is the
-// contract, and the fallback.
+// init function, before most of the binary's packages are initialised (see
+// package launch), which keeps the box small. This call is the contract, and the
+// fallback.
 func MaybeRunLauncher() {
 	launch.Main()
 	_ = launch.SetDumpable(false)

@@ -3,7 +3,7 @@
 // each command it is sent from a thread it confines first (Landlock, capabilities,
 // no_new_privs; the seccomp filter is process-wide); the control protocol both sides
 // speak (Setup, Start, Reply, Release over Conn); and the launcher's failure mode
-// (FailArg). Package bashsandbox documents the contract.
+// (FailArg). docs/sandbox.md documents the contract.
 //
 // # Why a package of its own, with so few imports
 //
