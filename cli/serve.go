@@ -68,7 +68,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 					// Confined commands must not read it (and drive this endpoint); the
 					// generated one, in the dsh home, the sandbox always hides.
 					if o.tokenFile != "" {
-						bashsandbox.HideFile(o.tokenFile)
+						bashsandbox.MaskFile(o.tokenFile)
 					}
 					err = serveHTTP(ctx, b, tokens, o, g.stderr, log)
 				}

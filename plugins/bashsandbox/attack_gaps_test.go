@@ -1,8 +1,8 @@
 package bashsandbox_test
 
 // Known gaps: attacks that get through today, each written as the test that will pass
-// once the gap is closed, and skipped until then (the package documentation lists them
-// under "Known gaps").
+// once the gap is closed, and skipped until then (docs/sandbox.md lists them under
+// "Known gaps").
 
 import (
 	"os"

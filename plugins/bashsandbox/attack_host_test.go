@@ -1,7 +1,7 @@
 package bashsandbox_test
 
 // Attacks on what the sandbox shares with the host beyond files and sockets: the host's
-// device nodes bound into its /dev, the kernel's keyrings, and the server's own
+// device nodes bound into its /dev, the kernel's keyrings, and dsh's own
 // directories (spill files, session directories) where a writable root would show them.
 
 import (
@@ -45,7 +45,7 @@ func TestConfinedHostDevicesReadOnly(t *testing.T) {
 func TestConfinedNoKeyring(t *testing.T) {
 	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, s *container.Session, ws string) {
 		// This goroutine's thread joins a session keyring of its own, holding a secret,
-		// and starts the session sandbox (the session's first call forks it from here),
+		// and starts the box (the session's first call forks it from here),
 		// which inherits the keyring as it would dsh's. The thread is never unlocked: it
 		// ends with this test.
 		runtime.LockOSThread()
@@ -68,8 +68,8 @@ func TestConfinedNoKeyring(t *testing.T) {
 }
 
 // The spill root inside the workspace (a configured spillRoot, or TMPDIR there) is
-// hidden, and its ancestors cannot be moved: otherwise a command could move them away,
-// put a symlink to /etc where the spill root was, and the server — which trusts the
+// masked, and its ancestors cannot be moved: otherwise a command could move them away,
+// put a symlink to /etc where the spill root was, and dsh — which trusts the
 // spill root's path — would create the next spill file in /etc, with the command's
 // output in it.
 func TestConfinedSpillRootInWorkspace(t *testing.T) {
@@ -109,7 +109,7 @@ func TestConfinedSpillRootInWorkspace(t *testing.T) {
 	}
 }
 
-// A writable root that would show the server's directories and cannot have them hidden
+// A writable root that would show dsh's directories and cannot have them masked
 // is refused before anything runs: a workspace that is (or holds) the spill root — the
 // host's /tmp, for one, where the spill files and the session directories live by
 // default — and a spill root inside the workspace that does not exist or is reached
@@ -157,7 +157,7 @@ func TestConfinedExposingConfigRefused(t *testing.T) {
 // empty tmpfs when it is elsewhere (the unprivileged run's TMPDIR), so one session cannot
 // read or change another's temp files; a workspace that would show the temp dir (is or
 // holds it) is refused, even with the spill root elsewhere.
-func TestConfinedSessionDirsHidden(t *testing.T) {
+func TestConfinedSessionDirsMasked(t *testing.T) {
 	for _, mode := range confinedModes {
 		t.Run(mode, func(t *testing.T) {
 			st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": mode},

@@ -21,11 +21,11 @@ func writeReplacing(t *testing.T, path, text string) {
 }
 
 // The bearer token of `dsh serve --http` ($DSH_HOME/serve-token), and any file given to
-// HideFile, reads as an empty read-only file inside the sandbox, while the rest of
+// MaskFile, reads as an empty read-only file inside the sandbox, while the rest of
 // $DSH_HOME stays readable: from the first command, after the host replaces the file
 // (a rename detaches a mount in other namespaces), and for a file that appears once
 // the sandbox runs — in the workspace too, where it cannot be moved away.
-func TestConfinedServeTokenHidden(t *testing.T) {
+func TestConfinedServeTokenMasked(t *testing.T) {
 	forConfinedModes(t, stackSetup{}, func(t *testing.T, st *stack, _ *container.Session, ws string) {
 		home := outsideTempDir(t, "dsh-sandbox-home-")
 		token := filepath.Join(home, "serve-token")
@@ -49,8 +49,8 @@ func TestConfinedServeTokenHidden(t *testing.T) {
 
 		later := filepath.Join(outsideTempDir(t, "dsh-sandbox-tokens-"), "tokens")
 		inWorkspace := filepath.Join(ws, "tokens")
-		bashsandbox.HideFile(later)
-		bashsandbox.HideFile(inWorkspace)
+		bashsandbox.MaskFile(later)
+		bashsandbox.MaskFile(inWorkspace)
 		expect(t, st.bash(t, s, "cat "+later+" "+inWorkspace+" 2>&1 | wc -l"), "2\n", false) // neither exists yet
 		for _, p := range []string{later, inWorkspace} {
 			writeReplacing(t, p, "token-a\ntoken-b\n")

@@ -3,7 +3,7 @@ package bashsandbox_test
 // Spill files under the sandbox: a session's commands read its own (the bash tool tells
 // the model to), read-only, at the very path a result names; nobody else's — another
 // session's, another dsh's — is there at all, and nothing a command does makes the
-// server write elsewhere.
+// dsh write elsewhere.
 
 import (
 	"os"
@@ -36,7 +36,7 @@ var spillSetup = stackSetup{bashConfig: map[string]any{"maxOutputBytes": 1000}}
 // A session's own spill files — of a foreground call and of a background job, the first
 // one made after the session's sandbox started — are readable at the path the result
 // names, whole; they, their directory and the spill directory cannot be written,
-// removed, renamed or replaced, and the server goes on spilling where it did.
+// removed, renamed or replaced, and dsh goes on spilling where it did.
 func TestConfinedOwnSpillFilesReadOnly(t *testing.T) {
 	forConfinedModes(t, spillSetup, func(t *testing.T, st *stack, s *container.Session, ws string) {
 		expect(t, st.bash(t, s, "true"), "(no output)", false) // the sandbox starts: no spill yet
@@ -70,7 +70,7 @@ func TestConfinedOwnSpillFilesReadOnly(t *testing.T) {
 				t.Errorf("%s %q: %q", a[0], a[1:], got)
 			}
 		}
-		// Replacing what the server writes through, with a shell's tools.
+		// Replacing what dsh writes through, with a shell's tools.
 		st.bash(t, s, "rm -rf "+spillDir+"; mv "+spillDir+" "+spillDir+".old; ln -s /etc "+spillDir)
 		for path, want := range map[string]string{spill: seqText(3000), jobSpill: seqText(4000)} {
 			if b, err := os.ReadFile(path); err != nil || string(b) != want {
@@ -90,9 +90,9 @@ func TestConfinedOwnSpillFilesReadOnly(t *testing.T) {
 
 // Another session's spill files, and another dsh's, are not there at all: neither the
 // files nor their directories; a session sees in the spill directory nothing but its
-// own directory. The spill directory cannot be replaced either (the server would
+// own directory. The spill directory cannot be replaced either (dsh would
 // follow it).
-func TestConfinedSpillFilesHidden(t *testing.T) {
+func TestConfinedSpillFilesMasked(t *testing.T) {
 	forConfinedModes(t, spillSetup, func(t *testing.T, st *stack, s *container.Session, ws string) {
 		res := st.bash(t, s, "head -c 5000 /dev/zero | tr '\\0' x")
 		spill := res.Value.(toolbash.ForegroundValue).Stdout.SpillPath
@@ -131,7 +131,7 @@ func TestConfinedSpillFilesHidden(t *testing.T) {
 	})
 }
 
-// A spill root inside a protected path inside the workspace (.dsh here): hiding the
+// A spill root inside a protected path inside the workspace (.dsh here): masking the
 // spill root pins its ancestors, the protected path among them, over themselves; the
 // protected path is still made read-only.
 func TestConfinedProtectedPathHoldingTheSpillRoot(t *testing.T) {

@@ -1,8 +1,8 @@
 package bashsandbox_test
 
-// What "confined" guarantees (the package documentation's security model), each tried
+// What "confined" guarantees (docs/sandbox.md, the security model), each tried
 // the way an attacker would, through the real stack (see stack_test.go) and the real
-// session sandbox, in read-only and in workspace-write. The attack helper (main_test.go)
+// box, in read-only and in workspace-write. The attack helper (main_test.go)
 // makes the system calls that bash cannot.
 
 import (
@@ -24,7 +24,7 @@ import (
 var confinedModes = []string{shell.ModeReadOnly, shell.ModeWorkspaceWrite}
 
 // forConfinedModes runs fn in each confined mode, with a stack of that default mode and
-// a fresh workspace (and so a session sandbox of its own).
+// a fresh workspace (and so a box of its own).
 func forConfinedModes(t *testing.T, setup stackSetup, fn func(t *testing.T, st *stack, s *container.Session, ws string)) {
 	for _, mode := range confinedModes {
 		t.Run(mode, func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestConfinedNoInheritedDescriptors(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer syscall.Close(fd)
-		// The session sandbox starts with this descriptor open in dsh.
+		// The box starts with this descriptor open in dsh.
 		if got := attackLine(t, st, s, "fds"); got != "fds 0 1 2" {
 			t.Fatalf("descriptors of a confined command: %q", got)
 		}
@@ -269,7 +269,7 @@ func runGit(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-// A protected path that did not exist when the session sandbox started is protected
+// A protected path that did not exist when the box started is protected
 // from the first command after it appeared (it cannot be made read-only before it
 // exists without writing to the workspace): a `git init` in workspace-write works,
 // and the next command cannot plant a hook.
@@ -418,7 +418,7 @@ func TestConfinedOtherProcesses(t *testing.T) {
 			{"read", "/proc/" + self + "/mem", "no such file or directory"},
 			{"kill", self, "no such process"},
 			{"ptrace", self, "no such process"},
-			{"read", "/proc/1/environ", "permission denied"}, // the session sandbox
+			{"read", "/proc/1/environ", "permission denied"}, // the box
 			{"kill", "1", "operation not permitted"},
 			{"ptrace", "1", "operation not permitted"},
 		} {

@@ -65,7 +65,7 @@ func (r *benchRig) run(b *testing.B, ex shell.Executor, id, command string) {
 
 // BenchmarkExecutorTrue: `true` through the same executor path (Resolve, Execute,
 // Result over one subprocess Supervisor) locally — exactly what bash-local runs — and
-// confined by bash-sandbox in each mode, in the same run (the session sandbox is made
+// confined by bash-sandbox in each mode, in the same run (the box is made
 // by the first call and reused). The ratio-* benchmarks alternate a local and a
 // sandboxed call in every iteration and report both means and sandboxed/local (target
 // ≤ 1.5).
@@ -105,7 +105,7 @@ func BenchmarkExecutorTrue(b *testing.B) {
 }
 
 // BenchmarkSessionSetup: the per-session cost, a new session's first confined `true`
-// (the session sandbox is built: namespaces, mounts, the pinned workspace) against a
+// (the box is built: namespaces, mounts, the pinned workspace) against a
 // later `true` in an existing session, in the same run; the session is ended after each
 // iteration.
 func BenchmarkSessionSetup(b *testing.B) {

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,8 +15,8 @@ import (
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
-// A box is one session sandbox: the dsh binary started once per session (and per
-// sandbox configuration) with SessionArg, in new namespaces unless the backend is
+// A box is the per-session sandbox process: the dsh binary started once per session
+// (and per box configuration) with BoxArg, in new namespaces unless the backend is
 // Landlock-only, owned by the Supervisor like any command (its own cgroup in the
 // harness's subtree, killed when the Supervisor closes), and talked to over a unix
 // socket. Each confined command of the session is started by it, from a thread of its
@@ -29,15 +27,35 @@ type box struct {
 	proc *subprocess.Process
 	conn *launch.Conn
 
-	mu      sync.Mutex
-	err     error // why the box is unusable (its connection failed); nil while alive
+	mu    sync.Mutex
+	state boxState
+	// lost says why the box's connection is gone (its process ended, a message could not
+	// be read, or dsh closed it); nil while it is up. Once set, no command starts in the
+	// box, and every command waiting for an answer or an exit is told.
+	lost    error
 	nextID  uint64
-	waiting map[uint64]chan boxReply // Start requests awaiting their answer
-	cmds    map[uint64]*boxCmd       // started commands whose exit is not known yet
-	live    int                      // commands started and not yet released
-	retired bool                     // no new commands; close when live reaches 0
-	closed  bool
+	waiting map[uint64]chan boxReply              // Start requests awaiting their answer
+	exits   map[uint64]chan subprocess.ExitStatus // started commands whose exit is not known yet
+	live    int                                   // commands started and not yet released
 }
+
+// boxState is what dsh wants of a box. It only moves forward:
+//
+//	open ──retire──▶ retired ──its last command released──▶ closed
+//	open, retired ──kill──▶ closed
+//
+// A retired box is no longer handed to new calls, but starts the commands of calls it
+// was handed already. A closed box starts nothing: its connection is closed, so its
+// process exits (killed if it lingers), and its commands in the namespaces with it.
+// Whether the connection is up is told apart by box.lost: a box of any state can lose
+// it.
+type boxState uint8
+
+const (
+	boxOpen boxState = iota
+	boxRetired
+	boxClosed
+)
 
 // boxConfig is what a box is built from: a box serves a call only if its configuration
 // is the call's.
@@ -46,12 +64,23 @@ type boxConfig struct {
 	network    string
 	workspace  string // pinned root, "" for none
 	roots      []string
-	hide       []string
+	maskDirs   []string
 }
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		slices.Equal(c.roots, o.roots) && slices.Equal(c.hide, o.hide)
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs)
+}
+
+// boxFiles are the host directories a box is built on.
+type boxFiles struct {
+	tmp   string   // the session's private temp dir
+	stage string   // an empty directory for the box's new root
+	ws    *os.File // the pinned workspace; nil for none
+	// spill is the session's spill directory, at spillPath; nil for none. The caller
+	// closes it once the box is open.
+	spill     *os.File
+	spillPath string
 }
 
 type boxReply struct {
@@ -59,70 +88,85 @@ type boxReply struct {
 	fds []int
 }
 
-// boxSetupTimeout bounds a sandbox's start-up (generous: the host may be busy).
+// boxSetupTimeout bounds a box's start-up (generous: the host may be busy).
 const boxSetupTimeout = 30 * time.Second
 
-// openBox starts a session sandbox on sup: conf, the private temp dir tmp, an empty
-// directory stage for its new root, the pinned workspace ws (nil for none), the
-// session's spill directory spill at spillPath (nil for none), and the protected paths
-// and masked files known now.
-func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *os.File, spillPath string, spill *os.File, protect, mask []string) (*box, error) {
-	if !dispatched.Load() {
-		return nil, errNotDispatched
-	}
-	exe, err := self()
+// openBox starts a box on sup for conf, built on files, with the protected paths and
+// masked files known now.
+func openBox(sup *subprocess.Supervisor, conf boxConfig, files boxFiles, protect, maskFiles []string) (*box, error) {
+	proc, conn, err := spawnBox(sup, conf)
 	if err != nil {
 		return nil, err
 	}
-	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
-	}
-	theirs := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
-	conn, err := launch.NewConn(pair[0])
-	if err != nil {
-		theirs.Close()
-		return nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
-	}
-	diag := subprocess.Capture{MaxBytes: 4096}
-	proc, err := sup.Spawn(context.Background(), subprocess.Spec{
-		Argv:    []string{exe, SessionArg},
-		Stdout:  diag,
-		Stderr:  diag,
-		GraceMs: 2000,
-		Start:   &sandboxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
-	})
-	theirs.Close()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("bash-sandbox: start the session sandbox: %w", err)
-	}
-	b := &box{conf: conf, proc: proc, conn: conn, waiting: map[uint64]chan boxReply{}, cmds: map[uint64]*boxCmd{}}
-	setup := launch.Setup{
-		Namespaces:    conf.namespaces,
-		Network:       conf.network,
-		Workspace:     conf.workspace,
-		WritableRoots: conf.roots,
-		TempDir:       tmp,
-		Stage:         stage,
-		Hide:          conf.hide,
-		Protect:       protect,
-		Mask:          mask,
-	}
-	var fds []int
-	if ws != nil {
-		fds = append(fds, int(ws.Fd()))
-	}
-	if spill != nil {
-		setup.Spill = spillPath
-		fds = append(fds, int(spill.Fd()))
-	}
+	b := &box{conf: conf, proc: proc, conn: conn, waiting: map[uint64]chan boxReply{}, exits: map[uint64]chan subprocess.ExitStatus{}}
+	setup, fds := setupMessage(conf, files, protect, maskFiles)
 	if err := b.handshake(setup.Encode(), fds); err != nil {
 		b.kill()
 		return nil, err
 	}
 	go b.read()
 	return b, nil
+}
+
+// spawnBox starts the box process on sup (boxStarter) and returns it with dsh's end of
+// its control socket.
+func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, *launch.Conn, error) {
+	if !dispatched.Load() {
+		return nil, nil, errNotDispatched
+	}
+	exe, err := self()
+	if err != nil {
+		return nil, nil, err
+	}
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
+	conn, err := launch.NewConn(pair[0])
+	if err != nil {
+		theirs.Close()
+		return nil, nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
+	}
+	diag := subprocess.Capture{MaxBytes: 4096}
+	proc, err := sup.Spawn(context.Background(), subprocess.Spec{
+		Argv:    []string{exe, BoxArg},
+		Stdout:  diag,
+		Stderr:  diag,
+		GraceMs: 2000,
+		Start:   &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
+	})
+	theirs.Close()
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("bash-sandbox: start the session sandbox: %w", err)
+	}
+	return proc, conn, nil
+}
+
+// setupMessage is the Setup a box is sent first, with its descriptors: the pinned
+// workspace, then the spill directory.
+func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (launch.Setup, []int) {
+	setup := launch.Setup{
+		Namespaces:    conf.namespaces,
+		Network:       conf.network,
+		Workspace:     conf.workspace,
+		WritableRoots: conf.roots,
+		TempDir:       files.tmp,
+		Stage:         files.stage,
+		MaskDirs:      conf.maskDirs,
+		Protect:       protect,
+		MaskFiles:     maskFiles,
+	}
+	var fds []int
+	if files.ws != nil {
+		fds = append(fds, int(files.ws.Fd()))
+	}
+	if files.spill != nil {
+		setup.Spill = files.spillPath
+		fds = append(fds, int(files.spill.Fd()))
+	}
+	return setup, fds
 }
 
 // handshake sends the setup and waits for Ready.
@@ -166,7 +210,7 @@ func (b *box) handshake(setup []byte, fds []int) error {
 	return nil
 }
 
-// setupError words a failed start-up, with what the sandbox process wrote to stderr.
+// setupError words a failed start-up, with what the box wrote to stderr.
 func (b *box) setupError(err error) error {
 	msg := err.Error()
 	if !errors.Is(err, launch.ErrClosed) {
@@ -178,12 +222,12 @@ func (b *box) setupError(err error) error {
 	case <-time.After(5 * time.Second):
 	}
 	if line := strings.TrimSpace(b.proc.Stderr().Output().Text); line != "" {
-		msg = strings.TrimPrefix(line, RunnerFailurePrefix)
+		msg = strings.TrimPrefix(line, LauncherFailurePrefix)
 	}
 	return fmt.Errorf("bash-sandbox: the session sandbox did not start: %s", msg)
 }
 
-// read dispatches the sandbox's messages until the connection fails.
+// read dispatches the box's messages until the connection fails.
 func (b *box) read() {
 	for {
 		payload, fds, err := b.conn.Recv()
@@ -206,9 +250,9 @@ func (b *box) read() {
 				fds = nil
 			}
 		case launch.MsgExited:
-			if c, ok := b.cmds[r.ID]; ok {
-				delete(b.cmds, r.ID)
-				c.exit <- subprocess.ExitStatus{Code: r.Code, Signal: syscall.Signal(r.Signal)}
+			if exit, ok := b.exits[r.ID]; ok {
+				delete(b.exits, r.ID)
+				exit <- subprocess.ExitStatus{Code: r.Code, Signal: syscall.Signal(r.Signal)}
 			}
 		}
 		b.mu.Unlock()
@@ -216,58 +260,68 @@ func (b *box) read() {
 	}
 }
 
-// fail marks the box dead: waiting starts fail, and every command whose exit is not
-// known yet is lost (in the namespaces it died with the sandbox, the init of its PID
+// fail records that the box's connection is lost: waiting starts fail, and every command whose exit is not
+// known yet is lost (in the namespaces it died with the box, the init of its PID
 // namespace; without them the Supervisor kills its cgroup).
 func (b *box) fail() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
+	if b.lost != nil {
 		return
 	}
-	if b.closed {
-		b.err = errors.New("bash-sandbox: the session sandbox was closed")
+	if b.state == boxClosed {
+		b.lost = errClosed
 	} else {
-		b.err = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended; the command was killed with it", b.proc.Pid())
+		b.lost = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended; the command was killed with it", b.proc.Pid())
 	}
 	for id, ch := range b.waiting {
 		close(ch)
 		delete(b.waiting, id)
 	}
-	for id, c := range b.cmds {
-		close(c.exit)
-		delete(b.cmds, id)
+	for id, exit := range b.exits {
+		close(exit)
+		delete(b.exits, id)
 	}
 	b.conn.Close()
 }
 
-// usable reports whether the box can start commands.
+// usable reports whether the box can be handed to a new call: open, its connection up.
 func (b *box) usable() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.err == nil && !b.retired && !b.closed
+	return b.state == boxOpen && b.lost == nil
 }
 
-// retire stops new commands; the box closes once its last command is released.
+// starts reports whether the box starts commands (b.mu held): not closed, its
+// connection up.
+func (b *box) starts() bool { return b.state != boxClosed && b.lost == nil }
+
+// idle reports whether a retired box has no command left, and is to be closed (b.mu
+// held).
+func (b *box) idle() bool { return b.state == boxRetired && b.live == 0 }
+
+// retire stops new calls; the box closes once its last command is released.
 func (b *box) retire() {
 	b.mu.Lock()
-	b.retired = true
-	idle := b.live == 0
+	if b.state == boxOpen {
+		b.state = boxRetired
+	}
+	idle := b.idle()
 	b.mu.Unlock()
 	if idle {
 		b.close()
 	}
 }
 
-// close ends the sandbox process: it exits when its connection closes (and the commands
+// close ends the box: it exits when its connection closes (and the commands
 // of its PID namespace with it); the Supervisor kills it if it does not.
 func (b *box) close() {
 	b.mu.Lock()
-	if b.closed {
+	if b.state == boxClosed {
 		b.mu.Unlock()
 		return
 	}
-	b.closed = true
+	b.state = boxClosed
 	b.mu.Unlock()
 	b.conn.Close()
 	go func() {
@@ -279,281 +333,82 @@ func (b *box) close() {
 	}()
 }
 
-// kill ends the sandbox process at once.
+// kill ends the box at once.
 func (b *box) kill() {
 	b.mu.Lock()
-	b.closed = true
+	b.state = boxClosed
 	b.mu.Unlock()
 	b.conn.Close()
 	b.proc.Kill()
 }
 
-// cmdStarter starts one command in a box (a subprocess.Starter).
-type cmdStarter struct {
-	box     *box
-	policy  launch.Policy
-	protect []string
-	mask    []string
-	// stub: the sandbox could not confine the command and started the runner-failure
-	// stub in its place (only then is a "dsh-sandbox:" line a runner failure).
-	stub atomic.Bool
-}
-
-// boxCmd is a command started in a box (a subprocess.Started).
-type boxCmd struct {
-	box  *box
-	id   uint64
-	pid  int
-	exit chan subprocess.ExitStatus
-	once sync.Once
-}
-
-// Start asks the sandbox to start req confined to the starter's policy. The leader's
-// host pid comes from its pidfd (the sandbox sees it under its own PID namespace).
-func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
-	b := st.box
+// register reserves a command id for a start, with the channel its answer arrives on
+// and the one its exit will; the command counts as live until it is released (or
+// forgotten).
+func (b *box) register() (uint64, chan boxReply, chan subprocess.ExitStatus, error) {
 	b.mu.Lock()
-	if b.err != nil || b.closed {
-		err := b.err
-		if err == nil {
-			err = errors.New("bash-sandbox: the session sandbox was closed")
-		}
-		b.mu.Unlock()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
+	defer b.mu.Unlock()
+	if !b.starts() {
+		return 0, nil, nil, b.failureLocked()
 	}
 	b.nextID++
 	id := b.nextID
 	reply := make(chan boxReply, 1)
+	exit := make(chan subprocess.ExitStatus, 1)
 	b.waiting[id] = reply
-	c := &boxCmd{box: b, id: id, exit: make(chan subprocess.ExitStatus, 1)}
-	b.cmds[id] = c
+	b.exits[id] = exit
 	b.live++
-	b.mu.Unlock()
+	return id, reply, exit, nil
+}
 
-	m := launch.Start{
-		ID:      id,
-		Policy:  st.policy,
-		Path:    req.Path,
-		Argv:    req.Argv,
-		Dir:     req.Dir,
-		Env:     req.Env,
-		Protect: st.protect,
-		Mask:    st.mask,
-		Cgroup:  req.CgroupFD >= 0,
+// release ends the life of command id in the box: the box reaps its leader; a retired
+// box closes when its last command is released.
+func (b *box) release(id uint64) {
+	b.mu.Lock()
+	alive := b.starts()
+	b.live--
+	idle := b.idle()
+	b.mu.Unlock()
+	if alive {
+		_ = b.conn.Send(launch.Release{ID: id}.Encode())
 	}
-	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}
-	if req.CgroupFD >= 0 {
-		fds = append(fds, req.CgroupFD)
+	if idle {
+		b.close()
 	}
-	if err := b.conn.Send(m.Encode(), fds...); err != nil {
-		b.forget(id)
-		b.fail()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
-	}
-	rep, ok := <-reply
-	if !ok {
-		b.forget(id)
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: b.failure()}
-	}
-	if rep.r.Type == launch.MsgFailed {
-		closeAll(rep.fds)
-		b.forget(id)
-		r := rep.r
-		if r.Errno != 0 {
-			return nil, &subprocess.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
-		}
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
-	}
-	if len(rep.fds) != 1 {
-		closeAll(rep.fds)
-		b.forget(id)
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
-	}
-	st.stub.Store(rep.r.Stub)
-	pid, err := pidfdPid(rep.fds[0])
-	syscall.Close(rep.fds[0])
-	if err != nil {
-		// It runs, and cannot be signalled by host pid: end it through its sandbox.
-		b.forget(id)
-		b.fail()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
-	}
-	c.pid = pid
-	return c, nil
 }
 
 // forget drops a command that never started (or cannot be followed).
 func (b *box) forget(id uint64) {
 	b.mu.Lock()
 	delete(b.waiting, id)
-	delete(b.cmds, id)
+	delete(b.exits, id)
 	b.live--
-	idle := b.retired && b.live == 0
+	idle := b.idle()
 	b.mu.Unlock()
 	if idle {
 		b.close()
 	}
 }
 
+// failure is why the box starts no command, or why a command's exit is not known.
 func (b *box) failure() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
-		return b.err
-	}
-	return errors.New("bash-sandbox: the session sandbox was closed")
+	return b.failureLocked()
 }
 
-func (c *boxCmd) Pid() int { return c.pid }
-
-// Wait returns the leader's exit as the sandbox reported it, or the box's failure.
-func (c *boxCmd) Wait() (subprocess.ExitStatus, error) {
-	st, ok := <-c.exit
-	if !ok {
-		return subprocess.ExitStatus{}, c.box.failure()
+func (b *box) failureLocked() error {
+	if b.lost != nil {
+		return b.lost
 	}
-	return st, nil
+	return errClosed
 }
 
-// Release tells the sandbox to reap the leader.
-func (c *boxCmd) Release() {
-	c.once.Do(func() {
-		b := c.box
-		b.mu.Lock()
-		alive := b.err == nil && !b.closed
-		b.live--
-		idle := b.retired && b.live == 0
-		b.mu.Unlock()
-		if alive {
-			_ = b.conn.Send(launch.Release{ID: c.id}.Encode())
-		}
-		if idle {
-			b.close()
-		}
-	})
-}
-
-// pidfdPid reads the pid (in this process's PID namespace) a pidfd refers to.
-func pidfdPid(fd int) (int, error) {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
-	if err != nil {
-		return 0, fmt.Errorf("read the pidfd's fdinfo: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
-			pid, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || pid <= 0 {
-				return 0, fmt.Errorf("the pidfd refers to no process visible here (Pid: %s)", strings.TrimSpace(v))
-			}
-			return pid, nil
-		}
-	}
-	return 0, errors.New("the pidfd's fdinfo has no Pid line")
-}
+// errClosed is the failure of a box that dsh closed.
+var errClosed = errors.New("bash-sandbox: the session sandbox was closed")
 
 func closeAll(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
 }
-
-// sandboxStarter starts the session sandbox process itself (a subprocess.Starter): the
-// dsh binary as this process's direct child, with the control socket as its fd 3, in
-// new user, mount, PID, IPC and UTS namespaces (and a network namespace when the
-// network is denied) unless the backend is Landlock-only.
-//
-// The user namespace maps each id to itself: the sandbox and its commands run as the
-// harness's own user, so files keep their owners and nothing runs as a different
-// user. As root every id is mapped; otherwise only the harness's own uid and gid can be
-// (the kernel allows nothing more without privilege), and the sandbox keeps the
-// capabilities it needs to build its mounts (CAP_SYS_ADMIN), bring up its loopback
-// (CAP_NET_ADMIN), empty its commands' bounding sets (CAP_SETPCAP) and forbid nested
-// user namespaces (CAP_SYS_RESOURCE) as ambient capabilities across the exec — inside
-// its own user namespace only. Commands drop every capability before they run.
-type sandboxStarter struct {
-	namespaces bool
-	network    string
-	ctl        *os.File
-}
-
-// Capabilities (linux/capability.h).
-const (
-	capSetpcap     = 8
-	capNetAdmin    = 12
-	capSysAdmin    = 21
-	capSysResource = 24
-)
-
-func (st *sandboxStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
-	pidfd := -1
-	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
-	if st.namespaces {
-		sys.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
-		if st.network == NetworkDeny {
-			sys.Cloneflags |= syscall.CLONE_NEWNET
-		}
-		uid, gid := os.Getuid(), os.Getgid()
-		if uid == 0 {
-			sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
-			sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
-			sys.GidMappingsEnableSetgroups = true
-		} else {
-			sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-			sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-			sys.AmbientCaps = []uintptr{capSetpcap, capNetAdmin, capSysAdmin, capSysResource}
-		}
-	}
-	if req.CgroupFD >= 0 {
-		sys.UseCgroupFD, sys.CgroupFD = true, req.CgroupFD
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: []uintptr{req.Files[0].Fd(), req.Files[1].Fd(), req.Files[2].Fd(), st.ctl.Fd()},
-		Sys:   sys,
-	}
-	if st.namespaces && os.Getuid() != 0 {
-		// This process is not dumpable (see MaybeRunLauncher), and neither is a child
-		// until it execs: its /proc files belong to root, and an unprivileged parent
-		// could not write its uid_map and gid_map. Dumpable for the fork only; the
-		// sandbox makes itself non-dumpable again first thing.
-		dumpable.Lock()
-		defer dumpable.Unlock()
-		_ = launch.SetDumpable(true)
-		defer launch.SetDumpable(false)
-	}
-	pid, err := syscall.ForkExec(req.Path, req.Argv, attr)
-	if err != nil {
-		return nil, err
-	}
-	return &child{pid: pid, pidfd: pidfd}, nil
-}
-
-// dumpable serialises the forks that need this process dumpable for a moment.
-var dumpable sync.Mutex
-
-// child is a direct child of this process (a subprocess.Started).
-type child struct {
-	pid   int
-	pidfd int
-}
-
-func (c *child) Pid() int { return c.pid }
-
-// Wait waits for the exit without reaping (launch.AwaitExit).
-func (c *child) Wait() (subprocess.ExitStatus, error) {
-	var pidfd *os.File
-	if c.pidfd >= 0 && syscall.SetNonblock(c.pidfd, true) == nil {
-		pidfd = os.NewFile(uintptr(c.pidfd), "pidfd")
-		c.pidfd = -1
-		defer pidfd.Close()
-	}
-	code, sig, err := launch.AwaitExit(c.pid, pidfd)
-	if err != nil {
-		return subprocess.ExitStatus{}, fmt.Errorf("wait for the session sandbox: %w", err)
-	}
-	return subprocess.ExitStatus{Code: code, Signal: syscall.Signal(sig)}, nil
-}
-
-// Release reaps the child.
-func (c *child) Release() { launch.Reap(c.pid) }

@@ -15,14 +15,15 @@ var denialPhrases = []string{"Permission denied", "Read-only file system", "Oper
 type Verdict struct {
 	// Denied: the command failed because the sandbox refused an operation.
 	Denied bool
-	// RunnerFailed: the sandbox runner itself failed; the command never ran.
-	RunnerFailed bool
+	// LauncherFailed: the launcher itself failed (the seam reports it as RunnerFailed,
+	// "the sandbox runner itself failed"); the command never ran.
+	LauncherFailed bool
 }
 
 // Classify reads how a command run in the sandbox ended:
-//   - a signal death (exitCode nil) is neither a denial nor a runner failure;
-//   - exit 125 with stderr consisting of exactly one "dsh-sandbox: …" line is a runner
-//     failure, never a denial (whatever the line says);
+//   - a signal death (exitCode nil) is neither a denial nor a launcher failure;
+//   - exit 125 with stderr consisting of exactly one "dsh-sandbox: …" line is a
+//     launcher failure, never a denial (whatever the line says);
 //   - any other nonzero exit with "Permission denied", "Read-only file system" or
 //     "Operation not permitted" on stderr is a denial.
 //
@@ -31,12 +32,12 @@ func Classify(exitCode *int, stderr string) Verdict {
 	return classify(exitCode, stderr, true)
 }
 
-func classify(exitCode *int, stderr string, runnerPossible bool) Verdict {
+func classify(exitCode *int, stderr string, launcherFailed bool) Verdict {
 	if exitCode == nil || *exitCode == 0 {
 		return Verdict{}
 	}
-	if runnerPossible && *exitCode == RunnerFailureExitCode && isRunnerFailureLine(stderr) {
-		return Verdict{RunnerFailed: true}
+	if launcherFailed && *exitCode == LauncherFailureExitCode && isLauncherFailureLine(stderr) {
+		return Verdict{LauncherFailed: true}
 	}
 	for _, p := range denialPhrases {
 		if strings.Contains(stderr, p) {
@@ -46,25 +47,25 @@ func classify(exitCode *int, stderr string, runnerPossible bool) Verdict {
 	return Verdict{}
 }
 
-// isRunnerFailureLine: a failed runner writes one line and exits before anything else can
-// write to stderr, so a runner failure's stderr is exactly that line.
-func isRunnerFailureLine(stderr string) bool {
+// isLauncherFailureLine: a failed launcher writes one line and exits before anything
+// else can write to stderr, so a launcher failure's stderr is exactly that line.
+func isLauncherFailureLine(stderr string) bool {
 	line, ok := strings.CutSuffix(stderr, "\n")
-	return ok && strings.HasPrefix(line, RunnerFailurePrefix) && !strings.Contains(line, "\n")
+	return ok && strings.HasPrefix(line, LauncherFailurePrefix) && !strings.Contains(line, "\n")
 }
 
 // sandboxFacts are the sandbox facts of a finished run under mode with the given
 // enforcement (Enforcement of its launch policy): danger-full-access reports
 // {mode, denied: false} only; the confined modes add the Classify verdict and the
-// enforcement. stub says whether the runner-failure stub ran in place of the command:
-// only then can the run be a runner failure — a command that writes the stub's line
-// and exits 125 ran, and must not be reported as not having run.
-func sandboxFacts(mode, enforcement string, r shell.RunResult, stub bool) *shell.SandboxFacts {
+// enforcement. launchFailed says whether the launcher's failure mode ran in place of the
+// command: only then can the run be a launcher failure — a command that writes the
+// failure line and exits 125 ran, and must not be reported as not having run.
+func sandboxFacts(mode, enforcement string, r shell.RunResult, launchFailed bool) *shell.SandboxFacts {
 	if mode == shell.ModeDangerFullAccess {
 		return &shell.SandboxFacts{Mode: mode}
 	}
-	// The runner's one line never overflows a stream: a truncated stream came from
-	// the command, so it cannot be a runner failure.
-	v := classify(r.ExitCode, r.Stderr.Text, stub && !r.Stderr.Truncated)
-	return &shell.SandboxFacts{Mode: mode, Denied: v.Denied, RunnerFailed: v.RunnerFailed, Enforcement: enforcement}
+	// The failure line never overflows a stream: a truncated stream came from the
+	// command, so it cannot be a launcher failure.
+	v := classify(r.ExitCode, r.Stderr.Text, launchFailed && !r.Stderr.Truncated)
+	return &shell.SandboxFacts{Mode: mode, Denied: v.Denied, RunnerFailed: v.LauncherFailed, Enforcement: enforcement}
 }

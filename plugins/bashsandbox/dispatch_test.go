@@ -100,19 +100,19 @@ func tcpListener(t *testing.T) (port string, accepted func() int) {
 	return port, func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
-// The session sandbox starts before the rest of the binary is initialised — only the
+// The box starts before the rest of the binary is initialised — only the
 // packages the runtime's own start-up needs run first (Go initialises packages in
 // import-path order as their imports become ready, and the sandbox's package imports
 // nothing else). This test binary links the whole bash-sandbox stack (container, fx,
 // koanf, YAML, crypto via net/http…), like dsh does. Started without its control
-// socket, the sandbox fails at once with the runner-failure line.
-func TestSandboxDispatchedEarly(t *testing.T) {
-	cmd := exec.Command(os.Args[0], bashsandbox.SessionArg)
+// socket, the box fails at once with the launcher-failure line.
+func TestBoxDispatchedEarly(t *testing.T) {
+	cmd := exec.Command(os.Args[0], bashsandbox.BoxArg)
 	cmd.Env = append(testEnv(), "GODEBUG=inittrace=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
-	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != bashsandbox.RunnerFailureExitCode {
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != bashsandbox.LauncherFailureExitCode {
 		t.Fatalf("sandbox without a control socket: %v; stderr %q", err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
@@ -143,7 +143,7 @@ func TestSandboxDispatchedEarly(t *testing.T) {
 }
 
 // Running confined commands leaves this process unrestricted (the confinement is the
-// sandbox process's, per command thread), and this process is not dumpable (MaybeRunLauncher).
+// box's, per command thread), and this process is not dumpable (MaybeRunLauncher).
 func TestHarnessNeverConfined(t *testing.T) {
 	st := newStack(t, stackSetup{})
 	ws := workspace(t)

@@ -1,7 +1,7 @@
 package bashsandbox_test
 
 // The executor through the real stack (see stack_test.go): what each mode permits,
-// the network, danger-full-access, failing closed, runner failures.
+// the network, danger-full-access, failing closed, launcher failures.
 
 import (
 	"encoding/json"
@@ -200,11 +200,11 @@ func TestStackFailClosed(t *testing.T) {
 	expect(t, st.bash(t, danger, "touch "+marker+" && echo unconfined"), "unconfined\n", false)
 }
 
-// A session sandbox that cannot be built is a runner failure: exit 125 and one
-// "dsh-sandbox:" line, rendered as the runner-failure marker, never a denial; the
+// A box that cannot be built is a launcher failure: exit 125 and one
+// "dsh-sandbox:" line, rendered as the launcher-failure marker, never a denial; the
 // command did not run. Here a configured writable root vanished after the executor
 // started, so the sandbox cannot bind it.
-func TestStackRunnerFailure(t *testing.T) {
+func TestStackLauncherFailure(t *testing.T) {
 	extra := outsideTempDir(t, "dsh-sandbox-extra-")
 	st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": "workspace-write", "writableRoots": []any{extra}}})
 	if err := os.Remove(extra); err != nil {
@@ -212,7 +212,7 @@ func TestStackRunnerFailure(t *testing.T) {
 	}
 	ws := workspace(t)
 	marker := filepath.Join(ws, "marker")
-	res := st.bash(t, session("runner", ws), "touch "+marker)
+	res := st.bash(t, session("launcher-failure", ws), "touch "+marker)
 	want := "[stderr]\ndsh-sandbox: the session sandbox did not start: open_tree " + extra + ": no such file or directory\n" +
 		"[sandbox: the sandbox runner itself failed under workspace-write mode — the command did not run; this is a sandbox problem, not a command failure]\n" +
 		"[exit code: 125]"
@@ -228,23 +228,24 @@ func TestStackRunnerFailure(t *testing.T) {
 	if err := os.Mkdir(extra, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res = st.bash(t, session("runner-imitation", ws), `echo "some output" >&2; echo "dsh-sandbox: fake" >&2; exit 125`)
+	res = st.bash(t, session("launcher-imitation", ws), `echo "some output" >&2; echo "dsh-sandbox: fake" >&2; exit 125`)
 	expect(t, res, "[stderr]\nsome output\ndsh-sandbox: fake\n[exit code: 125]", false)
-	// So is one that writes exactly the stub's line: only dsh knows whether the stub ran.
-	res = st.bash(t, session("runner-imitation", ws), `touch `+marker+`; echo "dsh-sandbox: fake" >&2; exit 125`)
+	// So is one that writes exactly the failure line: only dsh knows whether the
+	// launcher's failure mode ran.
+	res = st.bash(t, session("launcher-imitation", ws), `touch `+marker+`; echo "dsh-sandbox: fake" >&2; exit 125`)
 	expect(t, res, "[stderr]\ndsh-sandbox: fake\n[exit code: 125]", false)
 	if got, want := sandboxOf(t, res), sandboxJSON("workspace-write", false, enforcement(bashsandbox.NetworkDeny), false); got != want || !exists(marker) {
 		t.Fatalf("sandbox value %s, want %s (the command ran: %v)", got, want, exists(marker))
 	}
 }
 
-// The runner-failure stub itself: one line, exit 125, classified as a runner failure.
-func TestRunnerFailureStub(t *testing.T) {
+// The launcher's failure mode itself: one line, exit 125, classified as a launcher failure.
+func TestLauncherFailureMode(t *testing.T) {
 	r := runArgv(t, t.TempDir(), os.Args[0], bashsandbox.FailArg, "the reason\nspans  lines")
-	if r.exit() != bashsandbox.RunnerFailureExitCode || r.stderr != "dsh-sandbox: the reason spans lines\n" || r.stdout != "" {
-		t.Fatalf("stub: %v", r)
+	if r.exit() != bashsandbox.LauncherFailureExitCode || r.stderr != "dsh-sandbox: the reason spans lines\n" || r.stdout != "" {
+		t.Fatalf("failure mode: %v", r)
 	}
-	if v := bashsandbox.Classify(r.code, r.stderr); !v.RunnerFailed || v.Denied {
+	if v := bashsandbox.Classify(r.code, r.stderr); !v.LauncherFailed || v.Denied {
 		t.Fatalf("classified %+v", v)
 	}
 }

@@ -16,7 +16,7 @@ var (
 // Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).
 const Remedy = remedy
 
-// FailArg is the runner-failure stub's hidden argument.
+// FailArg is the hidden argument of the launcher's failure mode.
 const FailArg = launch.FailArg
 
 // SeccompSupported reports whether this build carries the network filter.
@@ -94,10 +94,10 @@ func Sessions(owner any) int {
 // EndSession ends session id of owner (the container's session-end hook does it).
 func EndSession(owner any, id string) { endSession(owner, id) }
 
-// SandboxPids are the pids of owner's live session sandboxes.
-func SandboxPids(owner any) []int {
+// BoxPids are the pids of owner's live boxes.
+func BoxPids(owner any) []int {
 	registry.mu.Lock()
-	var sessions []*session
+	var sessions []*sessionState
 	for k, s := range registry.m {
 		if k.owner == owner {
 			sessions = append(sessions, s)

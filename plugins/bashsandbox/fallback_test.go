@@ -84,7 +84,7 @@ func TestFallbackLandlockOnly(t *testing.T) {
 			if !strings.HasPrefix(string(tmpdir), os.TempDir()) || strings.TrimSpace(string(tmpdir)) == os.TempDir() {
 				t.Fatalf("TMPDIR %q is not a private directory", tmpdir)
 			}
-			// Without a mount namespace the spill files are where the server writes them
+			// Without a mount namespace the spill files are where dsh writes them
 			// (every session's: MissingSpillPrivacy): the session reads its own, read-only.
 			spill := st.bash(t, s, "seq 1 30000").Value.(toolbash.ForegroundValue).Stdout.SpillPath
 			if spill == "" {
@@ -245,10 +245,10 @@ func TestReloadWideningIsLogged(t *testing.T) {
 	}
 }
 
-// If the session sandbox dies, every command in it dies too (it is the init of their
+// If the box dies, every command in it dies too (it is the init of their
 // PID namespace), and their handles settle killed at once, with a note saying why; the
 // session's next call gets a new sandbox.
-func TestSessionSandboxDeath(t *testing.T) {
+func TestBoxDeath(t *testing.T) {
 	st := newStack(t, stackSetup{bashConfig: map[string]any{"graceMs": 60000}})
 	ws := workspace(t)
 	s := session("death", ws)
@@ -258,9 +258,9 @@ func TestSessionSandboxDeath(t *testing.T) {
 		return strings.HasPrefix(st.call(t, s, "job_output", `{"job_id":"`+id+`","wait":false}`).Text, "started")
 	})
 	sup, _ := container.Lookup[any](st.rt, subprocess.Service)
-	pids := bashsandbox.SandboxPids(sup)
+	pids := bashsandbox.BoxPids(sup)
 	if len(pids) != 1 {
-		t.Fatalf("session sandboxes: %v", pids)
+		t.Fatalf("boxes: %v", pids)
 	}
 	start := time.Now()
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
@@ -275,8 +275,8 @@ func TestSessionSandboxDeath(t *testing.T) {
 		t.Fatalf("job output:\n got %q\nwant %q", out, want)
 	}
 	expect(t, st.bash(t, s, "echo again"), "again\n", false)
-	if now := bashsandbox.SandboxPids(sup); len(now) != 1 || now[0] == pids[0] {
-		t.Fatalf("session sandboxes after the death: %v", now)
+	if now := bashsandbox.BoxPids(sup); len(now) != 1 || now[0] == pids[0] {
+		t.Fatalf("boxes after the death: %v", now)
 	}
 }
 
@@ -294,7 +294,7 @@ func TestUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Skip("setpriv is not installed")
 	}
-	// Outside /tmp: the sandbox hides the host's /tmp, and HOME (where the tests put
+	// Outside /tmp: the box masks the host's /tmp, and HOME (where the tests put
 	// workspaces and the attack helper) must stay visible.
 	dir, err := os.MkdirTemp("/var/tmp", "dsh-sandbox-nobody-")
 	if err != nil {
@@ -320,7 +320,7 @@ func TestUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", "--",
-		bin, "-test.run", "^(TestConfined|TestStack(ReadOnly|WorkspaceWrite|Network)|TestFallbackLandlockOnly|TestSessionSandboxDeath)", "-test.count=1")
+		bin, "-test.run", "^(TestConfined|TestStack(ReadOnly|WorkspaceWrite|Network)|TestFallbackLandlockOnly|TestBoxDeath)", "-test.count=1")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir + "/home", "TMPDIR=" + dir + "/tmp", "LC_ALL=C", "DSH_SANDBOX_UNPRIVILEGED=1", "DSH_SANDBOX_HELPER=" + attackHelper}
 	out, err := cmd.CombinedOutput()

@@ -10,33 +10,32 @@ import (
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 )
 
-// SessionArg is the hidden first argument that turns the dsh binary into a session
-// sandbox.
-const SessionArg = launch.SessionArg
+// BoxArg is the hidden first argument that turns the dsh binary into a box.
+const BoxArg = launch.BoxArg
 
-// RunnerFailureExitCode is the exit status of a sandbox runner that failed before the
+// LauncherFailureExitCode is the exit status of a launcher that failed before the
 // command ran.
-const RunnerFailureExitCode = launch.RunnerFailureExitCode
+const LauncherFailureExitCode = launch.LauncherFailureExitCode
 
-// RunnerFailurePrefix starts the one stderr line a failed runner writes.
-const RunnerFailurePrefix = launch.RunnerFailurePrefix
+// LauncherFailurePrefix starts the one stderr line a failed launcher writes.
+const LauncherFailurePrefix = launch.LauncherFailurePrefix
 
 // Network policies.
 const (
 	// NetworkDeny forbids every reach outside the sandbox in the confined modes (see
-	// the package documentation). The default.
+	// docs/sandbox.md). The default.
 	NetworkDeny = launch.NetworkDeny
 	// NetworkAllow leaves the network unrestricted.
 	NetworkAllow = launch.NetworkAllow
 )
 
 // dispatched records that this process called MaybeRunLauncher, i.e. that its binary
-// dispatches the sandbox. Without it, re-executing the binary could run its ordinary
+// dispatches the launcher. Without it, re-executing the binary could run its ordinary
 // main (a test binary would even run its tests again, and probe again, recursively), so
 // nothing is started.
 var dispatched atomic.Bool
 
-// errNotDispatched is the failure of a binary whose main does not dispatch the sandbox.
+// errNotDispatched is the failure of a binary whose main does not dispatch the launcher.
 var errNotDispatched = errors.New("bash-sandbox: this binary does not dispatch the sandbox: its main (or TestMain) must call bashsandbox.MaybeRunLauncher first")
 
 var self = sync.OnceValues(func() (string, error) {
@@ -47,18 +46,17 @@ var self = sync.OnceValues(func() (string, error) {
 	return exe, nil
 })
 
-// MaybeRunLauncher runs the session sandbox (or the runner-failure stub) when this
-// process was started as one (os.Args[1] is SessionArg, or the stub's argument) and
-// never returns in that case. Otherwise it makes this process non-dumpable — a confined
+// MaybeRunLauncher runs the launcher — a box, or its failure mode — when this process
+// was started as one (os.Args[1] is BoxArg, or FailArg) and never returns in that case. Otherwise it makes this process non-dumpable — a confined
 // command must not read the harness's memory or its /proc/<pid>/environ, which holds
 // what the commands' environment is scrubbed of — and records that this binary
-// dispatches the sandbox, which the executor requires. Call it first thing in main (and
+// dispatches the launcher, which the executor requires. Call it first thing in main (and
 // in TestMain, or an init function, of test packages whose tests run confined commands).
 //
-// In practice the sandbox has already run by then: the sandbox's package dispatches it
-// from its init function, before most of the binary's packages are initialised (see
-// the package documentation), which keeps the session sandbox small. This call is the
-// contract, and the fallback.
+// In practice the launcher has already run by then: its package dispatches it from its
+// init function, before most of the binary's packages are initialised (see
+// package launch), which keeps the box small. This call is the contract, and the
+// fallback.
 func MaybeRunLauncher() {
 	launch.Main()
 	_ = launch.SetDumpable(false)

@@ -17,7 +17,7 @@ import (
 )
 
 // TestMain dispatches the sandbox first, exactly as dsh's main does: the tests start
-// session sandboxes by re-executing this test binary with the hidden argument.
+// boxes by re-executing this test binary with the hidden argument.
 //
 // The commands the stack tests run inherit this process's environment: their messages
 // must be the English ones the denial classifier and the exact assertions read.
@@ -64,7 +64,7 @@ func noProcessLeft(t *testing.T) {
 
 // The attack helper (testdata/attackhelper): a small static program a confined command
 // runs to make the system calls bash cannot. It is built once per test binary, outside
-// the temp dirs (the sandbox hides the host's /tmp), or taken from
+// the temp dirs (the box masks the host's /tmp), or taken from
 // $DSH_SANDBOX_HELPER (the unprivileged re-run gets the one its parent built).
 var (
 	helperOnce sync.Once

@@ -138,23 +138,3 @@ func sessionKeyID(id, root string) string {
 	}
 	return "\x00" + root
 }
-
-// canonicalDir makes dir absolute, resolves every symlink and checks it is a directory.
-func canonicalDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	canon, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	fi, err := os.Stat(canon)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", canon)
-	}
-	return canon, nil
-}

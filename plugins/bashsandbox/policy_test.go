@@ -32,8 +32,8 @@ func TestClassify(t *testing.T) {
 		{"ordinary failure", code(1), "grep: no match\n", bashsandbox.Verdict{}},
 		{"denial text on stdout only", code(1), "", bashsandbox.Verdict{}},
 		{"signal death with denial text", nil, "Permission denied\n", bashsandbox.Verdict{}},
-		{"runner failure", code(125), "dsh-sandbox: landlock: no such file or directory\n", bashsandbox.Verdict{RunnerFailed: true}},
-		{"runner failure mentioning a denial", code(125), "dsh-sandbox: exec /w/x: Permission denied\n", bashsandbox.Verdict{RunnerFailed: true}},
+		{"launcher failure", code(125), "dsh-sandbox: landlock: no such file or directory\n", bashsandbox.Verdict{LauncherFailed: true}},
+		{"launcher failure mentioning a denial", code(125), "dsh-sandbox: exec /w/x: Permission denied\n", bashsandbox.Verdict{LauncherFailed: true}},
 		{"125 without the line", code(125), "Permission denied\n", bashsandbox.Verdict{Denied: true}},
 		{"125 with the line among others", code(125), "dsh-sandbox: x\nmore\n", bashsandbox.Verdict{}},
 		{"the line without exit 125", code(1), "dsh-sandbox: x\n", bashsandbox.Verdict{}},
@@ -48,21 +48,21 @@ func TestClassify(t *testing.T) {
 
 func TestFacts(t *testing.T) {
 	denied := shell.RunResult{ExitCode: code(1), Stderr: shell.StreamResult{Text: "x: Permission denied\n"}}
-	runner := shell.RunResult{ExitCode: code(125), Stderr: shell.StreamResult{Text: "dsh-sandbox: exec bash: Permission denied\n"}}
+	failure := shell.RunResult{ExitCode: code(125), Stderr: shell.StreamResult{Text: "dsh-sandbox: exec bash: Permission denied\n"}}
 	truncated := shell.RunResult{ExitCode: code(125), Stderr: shell.StreamResult{Text: "dsh-sandbox: Permission denied\n", Truncated: true}}
 
 	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", denied, false); *f != (shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}) {
 		t.Errorf("denied: %+v", *f)
 	}
-	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "partial", runner, true); *f != (shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}) {
-		t.Errorf("runner failure: %+v", *f)
+	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "partial", failure, true); *f != (shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}) {
+		t.Errorf("launcher failure: %+v", *f)
 	}
 	if f := bashsandbox.Facts(shell.ModeReadOnly, "full", truncated, true); f.RunnerFailed || !f.Denied {
 		t.Errorf("a truncated stream cannot be the launcher's one line: %+v", *f)
 	}
-	// The stub's very line, written by a command that ran: not a runner failure.
-	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "full", runner, false); f.RunnerFailed || !f.Denied {
-		t.Errorf("a command imitating the stub: %+v", *f)
+	// The failure line itself, written by a command that ran: not a launcher failure.
+	if f := bashsandbox.Facts(shell.ModeWorkspaceWrite, "full", failure, false); f.RunnerFailed || !f.Denied {
+		t.Errorf("a command imitating the failure line: %+v", *f)
 	}
 	if f := bashsandbox.Facts(shell.ModeDangerFullAccess, "", denied, false); *f != (shell.SandboxFacts{Mode: "danger-full-access"}) {
 		t.Errorf("danger-full-access: %+v", *f)

@@ -59,12 +59,11 @@ const probeTimeout = 30 * time.Second
 // probeOK is what the probe command prints when its write was refused.
 const probeOK = "dsh-sandbox-probe-ok"
 
-// Probe reports which backends work on this host. The first call starts a session
-// sandbox of each kind, read-only with the network denied, and runs in it a command
-// that must fail to create a file in a fresh temporary directory; later calls return
-// the cached result. So a kernel without Landlock or user namespaces, a binary whose
-// main does not dispatch the sandbox, or a sandbox that runs but does not confine are
-// all "not usable" — and executors fail closed (see UnavailableError).
+// Probe reports which backends work on this host. The first call starts a box of each
+// kind, read-only with the network denied, and runs in it a command that must fail to
+// create a file in a fresh temporary directory; later calls return the cached result.
+// So a kernel without Landlock or user namespaces, a binary whose main does not
+// dispatch the launcher, or a box that runs but does not confine are all "not usable" — and executors fail closed (see UnavailableError).
 func Probe() ProbeResult {
 	probeOnce.Lock()
 	defer probeOnce.Unlock()
@@ -136,7 +135,7 @@ func landlockOnly() (ok bool, reason string) {
 	return *probe.landlock == "", *probe.landlock
 }
 
-// probeBackend runs the probe command in a session sandbox of one kind, through a
+// probeBackend runs the probe command in a box of one kind, through a
 // Supervisor of its own (process groups only: the probe must not touch the harness's
 // cgroups).
 func probeBackend(namespaces bool) error {
@@ -150,7 +149,7 @@ func probeBackend(namespaces bool) error {
 			return err
 		}
 	}
-	// The probe's sandbox dies when its control socket closes: no watchdog needed.
+	// The probe's box dies when its control socket closes: no watchdog needed.
 	sup := subprocess.New(subprocess.Options{DisableCgroups: true, NoCrashCleanup: true, SpillRoot: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer sup.Close()
 	ws, err := newPin(filepath.Join(dir, "ws"))
@@ -159,7 +158,7 @@ func probeBackend(namespaces bool) error {
 	}
 	defer ws.dir.Close()
 	conf := boxConfig{namespaces: namespaces, network: NetworkDeny, workspace: ws.path}
-	b, err := openBox(sup, conf, filepath.Join(dir, "tmp"), filepath.Join(dir, "stage"), ws.dir, "", nil, nil, nil)
+	b, err := openBox(sup, conf, boxFiles{tmp: filepath.Join(dir, "tmp"), stage: filepath.Join(dir, "stage"), ws: ws.dir}, nil, nil)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "bash-sandbox: "))
 	}
@@ -189,8 +188,8 @@ func probeBackend(namespaces bool) error {
 		return nil
 	case ex.Reason == subprocess.ReasonAbort:
 		return fmt.Errorf("the probe command did not finish within %s", probeTimeout)
-	case strings.HasPrefix(errText, RunnerFailurePrefix):
-		return fmt.Errorf("the sandbox runner failed: %s", strings.TrimPrefix(errText, RunnerFailurePrefix))
+	case strings.HasPrefix(errText, LauncherFailurePrefix):
+		return fmt.Errorf("the sandbox runner failed: %s", strings.TrimPrefix(errText, LauncherFailurePrefix))
 	case out == "unconfined":
 		return errors.New("the sandbox ran the command but did not confine it")
 	}

@@ -106,11 +106,11 @@ func newStackRows(t *testing.T, s stackSetup) *stack {
 		openStacks.Delete(rt)
 		rt.Close()
 		waitFor(t, "no child process left behind", func() bool {
-			// The session sandboxes of stacks still open may live on.
+			// The boxes of stacks still open may live on.
 			allowed := map[string]bool{}
 			openStacks.Range(func(k, _ any) bool {
 				if v, ok := container.Lookup[any](k.(*container.Runtime), subprocess.Service); ok {
-					for _, pid := range bashsandbox.SandboxPids(v) {
+					for _, pid := range bashsandbox.BoxPids(v) {
 						allowed[strconv.Itoa(pid)] = true
 					}
 				}
@@ -229,7 +229,7 @@ func canonTempDir(t testing.TB) string {
 }
 
 // outsideTempDir makes a directory outside the host's temp dir (which the namespace
-// backend hides from confined commands): under the user's cache directory (or home),
+// backend masks from confined commands): under the user's cache directory (or home),
 // removed at the end.
 func outsideTempDir(t testing.TB, pattern string) string {
 	t.Helper()

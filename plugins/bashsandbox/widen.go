@@ -10,7 +10,7 @@ import (
 // widenings lists how next — the configuration a profile reload applies to the row — is
 // wider than prev, the one it replaces (container.Activation.Replaced): a wider default
 // mode, the network allowed, an added writable root, namespaces turned off.
-func widenings(prev, next *Config) []string {
+func widenings(prev, next *SandboxConfig) []string {
 	var out []string
 	if shell.ModeRank(next.DefaultMode) > shell.ModeRank(prev.DefaultMode) {
 		out = append(out, fmt.Sprintf("bash-sandbox defaultMode %s → %s", prev.DefaultMode, next.DefaultMode))

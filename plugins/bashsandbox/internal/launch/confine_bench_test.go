@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// BenchmarkStart: what the session sandbox adds per command on its side — a fresh
+// BenchmarkStart: what the box adds per command on its side — a fresh
 // thread, its confinement (no_new_privs, securebits, capabilities, a Landlock domain;
 // the seccomp filter is process-wide, installed once) and the fork and exec from it —
 // against the thread and the fork and exec alone, for /bin/true, in the same run.
@@ -17,7 +17,7 @@ func BenchmarkStart(b *testing.B) {
 		b.Skip(err)
 	}
 	defer syscall.Close(rs)
-	// Per session, as the sandbox does at its setup.
+	// Per session, as the box does at its setup.
 	dropCaps, lastCap := holdsCap(capSetpcap), lastCapability()
 	run := func(b *testing.B, confine bool) {
 		for b.Loop() {

@@ -11,7 +11,7 @@ import (
 )
 
 // Landlock system calls (the same numbers on every architecture) and the other kernel
-// interfaces the sandbox uses.
+// interfaces the box uses.
 const (
 	sysLandlockCreateRuleset = 444
 	sysLandlockAddRule       = 445
@@ -73,7 +73,7 @@ func newRuleset(p Policy, pinned map[string]int) (fd int, flags uint32, err erro
 	if abi < 1 {
 		return -1, 0, errors.New("Landlock is not available on this kernel (it needs Linux 5.13 or newer with Landlock enabled)")
 	}
-	rs := plan(p, abi)
+	rs := rulesetFor(p, abi)
 	r, _, errno := syscall.Syscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&rs.attr)), unsafe.Sizeof(rs.attr), 0)
 	if errno != 0 {
 		return -1, 0, errors.New("landlock: create the ruleset (ABI " + strconv.Itoa(abi) + "): " + errno.Error())
@@ -117,11 +117,11 @@ func addPathRule(rulesetFd int, r pathRule, pinned int) error {
 // with the goroutine) and takes from that thread everything a command must not have,
 // whatever its policy: no_new_privs; the securebits that stop root from regaining
 // capabilities at exec, the bounding set emptied and the ambient set cleared (when
-// dropCaps: this needs CAP_SETPCAP, which the sandbox holds in its user namespace, or
+// dropCaps: this needs CAP_SETPCAP, which the box holds in its user namespace, or
 // as root); no capabilities at all. The thread then starts one command, after
 // restrictThread: the child inherits the thread's credentials and Landlock domain, which
 // are per-thread (and the seccomp filter, which filterProcess put on every thread).
-// The sandbox prepares spare threads ahead of the commands: emptying the bounding set
+// The box prepares spare threads ahead of the commands: emptying the bounding set
 // takes a credential change per capability.
 func prepareThread(dropCaps bool, lastCap int) error {
 	runtime.LockOSThread() // never unlocked
@@ -217,4 +217,40 @@ func SetDumpable(on bool) error {
 		return e
 	}
 	return nil
+}
+
+// rulesets are the Landlock rulesets of a box's commands, made once per distinct
+// policy and kept (a ruleset may restrict any number of threads; each restriction is a
+// domain of its own, so commands still cannot signal or trace each other).
+type rulesets struct {
+	mu     sync.Mutex
+	pinned map[string]int // the pinned workspace root's descriptor, by path
+	byKey  map[string]cachedRuleset
+}
+
+type cachedRuleset struct {
+	fd    int
+	flags uint32
+}
+
+// get returns the ruleset of p.
+func (c *rulesets) get(p Policy) (int, uint32, error) {
+	key := p.Mode + "\x00" + p.WorkspaceRoot + "\x00" + p.Network
+	for _, r := range p.WritableRoots {
+		key += "\x00" + r
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.byKey[key]; ok {
+		return r.fd, r.flags, nil
+	}
+	fd, flags, err := newRuleset(p, c.pinned)
+	if err != nil {
+		return -1, 0, err
+	}
+	if c.byKey == nil {
+		c.byKey = map[string]cachedRuleset{}
+	}
+	c.byKey[key] = cachedRuleset{fd, flags}
+	return fd, flags, nil
 }

@@ -14,8 +14,8 @@ import (
 // os anyway (or that have no initialisation at all and are imported by those). Anything
 // else — encoding/json, strings, path/filepath, os/exec, fmt, golang.org/x/sys/unix,
 // go-landlock — would postpone this package's initialisation, and with it the
-// sandbox's dispatch, behind dozens of other packages of the binary (see the package
-// documentation and bashsandbox's TestSandboxDispatchedEarly).
+// launcher's dispatch, behind dozens of other packages of the binary (see the package
+// documentation and bashsandbox's TestBoxDispatchedEarly).
 var allowedImports = map[string]bool{
 	"errors": true, "os": true, "runtime": true, "strconv": true, "sync": true,
 	"syscall": true, "time": true, "unicode/utf8": true, "unicode/utf16": true, "unsafe": true,

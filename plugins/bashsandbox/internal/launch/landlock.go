@@ -52,7 +52,7 @@ const (
 	restrictSelfLogSubdomainsOff             // ABI 7
 )
 
-// The rights the sandbox grants (the same groups as go-landlock's RODirs, RWFiles and
+// The rights the box grants (the same groups as go-landlock's RODirs, RWFiles and
 // RWDirs).
 const (
 	accessFSRead  = accessFSExecute | accessFSReadFile | accessFSReadDir
@@ -130,7 +130,7 @@ type ruleset struct {
 // allowed, the network is not handled at all. Signals to processes outside the sandbox
 // are always denied (ABI 6+). Denials of the executed command reach the audit log where
 // audit is enabled (ABI 7+).
-func plan(p Policy, abi int) ruleset {
+func rulesetFor(p Policy, abi int) ruleset {
 	sup := supportAt(abi)
 	rs := ruleset{attr: rulesetAttr{handledAccessFS: sup.fs, scoped: scopeSignal}}
 	if p.Network == NetworkDeny {

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The sandbox speaks to the kernel with its own constants; they must be the kernel's.
+// The box speaks to the kernel with its own constants; they must be the kernel's.
 func TestKernelConstants(t *testing.T) {
 	eq := func(name string, got, want uint64) {
 		t.Helper()
@@ -124,7 +124,7 @@ func TestABITable(t *testing.T) {
 }
 
 // plan on every ABI: what is handled and what each rule grants.
-func TestPlan(t *testing.T) {
+func TestRuleset(t *testing.T) {
 	ro := Policy{Mode: ModeReadOnly, Network: NetworkDeny}
 	ww := Policy{Mode: ModeWorkspaceWrite, WorkspaceRoot: "/w", WritableRoots: []string{"/tmp"}, Network: NetworkAllow}
 	read := uint64(accessFSExecute | accessFSReadFile | accessFSReadDir)
@@ -132,7 +132,7 @@ func TestPlan(t *testing.T) {
 	for abi := 1; abi <= 12; abi++ {
 		sup := supportAt(abi)
 		// read-only, network denied
-		rs := plan(ro, abi)
+		rs := rulesetFor(ro, abi)
 		wantScoped := uint64(scopeSignal|scopeAbstractUnixSocket) & sup.scoped
 		if rs.attr != (rulesetAttr{handledAccessFS: sup.fs, handledAccessNet: sup.net, scoped: wantScoped}) {
 			t.Errorf("ABI %d read-only: attr %+v", abi, rs.attr)
@@ -155,7 +155,7 @@ func TestPlan(t *testing.T) {
 			t.Errorf("ABI %d read-only rules %+v", abi, rs.rules)
 		}
 		// workspace-write, network allowed
-		rs = plan(ww, abi)
+		rs = rulesetFor(ww, abi)
 		if rs.attr != (rulesetAttr{handledAccessFS: sup.fs, scoped: scopeSignal & sup.scoped}) {
 			t.Errorf("ABI %d workspace-write: attr %+v", abi, rs.attr)
 		}

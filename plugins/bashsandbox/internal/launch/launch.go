@@ -1,18 +1,18 @@
-// Package launch is the session sandbox: the code that runs inside the re-executed dsh
-// binary (SessionArg), builds the session's namespaces and mount tree once, and then
-// starts each command it is sent from a thread it confines first (Landlock,
-// capabilities, no_new_privs; the seccomp filter is process-wide); and the control
-// protocol both sides speak (Setup, Start, Reply, Release over Conn). It also holds the
-// runner-failure stub (FailArg). Package bashsandbox documents the contract.
+// Package launch is the launcher: the code a box runs — the dsh binary re-executed with
+// BoxArg — which builds the session's namespaces and mount tree once, and then starts
+// each command it is sent from a thread it confines first (Landlock, capabilities,
+// no_new_privs; the seccomp filter is process-wide); the control protocol both sides
+// speak (Setup, Start, Reply, Release over Conn); and the launcher's failure mode
+// (FailArg). docs/sandbox.md documents the contract.
 //
 // # Why a package of its own, with so few imports
 //
-// Its init function dispatches the sandbox. Go initialises packages one at a time,
+// Its init function dispatches the launcher. Go initialises packages one at a time,
 // always taking the first package in import-path order whose imports are all
 // initialised. This package imports only errors, os, runtime, strconv, sync, syscall,
 // time and unsafe — packages initialised before package os, or without initialisation
-// of their own — so it is initialised right after package os, and a sandbox process
-// runs before the rest of the binary (dsh's MCP, HTTP, YAML, fx and crypto packages) is
+// of their own — so it is initialised right after package os, and a box runs
+// before the rest of the binary (dsh's MCP, HTTP, YAML, fx and crypto packages) is
 // initialised at all: it stays a small Go program, whatever the binary links. The
 // imports are restricted on purpose (imports_test.go enforces the list): that is why
 // this package speaks Landlock, seccomp, the mount API and its protocol through raw
@@ -23,31 +23,29 @@ package launch
 
 import (
 	"errors"
-	"os"
-	"runtime"
 	"strconv"
 )
 
-// SessionArg is the hidden first argument that turns a binary linking this package into
-// a session sandbox (see Serve).
-const SessionArg = "__dsh_sandbox_session"
+// BoxArg is the hidden first argument that turns a binary linking this package into
+// a box (see RunBox).
+const BoxArg = "__dsh_sandbox_session"
 
-// FailArg is the hidden first argument of the runner-failure stub: the process writes
-// "dsh-sandbox: <argument 2>" as its only stderr line and exits 125. It stands in for a
-// command the sandbox could not start confined, so the failure reaches the caller the
-// way the per-command launcher's failures always have (one line, exit 125).
+// FailArg is the hidden first argument of the launcher's failure mode: the process
+// writes "dsh-sandbox: <argument 2>" as its only stderr line and exits 125. It stands in
+// for a command the box could not start confined (or that no box could be built for),
+// so that every launcher failure reaches the caller the same way (one line, exit 125).
 const FailArg = "__dsh_sandbox_fail"
 
-// RunnerFailureExitCode is the exit status of a sandbox runner that failed before the
+// LauncherFailureExitCode is the exit status of a launcher that failed before the
 // command ran.
-const RunnerFailureExitCode = 125
+const LauncherFailureExitCode = 125
 
-// RunnerFailurePrefix starts the one stderr line a failed runner writes.
-const RunnerFailurePrefix = "dsh-sandbox: "
+// LauncherFailurePrefix starts the one stderr line a failed launcher writes.
+const LauncherFailurePrefix = "dsh-sandbox: "
 
 // The modes (the values of shell.ModeReadOnly, shell.ModeWorkspaceWrite and
 // shell.ModeDangerFullAccess; this package does not import the seam, which would pull
-// the container runtime into the sandbox's initialisation).
+// the container runtime into the box's initialisation).
 const (
 	ModeReadOnly         = "read-only"
 	ModeWorkspaceWrite   = "workspace-write"
@@ -74,7 +72,7 @@ type Policy struct {
 	Network string
 }
 
-// Validate checks that p is a policy the sandbox accepts.
+// Validate checks that p is a policy the box accepts.
 func (p Policy) Validate() error {
 	switch p.Network {
 	case NetworkDeny, NetworkAllow:
@@ -127,61 +125,4 @@ func isCleanAbs(p string) bool {
 		}
 	}
 	return true
-}
-
-// init dispatches the hidden modes as early as the binary's initialisation allows (see
-// the package documentation). Main, called by bashsandbox.MaybeRunLauncher at the top
-// of main, does the same, for the record.
-func init() { Main() }
-
-// Main runs the session sandbox or the runner-failure stub when this process was started
-// as one (os.Args[1] is SessionArg or FailArg) and never returns in that case.
-// Otherwise it returns immediately.
-func Main() {
-	if len(os.Args) < 2 {
-		return
-	}
-	switch os.Args[1] {
-	case SessionArg:
-		// The main goroutine keeps the main thread: confined commands are started from
-		// threads of their own, which die with them, never from this one.
-		runtime.LockOSThread()
-		err := Serve(3)
-		if err == nil {
-			os.Exit(0)
-		}
-		fail(err.Error())
-	case FailArg:
-		msg := "the sandbox runner failed"
-		if len(os.Args) > 2 {
-			msg = os.Args[2]
-		}
-		fail(msg)
-	}
-}
-
-// fail writes the one runner-failure line and exits 125.
-func fail(msg string) {
-	os.Stderr.WriteString(RunnerFailurePrefix + oneLine(msg) + "\n")
-	os.Exit(RunnerFailureExitCode)
-}
-
-// oneLine folds a message onto one line so the runner-failure contract (exactly one
-// stderr line) holds whatever the error text: runs of whitespace become one space.
-func oneLine(s string) string {
-	out := make([]byte, 0, len(s))
-	space := false
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case ' ', '\t', '\n', '\v', '\f', '\r':
-			space = len(out) > 0
-			continue
-		}
-		if space {
-			out = append(out, ' ')
-			space = false
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }

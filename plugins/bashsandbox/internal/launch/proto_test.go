@@ -9,8 +9,8 @@ import (
 func TestMessagesRoundTrip(t *testing.T) {
 	setup := Setup{
 		Namespaces: true, Network: NetworkDeny, Workspace: "/w", WritableRoots: []string{"/a", "/b c"},
-		TempDir: "/tmp/s/tmp", Stage: "/tmp/s/stage", Hide: []string{"/h"}, Protect: []string{"/w/.git", "/w/.dsh"},
-		Spill: "/h/dsh-spill-1-ab/s-x", Mask: []string{"/home/u/.dsh/serve-token"},
+		TempDir: "/tmp/s/tmp", Stage: "/tmp/s/stage", MaskDirs: []string{"/h"}, Protect: []string{"/w/.git", "/w/.dsh"},
+		Spill: "/h/dsh-spill-1-ab/s-x", MaskFiles: []string{"/home/u/.dsh/serve-token"},
 	}
 	got, err := DecodeSetup(setup.Encode())
 	if err != nil || !reflect.DeepEqual(got, setup) {
@@ -19,7 +19,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	start := Start{
 		ID: 1<<63 + 5, Policy: Policy{Mode: ModeWorkspaceWrite, WorkspaceRoot: "/w", WritableRoots: []string{"/tmp"}, Network: NetworkAllow},
 		Path: "/usr/bin/bash", Argv: []string{"bash", "-c", "echo \x00-free but \xff odd"}, Dir: "/w", Env: []string{"A=1", ""},
-		Protect: nil, Mask: []string{"/k"}, Cgroup: true,
+		Protect: nil, MaskFiles: []string{"/k"}, Cgroup: true,
 	}
 	gotStart, err := DecodeStart(start.Encode())
 	if err != nil || !reflect.DeepEqual(gotStart, start) {
@@ -28,7 +28,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	for _, r := range []Reply{
 		{Type: MsgReady},
 		{Type: MsgStarted, ID: 7, Pid: 12},
-		{Type: MsgStarted, ID: 10, Pid: 13, Stub: true},
+		{Type: MsgStarted, ID: 10, Pid: 13, LaunchFailed: true},
 		{Type: MsgFailed, ID: 8, Errno: 2, Op: "chdir", Path: "/x", Message: "m"},
 		{Type: MsgExited, ID: 9, Code: -1, Signal: 15},
 	} {

@@ -42,141 +42,209 @@ func errText(err error) string {
 	return err.Error()
 }
 
+// attack runs the attack op with its arguments.
 func attack(op string, args []string) error {
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
+	run, ok := attacks[op]
+	if !ok {
+		return errors.New("unknown attack " + op)
 	}
-	switch op {
-	case "socket": // family type [protocol]
-		fam, _ := strconv.Atoi(arg(0))
-		typ, _ := strconv.Atoi(arg(1))
-		proto, _ := strconv.Atoi(arg(2))
-		fd, err := syscall.Socket(fam, typ, proto)
-		if err == nil {
-			syscall.Close(fd)
-		}
-		return err
-	case "socketpair":
-		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-		if err == nil {
-			syscall.Close(fds[0])
-			syscall.Close(fds[1])
-		}
-		return err
-	case "connect-unix": // path or @abstract
-		c, err := net.Dial("unix", arg(0))
-		if err == nil {
-			c.Write([]byte("hello from the sandbox\n"))
-			c.Close()
-		}
-		return unwrap(err)
-	case "udp": // host:port
-		c, err := net.Dial("udp", arg(0))
-		if err != nil {
-			return unwrap(err)
-		}
-		defer c.Close()
-		_, err = c.Write([]byte("udp from the sandbox"))
-		return unwrap(err)
-	case "sethostname":
-		return syscall.Sethostname([]byte("dsh-sandbox-attack"))
-	case "lo-down": // what `ip link set lo down` asks the kernel
-		s, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
-		if err != nil {
-			s, err = syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW, 0)
-			if err != nil {
-				return err
-			}
-		}
-		defer syscall.Close(s)
-		var ifr [40]byte
-		copy(ifr[:], "lo")
-		_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(s), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0])))
-		if e != 0 {
-			return e
-		}
-		return nil
-	case "mknod-block": // path
-		return syscall.Mknod(arg(0), syscall.S_IFBLK|0o600, 0x0800) // 8:0, a disk
-	case "read": // path
-		_, err := os.ReadFile(arg(0))
-		return unwrap(err)
-	case "write": // path
-		return unwrap(os.WriteFile(arg(0), []byte("written from the sandbox\n"), 0o644))
-	case "unlink": // path
-		return syscall.Unlink(arg(0))
-	case "rmdir": // path
-		return syscall.Rmdir(arg(0))
-	case "rename": // path to
-		return syscall.Rename(arg(0), arg(1))
-	case "kill": // pid
-		pid, _ := strconv.Atoi(arg(0))
-		return syscall.Kill(pid, syscall.SIGTERM)
-	case "ptrace": // pid
-		pid, _ := strconv.Atoi(arg(0))
-		err := syscall.PtraceAttach(pid)
-		if err == nil {
-			syscall.PtraceDetach(pid)
-		}
-		return err
-	case "userns": // a child in a new user namespace (unshare(2) needs one thread)
-		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}})
-		if err == nil {
-			var ws syscall.WaitStatus
-			syscall.Wait4(pid, &ws, 0, nil)
-		}
-		return err
-	case "chmod": // path: to the mode it has (nothing changes if it gets through)
-		var st syscall.Stat_t
-		if err := syscall.Stat(arg(0), &st); err != nil {
-			return err
-		}
-		return syscall.Chmod(arg(0), st.Mode&0o7777)
-	case "chown": // path: to the owner it has (-1, -1)
-		return syscall.Chown(arg(0), -1, -1)
-	case "utimes": // path: to the times it has
-		var st syscall.Stat_t
-		if err := syscall.Stat(arg(0), &st); err != nil {
-			return err
-		}
-		return syscall.UtimesNano(arg(0), []syscall.Timespec{st.Atim, st.Mtim})
-	case "keyring": // description: read that user key from the session keyring
-		if _, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); err != nil {
-			return err
-		}
-		id, err := unix.KeyctlSearch(unix.KEY_SPEC_SESSION_KEYRING, "user", arg(0), 0)
-		if err != nil {
-			return err
-		}
-		buf := make([]byte, 256)
-		n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("read the key: %q", buf[:min(n, len(buf))])
-	case "add-key": // description: add a user key to the session keyring
-		_, err := unix.AddKey("user", arg(0), []byte("from the sandbox"), unix.KEY_SPEC_SESSION_KEYRING)
-		return err
-	case "fds": // the descriptors this process was started with
-		entries, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			return err
-		}
-		var fds []string
-		for _, e := range entries {
-			// Not the directory being listed, nor what the Go runtime opens at start
-			// (its poller; the cgroup CPU limits it follows).
-			if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && !strings.HasPrefix(target, "/proc/") &&
-				!strings.HasPrefix(target, "anon_inode:") && !strings.HasPrefix(target, "/sys/fs/cgroup/") {
-				fds = append(fds, e.Name())
-			}
-		}
-		return errors.New("fds " + strings.Join(fds, " "))
+	return run(argv(args))
+}
+
+// argv are an attack's arguments; a missing one reads as "".
+type argv []string
+
+func (a argv) at(i int) string {
+	if i < len(a) {
+		return a[i]
 	}
-	return errors.New("unknown attack " + op)
+	return ""
+}
+
+func (a argv) int(i int) int {
+	n, _ := strconv.Atoi(a.at(i))
+	return n
+}
+
+// attacks by name, each with what its arguments are.
+var attacks = map[string]func(a argv) error{
+	// Sockets and the network.
+	"socket":       socket, // family type [protocol]
+	"socketpair":   socketpair,
+	"connect-unix": connectUnix, // path or @abstract
+	"udp":          udp,         // host:port
+	"lo-down":      loDown,      // what `ip link set lo down` asks the kernel
+	"sethostname":  sethostname,
+	// Kernel state a command could inherit or create.
+	"keyring": readKeyring, // description: read that user key from the session keyring
+	"add-key": addKey,      // description: add a user key to the session keyring
+	"fds":     openFDs,     // the descriptors this process was started with
+	"userns":  newUserns,   // a child in a new user namespace
+	// Other processes.
+	"kill":   kill,   // pid
+	"ptrace": ptrace, // pid
+	// Files.
+	"mknod-block": mknodBlock, // path
+	"read":        read,       // path
+	"write":       write,      // path
+	"unlink":      unlink,     // path
+	"rmdir":       rmdir,      // path
+	"rename":      rename,     // path to
+	"chmod":       chmodSame,  // path: to the mode it has (nothing changes if it gets through)
+	"chown":       chownSame,  // path: to the owner it has (-1, -1)
+	"utimes":      utimesSame, // path: to the times it has
+}
+
+func socket(a argv) error {
+	fd, err := syscall.Socket(a.int(0), a.int(1), a.int(2))
+	if err == nil {
+		syscall.Close(fd)
+	}
+	return err
+}
+
+func socketpair(argv) error {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+	}
+	return err
+}
+
+func connectUnix(a argv) error {
+	c, err := net.Dial("unix", a.at(0))
+	if err == nil {
+		c.Write([]byte("hello from the sandbox\n"))
+		c.Close()
+	}
+	return unwrap(err)
+}
+
+func udp(a argv) error {
+	c, err := net.Dial("udp", a.at(0))
+	if err != nil {
+		return unwrap(err)
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("udp from the sandbox"))
+	return unwrap(err)
+}
+
+func loDown(argv) error {
+	s, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
+	if err != nil {
+		s, err = syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW, 0)
+		if err != nil {
+			return err
+		}
+	}
+	defer syscall.Close(s)
+	var ifr [40]byte
+	copy(ifr[:], "lo")
+	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(s), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0])))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func sethostname(argv) error { return syscall.Sethostname([]byte("dsh-sandbox-attack")) }
+
+func readKeyring(a argv) error {
+	if _, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); err != nil {
+		return err
+	}
+	id, err := unix.KeyctlSearch(unix.KEY_SPEC_SESSION_KEYRING, "user", a.at(0), 0)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 256)
+	n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("read the key: %q", buf[:min(n, len(buf))])
+}
+
+func addKey(a argv) error {
+	_, err := unix.AddKey("user", a.at(0), []byte("from the sandbox"), unix.KEY_SPEC_SESSION_KEYRING)
+	return err
+}
+
+func openFDs(argv) error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	var fds []string
+	for _, e := range entries {
+		// Not the directory being listed, nor what the Go runtime opens at start
+		// (its poller; the cgroup CPU limits it follows).
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && !strings.HasPrefix(target, "/proc/") &&
+			!strings.HasPrefix(target, "anon_inode:") && !strings.HasPrefix(target, "/sys/fs/cgroup/") {
+			fds = append(fds, e.Name())
+		}
+	}
+	return errors.New("fds " + strings.Join(fds, " "))
+}
+
+// newUserns starts a child in a new user namespace (unshare(2) needs one thread).
+func newUserns(argv) error {
+	pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}})
+	if err == nil {
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+	}
+	return err
+}
+
+func kill(a argv) error { return syscall.Kill(a.int(0), syscall.SIGTERM) }
+
+func ptrace(a argv) error {
+	pid := a.int(0)
+	err := syscall.PtraceAttach(pid)
+	if err == nil {
+		syscall.PtraceDetach(pid)
+	}
+	return err
+}
+
+func mknodBlock(a argv) error {
+	return syscall.Mknod(a.at(0), syscall.S_IFBLK|0o600, 0x0800) // 8:0, a disk
+}
+
+func read(a argv) error {
+	_, err := os.ReadFile(a.at(0))
+	return unwrap(err)
+}
+
+func write(a argv) error {
+	return unwrap(os.WriteFile(a.at(0), []byte("written from the sandbox\n"), 0o644))
+}
+
+func unlink(a argv) error { return syscall.Unlink(a.at(0)) }
+
+func rmdir(a argv) error { return syscall.Rmdir(a.at(0)) }
+
+func rename(a argv) error { return syscall.Rename(a.at(0), a.at(1)) }
+
+func chmodSame(a argv) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(a.at(0), &st); err != nil {
+		return err
+	}
+	return syscall.Chmod(a.at(0), st.Mode&0o7777)
+}
+
+func chownSame(a argv) error { return syscall.Chown(a.at(0), -1, -1) }
+
+func utimesSame(a argv) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(a.at(0), &st); err != nil {
+		return err
+	}
+	return syscall.UtimesNano(a.at(0), []syscall.Timespec{st.Atim, st.Mtim})
 }
 
 func unwrap(err error) error {

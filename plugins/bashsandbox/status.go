@@ -1,11 +1,75 @@
 package bashsandbox
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+	"github.com/dsh-dev/dsh/shell"
 )
+
+// backend is what confines an executor's commands on this host.
+type backend struct {
+	usable bool
+	reason string // why nothing is usable
+	kind   string // BackendNamespaces or BackendLandlock
+	why    string // why Landlock only
+	abi    int
+	userns bool // the host allows user namespaces
+}
+
+// chooseBackend chooses the backend: the namespaces where the host has them and the
+// configuration (namespaces) does not turn them off, else Landlock only.
+func chooseBackend(namespaces string) backend {
+	r := Probe()
+	be := backend{abi: r.ABI, userns: r.Namespaces}
+	switch {
+	case !r.Usable:
+		be.reason = r.Reason
+	case namespaces == NamespacesOff:
+		if ok, why := landlockOnly(); !ok {
+			be.reason = "namespaces are off and the Landlock-only backend does not work: " + why
+		} else {
+			be.usable, be.kind, be.why = true, BackendLandlock, "namespaces are off in the configuration"
+		}
+	case r.Namespaces:
+		be.usable, be.kind = true, BackendNamespaces
+	default:
+		be.usable, be.kind, be.why = true, BackendLandlock, "user namespaces unavailable: "+r.NamespacesReason
+	}
+	return be
+}
+
+func (b backend) missing(network string) []string {
+	return Missing(b.kind, b.abi, network, b.userns)
+}
+
+// namespaces reports whether the backend builds a box in namespaces of its own.
+func (b backend) namespaces() bool { return b.kind == BackendNamespaces }
+
+// detail is the status line of the row: the backend and what it enforces under the
+// default mode and network policy, or why confined calls fail closed.
+func (b backend) detail(defaultMode, network string) string {
+	if !b.usable {
+		return fmt.Sprintf("sandbox backend unavailable: calls in %s or %s mode fail closed (%s)",
+			shell.ModeReadOnly, shell.ModeWorkspaceWrite, b.reason)
+	}
+	what := fmt.Sprintf("user namespaces + Landlock ABI %d", b.abi)
+	if b.kind != BackendNamespaces {
+		what = fmt.Sprintf("Landlock ABI %d only (%s)", b.abi, b.why)
+	}
+	if launch.SeccompSupported {
+		what += " + seccomp"
+	}
+	missing := b.missing(network)
+	detail := fmt.Sprintf("sandbox: %s, default mode %s, network %s, enforcement %s",
+		what, defaultMode, network, enforcementOf(missing))
+	if len(missing) > 0 {
+		detail += "; missing: " + missingText(missing)
+	}
+	return detail
+}
 
 // Enforcement values (shell.SandboxFacts.Enforcement).
 const (

@@ -12,21 +12,21 @@ import (
 	"time"
 )
 
-// sandbox is a session sandbox started from this test binary (whose init dispatches
-// SessionArg like dsh's), and the dsh end of its control socket.
-type sandbox struct {
+// testBox is a box started from this test binary (whose init dispatches
+// BoxArg like dsh's), and the dsh end of its control socket.
+type testBox struct {
 	cmd  *exec.Cmd
 	conn *Conn
 }
 
-func startSandbox(t *testing.T, setup Setup, ws *os.File) *sandbox {
+func startBox(t *testing.T, setup Setup, ws *os.File) *testBox {
 	t.Helper()
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	theirs := os.NewFile(uintptr(pair[1]), "control")
-	cmd := exec.Command(os.Args[0], SessionArg)
+	cmd := exec.Command(os.Args[0], BoxArg)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = os.Stderr
 	if setup.Namespaces {
@@ -45,7 +45,7 @@ func startSandbox(t *testing.T, setup Setup, ws *os.File) *sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := &sandbox{cmd: cmd, conn: conn}
+	sb := &testBox{cmd: cmd, conn: conn}
 	t.Cleanup(func() {
 		conn.Close()
 		done := make(chan error, 1)
@@ -71,7 +71,7 @@ func startSandbox(t *testing.T, setup Setup, ws *os.File) *sandbox {
 	return sb
 }
 
-func (sb *sandbox) reply(t *testing.T) Reply {
+func (sb *testBox) reply(t *testing.T) Reply {
 	t.Helper()
 	p, fds, err := sb.conn.Recv()
 	if err != nil {
@@ -89,7 +89,7 @@ func (sb *sandbox) reply(t *testing.T) Reply {
 
 // run starts argv with the given policy and returns the first answer, and for a started
 // command its exit (after which it is released) and its stderr.
-func (sb *sandbox) run(t *testing.T, id uint64, p Policy, dir string, argv ...string) (Reply, Reply, string) {
+func (sb *testBox) run(t *testing.T, id uint64, p Policy, dir string, argv ...string) (Reply, Reply, string) {
 	t.Helper()
 	path := argv[0]
 	if !strings.Contains(path, "/") {
@@ -120,10 +120,10 @@ func (sb *sandbox) run(t *testing.T, id uint64, p Policy, dir string, argv ...st
 	return first, exit, string(out[:n])
 }
 
-// The protocol against a real sandbox: exits are reported with their status; a program
-// or directory that does not exist fails the start with its errno; a command the sandbox
-// cannot confine is the runner-failure stub's one line and exit 125, never the command.
-func TestServe(t *testing.T) {
+// The protocol against a real box: exits are reported with their status; a program
+// or directory that does not exist fails the start with its errno; a command the box
+// cannot confine is the launcher's failure mode's one line and exit 125, never the command.
+func TestBox(t *testing.T) {
 	for _, ns := range []bool{false, true} {
 		name := "landlock only"
 		if ns {
@@ -140,12 +140,12 @@ func TestServe(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer wsf.Close()
-			sb := startSandbox(t, Setup{Namespaces: ns, Network: NetworkDeny, Workspace: ws,
+			sb := startBox(t, Setup{Namespaces: ns, Network: NetworkDeny, Workspace: ws,
 				TempDir: filepath.Join(base, "tmp"), Stage: filepath.Join(base, "stage")}, wsf)
 			ro := Policy{Mode: ModeReadOnly, Network: NetworkDeny}
 
 			first, exit, _ := sb.run(t, 1, ro, ws, "bash", "-c", "exit 7")
-			if first.Type != MsgStarted || first.Pid <= 0 || first.Stub || exit.Type != MsgExited || exit.ID != 1 || exit.Code != 7 || exit.Signal != 0 {
+			if first.Type != MsgStarted || first.Pid <= 0 || first.LaunchFailed || exit.Type != MsgExited || exit.ID != 1 || exit.Code != 7 || exit.Signal != 0 {
 				t.Fatalf("exit 7: %+v, %+v", first, exit)
 			}
 			_, exit, _ = sb.run(t, 2, ro, ws, "bash", "-c", "kill -TERM $$")
@@ -163,8 +163,8 @@ func TestServe(t *testing.T) {
 			marker := filepath.Join(ws, "marker")
 			bad := Policy{Mode: ModeWorkspaceWrite, WorkspaceRoot: filepath.Join(base, "nowhere"), Network: NetworkDeny}
 			first, exit, stderr := sb.run(t, 5, bad, ws, "bash", "-c", "touch "+marker)
-			if first.Type != MsgStarted || !first.Stub || exit.Code != RunnerFailureExitCode ||
-				!strings.HasPrefix(stderr, RunnerFailurePrefix+"confine the command: landlock: "+filepath.Join(base, "nowhere")+": no such file or directory") ||
+			if first.Type != MsgStarted || !first.LaunchFailed || exit.Code != LauncherFailureExitCode ||
+				!strings.HasPrefix(stderr, LauncherFailurePrefix+"confine the command: landlock: "+filepath.Join(base, "nowhere")+": no such file or directory") ||
 				strings.Count(stderr, "\n") != 1 {
 				t.Fatalf("unconfinable command: %+v, %+v, stderr %q", first, exit, stderr)
 			}

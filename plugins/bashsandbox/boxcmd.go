@@ -1,0 +1,144 @@
+package bashsandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
+
+// cmdStarter starts one command in a box (a subprocess.Starter).
+type cmdStarter struct {
+	box       *box
+	policy    launch.Policy
+	protect   []string
+	maskFiles []string
+	// launchFailed: the box could not confine the command and started the launcher's
+	// failure mode in its place (only then is a "dsh-sandbox:" line a launcher failure).
+	launchFailed atomic.Bool
+}
+
+// boxCmd is a command started in a box (a subprocess.Started).
+type boxCmd struct {
+	box  *box
+	id   uint64
+	pid  int
+	exit chan subprocess.ExitStatus
+	once sync.Once
+}
+
+// Start asks the box to start req confined to the starter's policy. The leader's
+// host pid comes from its pidfd (the box sees it under its own PID namespace).
+func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
+	b := st.box
+	id, reply, exit, err := b.register()
+	if err != nil {
+		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
+	}
+	m, fds := st.message(id, req)
+	if err := b.conn.Send(m.Encode(), fds...); err != nil {
+		b.forget(id)
+		b.fail()
+		return nil, &subprocess.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
+	}
+	rep, ok := <-reply
+	if !ok {
+		b.forget(id)
+		return nil, &subprocess.SpawnError{Op: "sandbox", Err: b.failure()}
+	}
+	pid, err := st.started(id, rep)
+	if err != nil {
+		return nil, err
+	}
+	return &boxCmd{box: b, id: id, pid: pid, exit: exit}, nil
+}
+
+// message is the Start message for req, with its descriptors: stdin, stdout, stderr
+// and, when it has one, the command's cgroup.
+func (st *cmdStarter) message(id uint64, req subprocess.StartRequest) (launch.Start, []int) {
+	m := launch.Start{
+		ID:        id,
+		Policy:    st.policy,
+		Path:      req.Path,
+		Argv:      req.Argv,
+		Dir:       req.Dir,
+		Env:       req.Env,
+		Protect:   st.protect,
+		MaskFiles: st.maskFiles,
+		Cgroup:    req.CgroupFD >= 0,
+	}
+	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}
+	if req.CgroupFD >= 0 {
+		fds = append(fds, req.CgroupFD)
+	}
+	return m, fds
+}
+
+// started reads the box's answer to start id: the leader's host pid, from the pidfd
+// that came with it, or why the command did not start (the id is then forgotten).
+func (st *cmdStarter) started(id uint64, rep boxReply) (int, error) {
+	b := st.box
+	if rep.r.Type == launch.MsgFailed {
+		closeAll(rep.fds)
+		b.forget(id)
+		r := rep.r
+		if r.Errno != 0 {
+			return 0, &subprocess.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
+		}
+		return 0, &subprocess.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
+	}
+	if len(rep.fds) != 1 {
+		closeAll(rep.fds)
+		b.forget(id)
+		return 0, &subprocess.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
+	}
+	st.launchFailed.Store(rep.r.LaunchFailed)
+	pid, err := pidfdPid(rep.fds[0])
+	syscall.Close(rep.fds[0])
+	if err != nil {
+		// It runs, and cannot be signalled by host pid: end it through its box.
+		b.forget(id)
+		b.fail()
+		return 0, &subprocess.SpawnError{Op: "sandbox", Err: err}
+	}
+	return pid, nil
+}
+
+func (c *boxCmd) Pid() int { return c.pid }
+
+// Wait returns the leader's exit as the box reported it, or the box's failure.
+func (c *boxCmd) Wait() (subprocess.ExitStatus, error) {
+	st, ok := <-c.exit
+	if !ok {
+		return subprocess.ExitStatus{}, c.box.failure()
+	}
+	return st, nil
+}
+
+// Release tells the box to reap the leader.
+func (c *boxCmd) Release() { c.once.Do(func() { c.box.release(c.id) }) }
+
+// pidfdPid reads the pid (in this process's PID namespace) a pidfd refers to.
+func pidfdPid(fd int) (int, error) {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, fmt.Errorf("read the pidfd's fdinfo: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("the pidfd refers to no process visible here (Pid: %s)", strings.TrimSpace(v))
+			}
+			return pid, nil
+		}
+	}
+	return 0, errors.New("the pidfd's fdinfo has no Pid line")
+}

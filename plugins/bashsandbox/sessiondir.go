@@ -1,0 +1,84 @@
+package bashsandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// newSessionDir makes a session's directory under this process's base: it holds the
+// session's private temp dir (tmp/) and the stage its boxes build their root on
+// (stage/).
+func newSessionDir() (string, error) {
+	base, err := sandboxBase()
+	if err != nil {
+		return "", err
+	}
+	var dir string
+	for range 3 { // the base goes when its last session does; make it again
+		if err = os.Mkdir(base, 0o700); err == nil || errors.Is(err, os.ErrExist) {
+			if dir, err = os.MkdirTemp(base, "s"); err == nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("bash-sandbox: session directory: %w", err)
+	}
+	for _, d := range []string{"tmp", "stage"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("bash-sandbox: session directory: %w", err)
+		}
+	}
+	return dir, nil
+}
+
+// The base directory of this process's session directories, under the temp dir; those
+// of dead dsh processes are removed when it is made.
+var sandboxBase = sync.OnceValues(func() (string, error) {
+	root := os.TempDir()
+	removeStaleBases(root)
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, fmt.Sprintf("dsh-sandbox-%d-%s", os.Getpid(), hex.EncodeToString(suffix)))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("bash-sandbox: session directories: %w", err)
+	}
+	return dir, nil
+})
+
+// removeStaleBases removes the session directories of dsh processes that no longer run
+// (and belonged to this user).
+func removeStaleBases(root string) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "dsh-sandbox-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		if fi, err := os.Lstat(dir); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() {
+				_ = os.RemoveAll(dir)
+			}
+		}
+	}
+}
