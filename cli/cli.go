@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -200,7 +199,7 @@ func (g *globalFlags) checkSandboxMode(rt *container.Runtime) error {
 	}
 	executor := "no executor is active"
 	for _, r := range rt.Status().Rows {
-		if p, ok := rt.Catalog().Lookup(r.Plugin); ok && slices.Contains(p.Provide, shell.Service) {
+		if p, ok := rt.Catalog().Lookup(r.Plugin); ok && p.Provides(shell.Service) {
 			executor = "its executor, " + r.Plugin + ", does not confine commands"
 		}
 	}

@@ -20,18 +20,19 @@ func chain(b *testing.B, n int) (*container.Catalog, []container.Row, []containe
 	b.Helper()
 	plugins := make([]container.Plugin, n)
 	for i := range n {
-		p := container.Plugin{Name: fmt.Sprintf("p%05d", i), Provide: []string{fmt.Sprintf("s%d", i)}}
+		provide := fmt.Sprintf("s%d", i)
+		var inject []string
 		if i > 0 {
-			p.Inject = []string{fmt.Sprintf("s%d", i-1)}
+			inject = []string{fmt.Sprintf("s%d", i-1)}
 		}
-		provide, inject := p.Provide[0], p.Inject
+		p := container.Plugin{Name: fmt.Sprintf("p%05d", i), Provide: keys(provide), Inject: keys(inject...)}
 		p.Apply = func(a *container.Activation, _ any) error {
 			for _, s := range inject {
-				if _, err := container.Injected[any](a, s); err != nil {
+				if _, err := container.Injected(a, key(s)); err != nil {
 					return err
 				}
 			}
-			return a.Provide(provide, &svc{Row: a.ID(), Name: provide})
+			return key(provide).Provide(a, &svc{Row: a.ID(), Name: provide})
 		}
 		plugins[i] = p
 	}
@@ -156,12 +157,12 @@ func BenchmarkMountChain(b *testing.B) {
 func BenchmarkSwapProvider(b *testing.B) {
 	const deps = 100
 	provide := func(name string) container.Plugin {
-		return container.Plugin{Name: name, Provide: []string{"shell"}, Apply: func(a *container.Activation, _ any) error {
-			return a.Provide("shell", &svc{Row: a.ID(), Name: name})
+		return container.Plugin{Name: name, Provide: keys("shell"), Apply: func(a *container.Activation, _ any) error {
+			return key("shell").Provide(a, &svc{Row: a.ID(), Name: name})
 		}}
 	}
-	dep := container.Plugin{Name: "dep", Inject: []string{"shell"}, Apply: func(a *container.Activation, _ any) error {
-		_, err := container.Injected[any](a, "shell")
+	dep := container.Plugin{Name: "dep", Inject: keys("shell"), Apply: func(a *container.Activation, _ any) error {
+		_, err := container.Injected(a, key("shell"))
 		a.Defer(func() {})
 		return err
 	}}

@@ -15,10 +15,10 @@ func checkCycle(t *testing.T, steps []cycleStep, plugins map[string]*Plugin) {
 	t.Helper()
 	for i, st := range steps {
 		p := plugins[st.row.ID]
-		if !slices.Contains(p.Inject, st.service) {
+		if !slices.Contains(p.inject, st.service) {
 			t.Fatalf("step %d: row %s does not inject %s: %v", i, st.row.ID, st.service, cycleError(steps))
 		}
-		if !slices.Contains(plugins[st.provider.ID].Provide, st.service) {
+		if !slices.Contains(plugins[st.provider.ID].provide, st.service) {
 			t.Fatalf("step %d: row %s does not provide %s: %v", i, st.provider.ID, st.service, cycleError(steps))
 		}
 		next := steps[(i+1)%len(steps)].row.ID
@@ -32,11 +32,11 @@ func checkCycle(t *testing.T, steps []cycleStep, plugins map[string]*Plugin) {
 // the whole-profile check Compose uses, on random graphs, and both report real paths.
 func TestIncrementalCycleCheckAgreesWithFullCheck(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	pick := func(k int) []string {
-		var out []string
+	pick := func(k int) Keys {
+		var out Keys
 		for range rng.IntN(3) {
-			s := fmt.Sprintf("s%d", rng.IntN(k))
-			if !slices.Contains(out, s) {
+			s := NewKey[int](fmt.Sprintf("s%d", rng.IntN(k)))
+			if !slices.Contains(out, AnyKey(s)) {
 				out = append(out, s)
 			}
 		}
@@ -60,7 +60,7 @@ func TestIncrementalCycleCheckAgreesWithFullCheck(t *testing.T) {
 			p, _ := cat.lookup(fmt.Sprintf("p%d", i))
 			row := Row{ID: fmt.Sprintf("r%d", i), Plugin: p.Name}
 			byRow[row.ID] = p
-			if slices.ContainsFunc(p.Inject, p.provides) {
+			if slices.ContainsFunc(p.inject, p.provides) {
 				continue // a self-cycle: Mount refuses such a row before it exists
 			}
 			var eligible []preparedRow

@@ -61,6 +61,18 @@ type svc struct {
 	Row, Name string
 }
 
+// key is the key of a test service: the test plugins provide *svc values.
+func key(name string) container.Key[*svc] { return container.NewKey[*svc](name) }
+
+// keys are the keys of test services.
+func keys(names ...string) container.Keys {
+	out := make(container.Keys, len(names))
+	for i, n := range names {
+		out[i] = key(n)
+	}
+	return out
+}
+
 // testConfig is the config of test plugins.
 type testConfig struct {
 	Value string `yaml:"value"`
@@ -87,14 +99,14 @@ func plug(j *journal, name string, inject, provide []string, seen func(*containe
 	return container.Plugin{
 		Name:    name,
 		Aliases: []string{"@test/" + name},
-		Inject:  inject,
-		Provide: provide,
+		Inject:  keys(inject...),
+		Provide: keys(provide...),
 		Config:  func() any { return &testConfig{Value: "default", Limit: 1} },
 		Apply: func(a *container.Activation, config any) error {
 			cfg := config.(*testConfig)
 			var from []string
 			for _, s := range inject {
-				v, err := container.Injected[*svc](a, s)
+				v, err := container.Injected(a, key(s))
 				if err != nil {
 					return err
 				}
@@ -116,7 +128,7 @@ func plug(j *journal, name string, inject, provide []string, seen func(*containe
 				return fmt.Errorf("%s refuses to start", a.ID())
 			}
 			for _, s := range provide {
-				if err := a.Provide(s, &svc{Row: a.ID(), Name: s}); err != nil {
+				if err := key(s).Provide(a, &svc{Row: a.ID(), Name: s}); err != nil {
 					return err
 				}
 			}

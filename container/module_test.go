@@ -28,8 +28,8 @@ func TestCatalogFromFx(t *testing.T) {
 		container.Module,
 		fx.Supply(container.ModuleOptions{Logger: quiet}),
 		container.Declare(plug(j, "zeta", nil, nil, nil)),
-		container.Declare(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"}, Provide: []string{"shell"},
-			Apply: func(a *container.Activation, _ any) error { return a.Provide("shell", 1) }}),
+		container.Declare(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"}, Provide: keys("shell"),
+			Apply: func(a *container.Activation, _ any) error { return key("shell").Provide(a, &svc{}) }}),
 		container.Declare(plug(j, "alpha", nil, nil, nil)),
 		fx.Populate(&cat),
 	)

@@ -3,6 +3,7 @@ package container
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -18,9 +19,9 @@ type Plugin struct {
 	Aliases []string
 	// Inject lists the services the plugin needs; all are required. The fiber stays
 	// pending until every one exists.
-	Inject []string
-	// Provide lists the services Apply must provide through Context.Provide.
-	Provide []string
+	Inject Keys
+	// Provide lists the services Apply must publish (with Provide).
+	Provide Keys
 	// Config returns a fresh config value (a pointer to a struct) with every default
 	// applied. A row's config map is decoded onto it (keys match the fields' `yaml`
 	// tags; unknown keys are errors); if it implements Validator, Validate runs next.
@@ -30,6 +31,8 @@ type Plugin struct {
 	// in reverse order, when the activation ends. config is the value Config returned,
 	// decoded and validated (nil when Config is nil).
 	Apply func(a *Activation, config any) error
+
+	inject, provide []string // the names of Inject and Provide (set by NewCatalog)
 }
 
 // Validator is implemented by config values that check themselves after decoding.
@@ -70,15 +73,44 @@ func NewCatalog(plugins ...Plugin) (*Catalog, error) {
 			}
 			c.byName[n] = p
 		}
-		for _, s := range p.Provide {
+		p.inject, p.provide = p.Inject.names(), p.Provide.names()
+		for _, s := range p.provide {
 			c.providers[s] = append(c.providers[s], p.Name)
 		}
 		c.plugins = append(c.plugins, p)
 	}
+	errs = append(errs, checkKeyTypes(c.plugins)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// checkKeyTypes reports services whose declarations disagree on the value's type (two
+// packages declaring keys of one name), and keys without a name.
+func checkKeyTypes(plugins []*Plugin) []error {
+	type decl struct {
+		t      reflect.Type
+		plugin string
+	}
+	first := map[string]decl{}
+	var errs []error
+	for _, p := range plugins {
+		for _, k := range slices.Concat(p.Inject, p.Provide) {
+			if k == nil || k.Name() == "" {
+				errs = append(errs, fmt.Errorf("catalog: plugin %q declares a service key without a name (use container.NewKey)", p.Name))
+				continue
+			}
+			d, seen := first[k.Name()]
+			if !seen {
+				first[k.Name()] = decl{k.valueType(), p.Name}
+			} else if d.t != k.valueType() {
+				errs = append(errs, fmt.Errorf("catalog: service %q is declared as %v by %q and as %v by %q",
+					k.Name(), d.t, d.plugin, k.valueType(), p.Name))
+			}
+		}
+	}
+	return errs
 }
 
 // Plugins returns the declarations sorted by name.
@@ -136,6 +168,9 @@ func (c *Catalog) Providers(service string) []string {
 	return append([]string(nil), c.providers[service]...)
 }
 
+// Provides reports whether p declares it provides service.
+func (p *Plugin) Provides(service AnyKey) bool { return p.provides(service.Name()) }
+
 func (p *Plugin) provides(service string) bool {
-	return slices.Contains(p.Provide, service)
+	return slices.Contains(p.provide, service)
 }

@@ -252,11 +252,11 @@ func (r *Runtime) CheckActivation(rows []Row) error {
 	for changed := true; changed; {
 		changed = false
 		for i, pr := range enabled {
-			if can[i] || !allProvided(pr.plugin.Inject, provided) {
+			if can[i] || !allProvided(pr.plugin.inject, provided) {
 				continue
 			}
 			can[i], changed = true, true
-			for _, s := range pr.plugin.Provide {
+			for _, s := range pr.plugin.provide {
 				provided[s] = true
 			}
 		}
@@ -266,7 +266,7 @@ func (r *Runtime) CheckActivation(rows []Row) error {
 		if can[i] {
 			continue
 		}
-		for _, s := range pr.plugin.Inject {
+		for _, s := range pr.plugin.inject {
 			if provided[s] {
 				continue
 			}
@@ -398,7 +398,7 @@ func findCycle(rows []preparedRow) error {
 func findCyclePath(rows []preparedRow) []cycleStep {
 	providers := map[string][]int{}
 	for i, pr := range rows {
-		for _, s := range pr.plugin.Provide {
+		for _, s := range pr.plugin.provide {
 			providers[s] = append(providers[s], i)
 		}
 	}
@@ -419,7 +419,7 @@ func findCyclePath(rows []preparedRow) []cycleStep {
 		stack = append(stack[:0], frame{row: root})
 		for len(stack) > 0 {
 			top := &stack[len(stack)-1]
-			inject := rows[top.row].plugin.Inject
+			inject := rows[top.row].plugin.inject
 			if top.si >= len(inject) {
 				color[top.row] = black
 				stack = stack[:len(stack)-1]
@@ -452,7 +452,7 @@ func findCyclePath(rows []preparedRow) []cycleStep {
 					}
 					steps = append(steps, cycleStep{
 						row:      rows[fr.row].row,
-						service:  rows[fr.row].plugin.Inject[fr.si],
+						service:  rows[fr.row].plugin.inject[fr.si],
 						provider: rows[next].row,
 					})
 				}
@@ -558,10 +558,10 @@ func (r *Runtime) rebuildIndexesLocked() {
 }
 
 func (r *Runtime) indexLocked(f *fiber) {
-	for _, s := range f.plugin.Inject {
+	for _, s := range f.plugin.inject {
 		r.consumers[s] = append(r.consumers[s], f)
 	}
-	for _, s := range f.plugin.Provide {
+	for _, s := range f.plugin.provide {
 		r.providers[s] = append(r.providers[s], f)
 	}
 }
@@ -711,8 +711,8 @@ func (r *Runtime) remove(f *fiber) {
 	defer r.mu.Unlock()
 	r.setStateLocked(f, StateDisposed)
 	delete(r.byID, f.row.ID)
-	unindex(r.consumers, f.plugin.Inject, f)
-	unindex(r.providers, f.plugin.Provide, f)
+	unindex(r.consumers, f.plugin.inject, f)
+	unindex(r.providers, f.plugin.provide, f)
 	r.order = without(r.order, f)
 }
 
@@ -765,7 +765,7 @@ func (r *Runtime) ready(f *fiber) bool {
 	if f.state != StatePending || r.byID[f.row.ID] != f {
 		return false
 	}
-	for _, s := range f.plugin.Inject {
+	for _, s := range f.plugin.inject {
 		if _, ok := r.services[s]; !ok {
 			return false
 		}
@@ -887,9 +887,9 @@ func (w *walker) next() (from, to *fiber, service string, ok bool) {
 			w.node, w.queue = w.queue[0], w.queue[1:]
 			w.si, w.pi = 0, 0
 		}
-		services := w.node.plugin.Provide
+		services := w.node.plugin.provide
 		if w.forward {
-			services = w.node.plugin.Inject
+			services = w.node.plugin.inject
 		}
 		for w.si < len(services) {
 			list := w.lists[services[w.si]]
@@ -906,7 +906,7 @@ func (w *walker) next() (from, to *fiber, service string, ok bool) {
 
 func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 	r.mu.RLock()
-	for _, s := range f.plugin.Provide {
+	for _, s := range f.plugin.provide {
 		if p, ok := r.services[s]; ok && p.fiber != f {
 			r.mu.RUnlock()
 			r.fail(f, fmt.Errorf("service %q is already provided by row %q (%s)", s, p.fiber.row.ID, p.fiber.plugin.Name))
@@ -933,7 +933,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 	err = r.apply(f, act, config)
 	provided := act.applied()
 	if err == nil {
-		for _, s := range f.plugin.Provide {
+		for _, s := range f.plugin.provide {
 			if _, ok := provided[s]; !ok {
 				err = fmt.Errorf("%s: apply returned without providing declared service %q", f.plugin.Name, s)
 				break
@@ -953,7 +953,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 	f.seq = r.seq
 	f.err = nil
 	r.setStateLocked(f, StateActive)
-	for _, s := range f.plugin.Provide {
+	for _, s := range f.plugin.provide {
 		wake = append(wake, r.consumers[s]...)
 	}
 	r.mu.Unlock()
@@ -1016,7 +1016,7 @@ func (r *Runtime) dependentsLocked(f *fiber) []*fiber {
 	for len(stack) > 0 {
 		g := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for _, s := range g.plugin.Provide {
+		for _, s := range g.plugin.provide {
 			if p, ok := r.services[s]; !ok || p.fiber != g {
 				continue
 			}
@@ -1055,7 +1055,7 @@ func (r *Runtime) teardown(f *fiber, next State) {
 	}
 	act := f.act
 	r.setStateLocked(f, StateUnloading)
-	for _, s := range f.plugin.Provide {
+	for _, s := range f.plugin.provide {
 		if p, ok := r.services[s]; ok && p.fiber == f {
 			delete(r.services, s)
 		}

@@ -103,7 +103,7 @@ func TestReplacingProviderReappliesDependents(t *testing.T) {
 	j := &journal{}
 	var seen []string
 	tool := plug(j, "tool", []string{"shell"}, nil, func(a *container.Activation, _ *testConfig) {
-		v, _ := container.Injected[*svc](a, "shell")
+		v, _ := container.Injected(a, key("shell"))
 		seen = append(seen, v.Row)
 	})
 	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "sandbox", nil, []string{"shell"}, nil))
@@ -113,9 +113,8 @@ func TestReplacingProviderReappliesDependents(t *testing.T) {
 	// The same row id, another plugin (what `{id: bash, name: bash-sandbox}` does).
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "sandbox"}, {ID: "tool", Plugin: "tool"}}))
 	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
-	got, _ := container.Lookup[any](rt, "shell")
-	if _, ok := got.(*svc); !ok {
-		t.Fatalf("shell = %T", got)
+	if got, _ := container.Lookup(rt, key("shell")); got == nil || got.Row != "bash" {
+		t.Fatalf("shell = %+v", got)
 	}
 	if rowStatus(t, rt, "bash").Plugin != "sandbox" {
 		t.Fatal("bash row does not run sandbox")
@@ -155,8 +154,8 @@ func TestSecondProviderFails(t *testing.T) {
 	wantState(t, rt, "bash", container.StateActive)
 	wantState(t, rt, "tool", container.StateActive)
 	wantEntries(t, j.take()) // nothing applied, nothing disposed
-	if v, _ := container.Lookup[any](rt, "shell"); v.(*svc).Row != "bash" {
-		t.Fatalf("shell now from %q", v.(*svc).Row)
+	if v, _ := container.Lookup(rt, key("shell")); v.Row != "bash" {
+		t.Fatalf("shell now from %q", v.Row)
 	}
 }
 
@@ -255,16 +254,16 @@ func TestFailingApplyIsolated(t *testing.T) {
 // Item 5: a plugin that does not provide a declared service, or provides one it did not
 // declare, fails with a clear error.
 func TestApplyMustProvideWhatItDeclares(t *testing.T) {
-	lazy := container.Plugin{Name: "lazy", Provide: []string{"x"}, Apply: func(*container.Activation, any) error { return nil }}
+	lazy := container.Plugin{Name: "lazy", Provide: keys("x"), Apply: func(*container.Activation, any) error { return nil }}
 	var stray error
 	sneaky := container.Plugin{Name: "sneaky", Apply: func(a *container.Activation, _ any) error {
-		stray = a.Provide("y", 1)
+		stray = key("y").Provide(a, &svc{})
 		return nil
 	}}
 	var leakyCtx *container.Activation
-	leaky := container.Plugin{Name: "leaky", Provide: []string{"z"}, Apply: func(a *container.Activation, _ any) error {
+	leaky := container.Plugin{Name: "leaky", Provide: keys("z"), Apply: func(a *container.Activation, _ any) error {
 		leakyCtx = a
-		return a.Provide("z", 1)
+		return key("z").Provide(a, &svc{})
 	}}
 	rt := newRuntime(t, lazy, sneaky, leaky)
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "lazy", Plugin: "lazy"}, {ID: "sneaky", Plugin: "sneaky"}, {ID: "leaky", Plugin: "leaky"}}))
@@ -274,7 +273,7 @@ func TestApplyMustProvideWhatItDeclares(t *testing.T) {
 	wantErrContains(t, stray, `provide "y": not in the plugin's declared provide list`)
 	wantState(t, rt, "leaky", container.StateActive)
 	// Provide after Apply returned is refused: the service could never be published.
-	wantErrContains(t, leakyCtx.Provide("z", 2), "Apply has already returned")
+	wantErrContains(t, key("z").Provide(leakyCtx, &svc{}), "Apply has already returned")
 }
 
 // Item 6: an inject/provide cycle is reported with its path at validation, never left
@@ -489,11 +488,11 @@ func TestStatusJSON(t *testing.T) {
 func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	slow := container.Plugin{Name: "slow", Provide: []string{"s"}, Apply: func(a *container.Activation, _ any) error {
+	slow := container.Plugin{Name: "slow", Provide: keys("s"), Apply: func(a *container.Activation, _ any) error {
 		close(entered)
 		<-release
 		a.Defer(func() { <-release })
-		return a.Provide("s", 1)
+		return key("s").Provide(a, &svc{})
 	}}
 	cat, err := container.NewCatalog(slow)
 	mustNil(t, err)
@@ -505,7 +504,7 @@ func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
 		rs := rt.Status().Rows
 		return len(rs) == 1 && rs[0].State == container.StateLoading && strings.Contains(rs[0].Error, "apply has not returned after 20ms")
 	})
-	if _, ok := container.Lookup[any](rt, "s"); ok {
+	if _, ok := container.Lookup(rt, key("s")); ok {
 		t.Fatal("service visible before apply returned")
 	}
 	release <- struct{}{}
@@ -624,7 +623,7 @@ func TestSubscribe(t *testing.T) {
 	cancel := rt.Subscribe(func() {
 		calls.Add(1)
 		rt.Status() // must not deadlock
-		container.Lookup[any](rt, "x")
+		container.Lookup(rt, key("x"))
 	})
 	mustNil(t, rt.Mount(container.Row{ID: "p", Plugin: "p"}))
 	mustNil(t, rt.Unmount("p"))
@@ -686,7 +685,7 @@ func TestActivationSeesWhatAReloadReplaced(t *testing.T) {
 	watch := func(name string) container.Plugin {
 		return container.Plugin{
 			Name:    name,
-			Provide: []string{"svc"},
+			Provide: keys("svc"),
 			Config:  func() any { return &testConfig{Value: "default"} },
 			Apply: func(a *container.Activation, _ any) error {
 				var s *seen
@@ -696,7 +695,7 @@ func TestActivationSeesWhatAReloadReplaced(t *testing.T) {
 				mu.Lock()
 				log = append(log, s)
 				mu.Unlock()
-				return a.Provide("svc", &svc{})
+				return key("svc").Provide(a, &svc{})
 			},
 		}
 	}

@@ -45,7 +45,7 @@ func (r *Runtime) Status() Status {
 		if f.err != nil {
 			rs.Error = f.err.Error()
 		}
-		for _, s := range f.plugin.Inject {
+		for _, s := range f.plugin.inject {
 			if p, ok := r.services[s]; ok {
 				rs.Providers[s] = p.fiber.row.ID
 				continue

@@ -54,8 +54,8 @@ func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
 // Plugin declares bash-nice: a `shell` provider over the `subprocess` service.
 var Plugin = container.Plugin{
 	Name:    Name,
-	Inject:  []string{subprocess.Service},
-	Provide: []string{shell.Service},
+	Inject:  container.Keys{subprocess.Service},
+	Provide: container.Keys{shell.Service},
 	Config:  func() any { return &Config{Config: bashexec.DefaultConfig(), Niceness: 10} },
 	Apply: func(a *container.Activation, config any) error {
 		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
@@ -66,7 +66,7 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		return a.Provide(shell.Service, ex)
+		return shell.Service.Provide(a, ex)
 	},
 }
 

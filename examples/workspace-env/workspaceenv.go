@@ -33,7 +33,7 @@ func (c *Config) Validate() error {
 // Plugin is the declaration a profile row mounts with `name: workspace-env`.
 var Plugin = container.Plugin{
 	Name:   "workspace-env",
-	Inject: []string{shellenv.Service},
+	Inject: container.Keys{shellenv.Service},
 	Config: func() any { return &Config{Project: "dsh"} },
 	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)

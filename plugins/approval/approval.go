@@ -26,7 +26,7 @@ const (
 var Plugin = container.Plugin{
 	Name:    "approval",
 	Aliases: []string{"@deepseek-ai/dsh-approval"},
-	Provide: []string{Service},
+	Provide: container.Keys{Service},
 	Config:  func() any { return &Config{Policy: PolicyAsk} },
 	Apply: func(act *container.Activation, config any) error {
 		cfg := config.(*Config)
@@ -38,7 +38,7 @@ var Plugin = container.Plugin{
 			// Applied (the user may mean it), never silently: escalations now need less.
 			act.Logger().Warn(fmt.Sprintf("profile reload widens confinement: approval policy %s → %s", prev, cfg.Policy))
 		}
-		return act.Provide(Service, a)
+		return Service.Provide(act, a)
 	},
 }
 

@@ -29,8 +29,8 @@ func (c *Config) InvalidValue(key, got string) error {
 var Plugin = container.Plugin{
 	Name:    Name,
 	Aliases: []string{"@deepseek-ai/dsh-bash-local"},
-	Inject:  []string{subprocess.Service},
-	Provide: []string{shell.Service},
+	Inject:  container.Keys{subprocess.Service},
+	Provide: container.Keys{shell.Service},
 	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
 	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
@@ -42,7 +42,7 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		return a.Provide(shell.Service, ex)
+		return shell.Service.Provide(a, ex)
 	},
 }
 

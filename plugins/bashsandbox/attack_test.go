@@ -109,8 +109,8 @@ func TestConfinedNoPrivilege(t *testing.T) {
 
 // defaultMode is the stack's executor default mode.
 func (st *stack) defaultMode() string {
-	v, _ := container.Lookup[any](st.rt, shell.Service)
-	return v.(shell.Executor).SandboxMode()
+	v, _ := container.Lookup(st.rt, shell.Service)
+	return v.SandboxMode()
 }
 
 // Only fds 0–2 reach a command: a descriptor this process holds without close-on-exec

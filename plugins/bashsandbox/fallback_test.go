@@ -257,7 +257,7 @@ func TestSessionSandboxDeath(t *testing.T) {
 	waitFor(t, "the job to start", func() bool {
 		return strings.HasPrefix(st.call(t, s, "job_output", `{"job_id":"`+id+`","wait":false}`).Text, "started")
 	})
-	sup, _ := container.Lookup[any](st.rt, subprocess.Service)
+	sup, _ := container.Lookup(st.rt, subprocess.Service)
 	pids := bashsandbox.SandboxPids(sup)
 	if len(pids) != 1 {
 		t.Fatalf("session sandboxes: %v", pids)

@@ -80,8 +80,8 @@ func (c *Config) root() (string, error) {
 var Plugin = container.Plugin{
 	Name:    pluginName,
 	Aliases: []string{"@deepseek-ai/dsh-bash-sandbox"},
-	Inject:  []string{subprocess.Service, prompt.Service},
-	Provide: []string{shell.Service, shell.PolicyService},
+	Inject:  container.Keys{subprocess.Service, prompt.Service},
+	Provide: container.Keys{shell.Service, shell.PolicyService},
 	Config:  func() any { return DefaultConfig() },
 	Apply:   apply,
 }
@@ -125,10 +125,10 @@ func apply(a *container.Activation, config any) error {
 		}
 	}
 	a.OnSessionEnd(func(id string) { endSession(sup, id) })
-	if err := a.Provide(shell.PolicyService, resolver); err != nil {
+	if err := shell.PolicyService.Provide(a, resolver); err != nil {
 		return err
 	}
-	if err := a.Provide(shell.Service, ex); err != nil {
+	if err := shell.Service.Provide(a, ex); err != nil {
 		return err
 	}
 	return prompts.Add(a, promptSection(resolver))

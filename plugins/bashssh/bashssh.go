@@ -34,8 +34,8 @@ func (c *Config) InvalidValue(key, got string) error {
 // Plugin declares bash-ssh.
 var Plugin = container.Plugin{
 	Name:    Name,
-	Inject:  []string{ssh.Service},
-	Provide: []string{shell.Service},
+	Inject:  container.Keys{ssh.Service},
+	Provide: container.Keys{shell.Service},
 	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
 	Apply: func(a *container.Activation, config any) error {
 		host, err := container.Injected[*ssh.Host](a, ssh.Service)
@@ -46,7 +46,7 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		return a.Provide(shell.Service, ex)
+		return shell.Service.Provide(a, ex)
 	},
 }
 

@@ -168,12 +168,12 @@ func (s *stack) row(id string) container.RowStatus {
 
 func (s *stack) call(tool string, args map[string]any) tools.Result {
 	s.t.Helper()
-	v, ok := container.Lookup[any](s.rt, tools.Service)
+	v, ok := container.Lookup(s.rt, tools.Service)
 	if !ok {
 		s.t.Fatalf("no tools service: %+v", s.rt.Status())
 	}
 	raw, _ := json.Marshal(args)
-	return v.(*tools.Registry).Call(context.Background(), tool, raw, s.session)
+	return v.Call(context.Background(), tool, raw, s.session)
 }
 
 func (s *stack) bash(command string, extra map[string]any) tools.Result {
@@ -256,7 +256,7 @@ func TestRenderingsThroughTheTool(t *testing.T) {
 	}
 	// The managed DSH_* snapshot reaches the remote command.
 	expect(t, s.bash(`echo "$DSH_SESSION_ID $DSH_SHELL $DSH_HOME"`, nil), "ssh-session 1 "+s.home+"\n", false)
-	if v, _ := container.Lookup[any](s.rt, "shell"); v.(*bashssh.Executor).SandboxMode() != "" {
+	if v, _ := container.Lookup(s.rt, shell.Service); v.(*bashssh.Executor).SandboxMode() != "" {
 		t.Error("bash-ssh reports a sandbox mode")
 	}
 
@@ -420,8 +420,8 @@ func TestSSHRowDisposalKills(t *testing.T) {
 	if m := sshtest.GroupMembers(pid); len(m) > 0 || !proctest.Gone(pid) {
 		t.Errorf("remote processes left after the ssh row was disposed: %v", m)
 	}
-	v, _ := container.Lookup[any](s.rt, jobs.Service)
-	snap, err := v.(*jobs.Runtime).Wait(context.Background(), s.session, id, 10*time.Second)
+	v, _ := container.Lookup(s.rt, jobs.Service)
+	snap, err := v.Wait(context.Background(), s.session, id, 10*time.Second)
 	if err != nil || snap.Status != jobs.StatusKilled {
 		t.Errorf("job after disposal: %+v %v", snap, err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
-// Service is the name the runtime is provided under.
-const Service = "jobs"
+// Service is the key the runtime is provided under.
+var Service = container.NewKey[*Runtime]("jobs")
 
 // promptText is the tool:jobs prompt section (order 106).
 const promptText = "Background jobs: keep track of the job ids you start. You are notified when a job finishes, " +
@@ -26,8 +26,8 @@ const promptText = "Background jobs: keep track of the job ids you start. You ar
 var Plugin = container.Plugin{
 	Name:    "jobs",
 	Aliases: []string{"@deepseek-ai/dsh-jobs"},
-	Inject:  []string{tools.Service, prompt.Service},
-	Provide: []string{Service},
+	Inject:  container.Keys{tools.Service, prompt.Service},
+	Provide: container.Keys{Service},
 	Config:  func() any { return DefaultConfig() },
 	Apply:   apply,
 }
@@ -81,7 +81,7 @@ func apply(a *container.Activation, config any) error {
 	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, MaxTotal: cfg.MaxJobsTotal, Logger: a.Logger()})
 	// Registered first so it runs last: the tools are gone before the jobs are disposed.
 	a.Defer(rt.Close)
-	if err := a.Provide(Service, rt); err != nil {
+	if err := Service.Provide(a, rt); err != nil {
 		return err
 	}
 	a.OnSessionEnd(rt.EndOwner)

@@ -10,16 +10,16 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name the registry is provided under.
-const Service = "systemPrompt"
+// Service is the key the registry is provided under.
+var Service = container.NewKey[*Registry]("systemPrompt")
 
 // Plugin declares the prompt registry.
 var Plugin = container.Plugin{
 	Name:    "prompt",
 	Aliases: []string{"@deepseek-ai/dsh-prompt"},
-	Provide: []string{Service},
+	Provide: container.Keys{Service},
 	Apply: func(a *container.Activation, _ any) error {
-		return a.Provide(Service, NewRegistry())
+		return Service.Provide(a, NewRegistry())
 	},
 }
 

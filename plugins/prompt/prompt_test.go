@@ -17,7 +17,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // section declares a plugin that adds the given sections to systemPrompt.
 func section(name string, sections ...prompt.Section) container.Plugin {
-	return container.Plugin{Name: name, Inject: []string{prompt.Service}, Apply: func(a *container.Activation, _ any) error {
+	return container.Plugin{Name: name, Inject: container.Keys{prompt.Service}, Apply: func(a *container.Activation, _ any) error {
 		reg, err := container.Injected[*prompt.Registry](a, prompt.Service)
 		if err != nil {
 			return err
@@ -46,11 +46,11 @@ func compose(t *testing.T, plugins ...container.Plugin) (*container.Runtime, *pr
 	if err := rt.Compose("test", rows); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, prompt.Service)
+	v, ok := container.Lookup(rt, prompt.Service)
 	if !ok {
 		t.Fatal("no systemPrompt service")
 	}
-	return rt, v.(*prompt.Registry)
+	return rt, v
 }
 
 // Sections sorted by order, then name, joined by a blank line.

@@ -13,8 +13,8 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name the registry is provided under.
-const Service = "bashEnv"
+// Service is the key the registry is provided under.
+var Service = container.NewKey[*Registry]("bashEnv")
 
 // The reserved built-in keys, set by the registry itself. No contributor may declare
 // them.
@@ -31,11 +31,11 @@ const (
 var Plugin = container.Plugin{
 	Name:    "shell-env",
 	Aliases: []string{"@deepseek-ai/dsh-shell-env"},
-	Provide: []string{Service},
+	Provide: container.Keys{Service},
 	Config:  func() any { return DefaultConfig() },
 	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
-		return a.Provide(Service, NewRegistry(cfg.DshHome))
+		return Service.Provide(a, NewRegistry(cfg.DshHome))
 	},
 }
 

@@ -238,7 +238,7 @@ func TestConfig(t *testing.T) {
 // envPlugin is a contributor plugin: it injects bashEnv and registers one key.
 var envPlugin = container.Plugin{
 	Name:   "env-contrib",
-	Inject: []string{shellenv.Service},
+	Inject: container.Keys{shellenv.Service},
 	Apply: func(a *container.Activation, _ any) error {
 		reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
 		if err != nil {
@@ -266,11 +266,11 @@ func TestPluginKeysFollowActivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, shellenv.Service)
+	v, ok := container.Lookup(rt, shellenv.Service)
 	if !ok {
 		t.Fatalf("no bashEnv service: %+v", rt.Status())
 	}
-	reg := v.(*shellenv.Registry)
+	reg := v
 	if got := reg.List(); !reflect.DeepEqual(got, []string{"DSH_CONTRIB"}) {
 		t.Fatalf("List() = %q", got)
 	}

@@ -19,9 +19,6 @@ import (
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
-// Service is the name the Host is provided under.
-const Service = "ssh"
-
 // ErrClosed is returned by a Host that was closed (its row was disposed).
 var ErrClosed = errors.New("ssh: service closed")
 

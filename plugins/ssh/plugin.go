@@ -8,13 +8,16 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
+// Service is the key the Host is provided under.
+var Service = container.NewKey[*Host]("ssh")
+
 // Plugin declares the ssh service. Its activation owns one Host: it connects once (an
 // untrusted host key or a refused login fails the activation), reports the connection
 // state as the row's status detail, and closes the Host when it ends, which kills every
 // remote command still running. Executor reloads never touch it.
 var Plugin = container.Plugin{
 	Name:    Name,
-	Provide: []string{Service},
+	Provide: container.Keys{Service},
 	Config:  func() any { return DefaultConfig() },
 	Apply: func(a *container.Activation, config any) error {
 		h, err := New(config.(*Config), Options{Logger: a.Logger(), OnState: a.SetDetail})
@@ -31,7 +34,7 @@ var Plugin = container.Plugin{
 		}
 		a.Defer(h.Close)
 		a.OnSessionEnd(h.EndSession)
-		return a.Provide(Service, h)
+		return Service.Provide(a, h)
 	},
 }
 

@@ -6,6 +6,9 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
+// Service is the key the Supervisor is provided under.
+var Service = container.NewKey[*Supervisor]("subprocess")
+
 // Isolation modes of Config.Isolation.
 const (
 	// IsolationAuto uses a cgroup v2 per command where the hierarchy is writable and
@@ -45,7 +48,7 @@ func (c *Config) Validate() error {
 var Plugin = container.Plugin{
 	Name:    "subprocess",
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
-	Provide: []string{Service},
+	Provide: container.Keys{Service},
 	Config:  func() any { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: DefaultSpillBudgetBytes} },
 	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
@@ -61,7 +64,7 @@ var Plugin = container.Plugin{
 		a.Defer(sup.Close)
 		// A session's spill files go with it (Spec.Owner is the session id).
 		a.OnSessionEnd(sup.Spool().EndOwner)
-		return a.Provide(Service, sup)
+		return Service.Provide(a, sup)
 	},
 }
 

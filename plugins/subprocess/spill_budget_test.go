@@ -454,8 +454,8 @@ func TestPluginSpillBudgetConfig(t *testing.T) {
 		if err := rt.Compose("test", []container.Row{{ID: "subprocess", Plugin: "subprocess", Config: c.config}}); err != nil {
 			t.Fatal(err)
 		}
-		v, _ := container.Lookup[any](rt, subprocess.Service)
-		if sup := v.(*subprocess.Supervisor); sup.SpillBudget() != c.want {
+		v, _ := container.Lookup(rt, subprocess.Service)
+		if sup := v; sup.SpillBudget() != c.want {
 			t.Errorf("config %v: budget %d, want %d", c.config, sup.SpillBudget(), c.want)
 		}
 	}

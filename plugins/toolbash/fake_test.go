@@ -228,7 +228,7 @@ func (a *fakeApprover) Request(_ context.Context, req approval.Request) approval
 
 // fakeShellPlugin provides exec as `shell` (and, when it confines, a sandboxPolicy).
 func fakeShellPlugin(exec *fakeExec) container.Plugin {
-	provide := []string{shell.Service}
+	provide := container.Keys{shell.Service}
 	if exec.mode != "" {
 		provide = append(provide, shell.PolicyService)
 	}
@@ -242,18 +242,18 @@ func fakeShellPlugin(exec *fakeExec) container.Plugin {
 		},
 		Apply: func(a *container.Activation, _ any) error {
 			if exec.mode != "" {
-				if err := a.Provide(shell.PolicyService, fakePolicy{def: exec.mode}); err != nil {
+				if err := shell.PolicyService.Provide(a, fakePolicy{def: exec.mode}); err != nil {
 					return err
 				}
 			}
-			return a.Provide(shell.Service, exec)
+			return shell.Service.Provide(a, exec)
 		},
 	}
 }
 
 func fakeApprovalPlugin(a *fakeApprover) container.Plugin {
-	return container.Plugin{Name: "fake-approval", Provide: []string{approval.Service},
-		Apply: func(act *container.Activation, _ any) error { return act.Provide(approval.Service, a) }}
+	return container.Plugin{Name: "fake-approval", Provide: container.Keys{approval.Service},
+		Apply: func(act *container.Activation, _ any) error { return approval.Service.Provide(act, a) }}
 }
 
 // notices records completion notices of a session.
@@ -328,11 +328,11 @@ func newHarness(t testing.TB, s setup) *harness {
 	if err := rt.Compose("test", rows); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, tools.Service)
+	v, ok := container.Lookup(rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}
-	return &harness{rt: rt, exec: exec, tools: v.(*tools.Registry)}
+	return &harness{rt: rt, exec: exec, tools: v}
 }
 
 func (h *harness) call(t testing.TB, s *container.Session, args string) tools.Result {

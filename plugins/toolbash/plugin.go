@@ -20,7 +20,7 @@ const promptText = "Check the [exit code: N] marker on every bash result; invest
 var Plugin = container.Plugin{
 	Name:    "tool-bash",
 	Aliases: []string{"@deepseek-ai/dsh-tool-bash"},
-	Inject:  []string{tools.Service, shell.Service, prompt.Service, shellenv.Service},
+	Inject:  container.Keys{tools.Service, shell.Service, prompt.Service, shellenv.Service},
 	Config:  func() any { return DefaultConfig() },
 	Apply:   apply,
 }

@@ -15,16 +15,16 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name the registry is provided under.
-const Service = "tools"
+// Service is the key the registry is provided under.
+var Service = container.NewKey[*Registry]("tools")
 
 // Plugin declares the tools registry.
 var Plugin = container.Plugin{
 	Name:    "tools",
 	Aliases: []string{"@deepseek-ai/dsh-tools"},
-	Provide: []string{Service},
+	Provide: container.Keys{Service},
 	Apply: func(a *container.Activation, _ any) error {
-		return a.Provide(Service, NewRegistry())
+		return Service.Provide(a, NewRegistry())
 	},
 }
 

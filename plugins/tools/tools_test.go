@@ -52,7 +52,7 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	h := &harness{}
 	register := container.Plugin{
 		Name:   "echo",
-		Inject: []string{tools.Service},
+		Inject: container.Keys{tools.Service},
 		Apply: func(a *container.Activation, _ any) error {
 			reg, err := container.Injected[*tools.Registry](a, tools.Service)
 			if err != nil {
@@ -97,11 +97,11 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 
 func (h *harness) registry(t *testing.T) *tools.Registry {
 	t.Helper()
-	v, ok := container.Lookup[any](h.rt, tools.Service)
+	v, ok := container.Lookup(h.rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}
-	return v.(*tools.Registry)
+	return v
 }
 
 func (h *harness) call(t *testing.T, args string) tools.Result {
@@ -264,7 +264,7 @@ func TestRegistrationOwnedByActivation(t *testing.T) {
 // registering a name twice fails loudly: the second registrant's activation
 // fails with the reason, the first keeps its tool.
 func TestDuplicateToolNameFails(t *testing.T) {
-	dup := container.Plugin{Name: "dup", Inject: []string{tools.Service}, Apply: func(a *container.Activation, _ any) error {
+	dup := container.Plugin{Name: "dup", Inject: container.Keys{tools.Service}, Apply: func(a *container.Activation, _ any) error {
 		reg, err := container.Injected[*tools.Registry](a, tools.Service)
 		if err != nil {
 			return err

@@ -30,7 +30,7 @@
 //			},
 //		})
 //		…
-//		return a.Provide(shell.Service, ex)
+//		return shell.Service.Provide(a, ex)
 //	}
 //
 // and package shelltest proves it honours the seam.

@@ -344,7 +344,7 @@ type toolEnv struct {
 func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
 	t.Helper()
 	e := k.env(t, tune)
-	provide := []string{shell.Service}
+	provide := container.Keys{shell.Service}
 	if e.policy != nil {
 		provide = append(provide, shell.PolicyService)
 	}
@@ -353,11 +353,11 @@ func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
 		Provide: provide,
 		Apply: func(a *container.Activation, _ any) error {
 			if e.policy != nil {
-				if err := a.Provide(shell.PolicyService, e.policy); err != nil {
+				if err := shell.PolicyService.Provide(a, e.policy); err != nil {
 					return err
 				}
 			}
-			return a.Provide(shell.Service, e.ex)
+			return shell.Service.Provide(a, e.ex)
 		},
 	}
 	cat, err := container.NewCatalog(tools.Plugin, prompt.Plugin, shellenv.Plugin, jobs.Plugin, toolbash.Plugin, executor)
