@@ -25,16 +25,17 @@ func chain(b *testing.B, n int) (*container.Catalog, []container.Row, []containe
 		if i > 0 {
 			inject = []string{fmt.Sprintf("s%d", i-1)}
 		}
-		p := container.Plugin{Name: fmt.Sprintf("p%05d", i), Provide: keys(provide), Inject: keys(inject...)}
-		p.Apply = func(a *container.Activation, _ any) error {
-			for _, s := range inject {
-				if _, err := container.Injected(a, key(s)); err != nil {
-					return err
+		plugins[i] = container.Define(container.Declaration[container.NoConfig]{
+			Name: fmt.Sprintf("p%05d", i), Provide: keys(provide), Inject: keys(inject...),
+			Apply: func(a *container.Activation, _ container.NoConfig) error {
+				for _, s := range inject {
+					if _, err := container.Injected(a, key(s)); err != nil {
+						return err
+					}
 				}
-			}
-			return key(provide).Provide(a, &svc{Row: a.ID(), Name: provide})
-		}
-		plugins[i] = p
+				return key(provide).Provide(a, &svc{Row: a.ID(), Name: provide})
+			},
+		})
 	}
 	cat, err := container.NewCatalog(plugins...)
 	if err != nil {
@@ -157,15 +158,15 @@ func BenchmarkMountChain(b *testing.B) {
 func BenchmarkSwapProvider(b *testing.B) {
 	const deps = 100
 	provide := func(name string) container.Plugin {
-		return container.Plugin{Name: name, Provide: keys("shell"), Apply: func(a *container.Activation, _ any) error {
+		return container.Define(container.Declaration[container.NoConfig]{Name: name, Provide: keys("shell"), Apply: func(a *container.Activation, _ container.NoConfig) error {
 			return key("shell").Provide(a, &svc{Row: a.ID(), Name: name})
-		}}
+		}})
 	}
-	dep := container.Plugin{Name: "dep", Inject: keys("shell"), Apply: func(a *container.Activation, _ any) error {
+	dep := container.Define(container.Declaration[container.NoConfig]{Name: "dep", Inject: keys("shell"), Apply: func(a *container.Activation, _ container.NoConfig) error {
 		_, err := container.Injected(a, key("shell"))
 		a.Defer(func() {})
 		return err
-	}}
+	}})
 	cat, err := container.NewCatalog(provide("local"), provide("sandbox"), dep)
 	if err != nil {
 		b.Fatal(err)
@@ -206,10 +207,10 @@ func BenchmarkReloadLatency(b *testing.B) {
 	for _, debounce := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
 		b.Run(fmt.Sprintf("debounce=%s", debounce), func(b *testing.B) {
 			seen := make(chan string, 16)
-			p := container.Plugin{Name: "p", Config: func() any { return &testConfig{} }, Apply: func(_ *container.Activation, c any) error {
-				seen <- c.(*testConfig).Value
+			p := container.Define(container.Declaration[*testConfig]{Name: "p", Config: func() *testConfig { return &testConfig{} }, Apply: func(_ *container.Activation, c *testConfig) error {
+				seen <- c.Value
 				return nil
-			}}
+			}})
 			cat, err := container.NewCatalog(p)
 			if err != nil {
 				b.Fatal(err)

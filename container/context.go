@@ -29,8 +29,8 @@ type Activation struct {
 	id     string // the row id, fixed for the activation (the fiber's row may be rewritten)
 	ctx    context.Context
 	cancel context.CancelFunc
-	// replaced is what this row ran before a reload replaced it, or nil.
-	replaced *Replaced
+	// replaced is the config this row ran before a reload replaced it, or nil.
+	replaced any
 
 	logOnce sync.Once
 	log     *slog.Logger // built on first use: most activations never log
@@ -143,18 +143,16 @@ func (a *Activation) OnSessionEnd(fn func(sessionID string)) {
 	}
 }
 
-// Replaced is what a row ran before a profile reload replaced it: the plugin's name and
-// its decoded config value (the type the plugin's Config function returns).
-type Replaced struct {
-	Plugin string
-	Config any
+// ReplacedConfig returns the config this row ran with before a profile reload replaced
+// it (another config, or another plugin under the same row id), when that config was a
+// C: so a plugin can tell what the reload changed — a sandbox that widens, an approval
+// policy that stops asking — and say so. ok is false for a row's first activation, for
+// reactivations that no reload caused, and when the row ran a plugin of another config
+// type.
+func ReplacedConfig[C any](a *Activation) (config C, ok bool) {
+	config, ok = a.replaced.(C)
+	return config, ok
 }
-
-// Replaced returns what this row ran before a profile reload replaced it (another
-// config, or another plugin under the same row id), so a plugin can tell what the
-// reload changed — a sandbox that widens, an approval policy that stops asking — and
-// say so; nil for a row's first activation and for reactivations that no reload caused.
-func (a *Activation) Replaced() *Replaced { return a.replaced }
 
 // ProfileFiles are the files of the running composition's profile: its own file, then
 // each base it extends, as read (none for a built-in profile). They may change with a

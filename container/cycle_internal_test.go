@@ -48,7 +48,7 @@ func TestIncrementalCycleCheckAgreesWithFullCheck(t *testing.T) {
 		var plugins []Plugin
 		for i := range n {
 			plugins = append(plugins, Plugin{Name: fmt.Sprintf("p%d", i), Inject: pick(k), Provide: pick(k),
-				Apply: func(*Activation, any) error { return nil }})
+				apply: func(*Activation, any) error { return nil }})
 		}
 		cat, err := NewCatalog(plugins...)
 		if err != nil {

@@ -79,7 +79,10 @@ type testConfig struct {
 	Fail  bool   `yaml:"fail"`
 	Panic bool   `yaml:"panic"`
 	Limit int    `yaml:"limit"`
-	Inner struct {
+	// Count and Counts have valid tags: the wording of a value of the wrong type.
+	Count  float64   `yaml:"count" valid:"a positive number"`
+	Counts []float64 `yaml:"counts" valid:"a list of positive numbers"`
+	Inner  struct {
 		A int    `yaml:"a"`
 		B string `yaml:"b"`
 	} `yaml:"inner"`
@@ -96,14 +99,13 @@ func (c *testConfig) Validate() error {
 // "apply <id>" (with the providers of its injects) and "dispose <id>" in j, honours
 // config fail/panic, and hands every activation to seen (if set).
 func plug(j *journal, name string, inject, provide []string, seen func(*container.Activation, *testConfig)) container.Plugin {
-	return container.Plugin{
+	return container.Define(container.Declaration[*testConfig]{
 		Name:    name,
 		Aliases: []string{"@test/" + name},
 		Inject:  keys(inject...),
 		Provide: keys(provide...),
-		Config:  func() any { return &testConfig{Value: "default", Limit: 1} },
-		Apply: func(a *container.Activation, config any) error {
-			cfg := config.(*testConfig)
+		Config:  func() *testConfig { return &testConfig{Value: "default", Limit: 1} },
+		Apply: func(a *container.Activation, cfg *testConfig) error {
 			var from []string
 			for _, s := range inject {
 				v, err := container.Injected(a, key(s))
@@ -134,7 +136,7 @@ func plug(j *journal, name string, inject, provide []string, seen func(*containe
 			}
 			return nil
 		},
-	}
+	})
 }
 
 func newRuntime(t testing.TB, plugins ...container.Plugin) *container.Runtime {

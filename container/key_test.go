@@ -11,13 +11,13 @@ import (
 // catalog: the mismatch would otherwise surface only when a consumer applies.
 func TestCatalogRefusesKeysOfOneNameWithTwoTypes(t *testing.T) {
 	j := &journal{}
-	other := container.Plugin{Name: "b", Inject: container.Keys{container.NewKey[fmt.Stringer]("x")},
-		Apply: func(*container.Activation, any) error { return nil }}
+	other := container.Define(container.Declaration[container.NoConfig]{Name: "b", Inject: container.Keys{container.NewKey[fmt.Stringer]("x")},
+		Apply: func(*container.Activation, container.NoConfig) error { return nil }})
 	_, err := container.NewCatalog(plug(j, "a", nil, []string{"x"}, nil), other)
 	wantErrContains(t, err, `catalog: service "x" is declared as *container_test.svc by "a" and as fmt.Stringer by "b"`)
 
-	unnamed := container.Plugin{Name: "c", Provide: container.Keys{container.Key[int]{}},
-		Apply: func(*container.Activation, any) error { return nil }}
+	unnamed := container.Define(container.Declaration[container.NoConfig]{Name: "c", Provide: container.Keys{container.Key[int]{}},
+		Apply: func(*container.Activation, container.NoConfig) error { return nil }})
 	_, err = container.NewCatalog(unnamed)
 	wantErrContains(t, err, `catalog: plugin "c" declares a service key without a name`)
 }

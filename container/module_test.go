@@ -28,8 +28,8 @@ func TestCatalogFromFx(t *testing.T) {
 		container.Module,
 		fx.Supply(container.ModuleOptions{Logger: quiet}),
 		container.Declare(plug(j, "zeta", nil, nil, nil)),
-		container.Declare(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"}, Provide: keys("shell"),
-			Apply: func(a *container.Activation, _ any) error { return key("shell").Provide(a, &svc{}) }}),
+		container.Declare(container.Define(container.Declaration[container.NoConfig]{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"}, Provide: keys("shell"),
+			Apply: func(a *container.Activation, _ container.NoConfig) error { return key("shell").Provide(a, &svc{}) }})),
 		container.Declare(plug(j, "alpha", nil, nil, nil)),
 		fx.Populate(&cat),
 	)
@@ -56,8 +56,8 @@ func TestDuplicateDeclarationFailsFxNew(t *testing.T) {
 	a := plug(j, "a", nil, nil, nil)
 	for name, second := range map[string]container.Plugin{
 		"name":          plug(j, "a", nil, nil, nil),
-		"alias":         {Name: "b", Aliases: []string{"@test/a"}, Apply: a.Apply},
-		"alias as name": {Name: "@test/a", Apply: a.Apply},
+		"alias":         plugAs(a, "b", "@test/a"),
+		"alias as name": plugAs(a, "@test/a"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			app := fx.New(container.Module, fx.Supply(container.ModuleOptions{Logger: quiet}),
@@ -65,6 +65,12 @@ func TestDuplicateDeclarationFailsFxNew(t *testing.T) {
 			wantErrContains(t, app.Err(), "catalog: name", "is declared by both")
 		})
 	}
+}
+
+// plugAs is p under another name and aliases.
+func plugAs(p container.Plugin, name string, aliases ...string) container.Plugin {
+	p.Name, p.Aliases = name, aliases
+	return p
 }
 
 // The fx lifecycle: OnStart composes the profile (official specifiers as names),
@@ -160,12 +166,12 @@ func TestModuleStartDeadlineWithHungApply(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	disposed := make(chan struct{})
-	hung := container.Plugin{Name: "hung", Apply: func(a *container.Activation, _ any) error {
+	hung := container.Define(container.Declaration[container.NoConfig]{Name: "hung", Apply: func(a *container.Activation, _ container.NoConfig) error {
 		close(entered)
 		<-release
 		a.Defer(func() { close(disposed) })
 		return nil
-	}}
+	}})
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	writeFile(t, path, "plugins:\n  - id: stuck\n    name: hung\n")
 	logs := &syncBuffer{}

@@ -186,8 +186,8 @@ plugins:
 
 // A patch naming the same plugin by an alias merges (with a catalog to tell).
 func TestExtendsAliasIsSamePlugin(t *testing.T) {
-	cat, err := container.NewCatalog(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"},
-		Apply: func(*container.Activation, any) error { return nil }})
+	cat, err := container.NewCatalog(container.Define(container.Declaration[container.NoConfig]{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"},
+		Apply: func(*container.Activation, container.NoConfig) error { return nil }}))
 	mustNil(t, err)
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	writeFile(t, path, "extends: default\nplugins:\n  - id: bash\n    name: '@deepseek-ai/dsh-bash-local'\n    config: {timeoutMs: 5}\n")

@@ -84,11 +84,11 @@ type fiber struct {
 	seq    uint64 // activation order; 0 when not active
 	act    *Activation
 	detail string
-	// config is the decoded config of the last activation; replaced is what this row
-	// ran before a reload replaced it (same id, another plugin or config), for the
-	// first activation of the new fiber to compare (Activation.Replaced).
+	// config is the decoded config of the last activation; replaced is the config this
+	// row ran before a reload replaced it (same id, another plugin or config), for the
+	// first activation of the new fiber to compare (ReplacedConfig).
 	config   any
-	replaced *Replaced
+	replaced any
 }
 
 type provision struct {
@@ -533,7 +533,7 @@ func (r *Runtime) compose(name string, rows []Row, files []string) error {
 		} else {
 			f = &fiber{row: pr.row, plugin: pr.plugin, state: StatePending, since: time.Now()}
 			if old := replaced[f.row.ID]; old != nil && old.config != nil {
-				f.replaced = &Replaced{Plugin: old.plugin.Name, Config: old.config}
+				f.replaced = old.config
 			}
 			r.byID[f.row.ID] = f
 		}
@@ -981,7 +981,7 @@ func (r *Runtime) apply(f *fiber, act *Activation, config any) (err error) {
 			err = fmt.Errorf("%s: apply panicked: %v", f.plugin.Name, p)
 		}
 	}()
-	return f.plugin.Apply(act, config)
+	return f.plugin.apply(act, config)
 }
 
 func (r *Runtime) fail(f *fiber, err error) {

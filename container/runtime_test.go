@@ -254,17 +254,17 @@ func TestFailingApplyIsolated(t *testing.T) {
 // Item 5: a plugin that does not provide a declared service, or provides one it did not
 // declare, fails with a clear error.
 func TestApplyMustProvideWhatItDeclares(t *testing.T) {
-	lazy := container.Plugin{Name: "lazy", Provide: keys("x"), Apply: func(*container.Activation, any) error { return nil }}
+	lazy := container.Define(container.Declaration[container.NoConfig]{Name: "lazy", Provide: keys("x"), Apply: func(*container.Activation, container.NoConfig) error { return nil }})
 	var stray error
-	sneaky := container.Plugin{Name: "sneaky", Apply: func(a *container.Activation, _ any) error {
+	sneaky := container.Define(container.Declaration[container.NoConfig]{Name: "sneaky", Apply: func(a *container.Activation, _ container.NoConfig) error {
 		stray = key("y").Provide(a, &svc{})
 		return nil
-	}}
+	}})
 	var leakyCtx *container.Activation
-	leaky := container.Plugin{Name: "leaky", Provide: keys("z"), Apply: func(a *container.Activation, _ any) error {
+	leaky := container.Define(container.Declaration[container.NoConfig]{Name: "leaky", Provide: keys("z"), Apply: func(a *container.Activation, _ container.NoConfig) error {
 		leakyCtx = a
 		return key("z").Provide(a, &svc{})
-	}}
+	}})
 	rt := newRuntime(t, lazy, sneaky, leaky)
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "lazy", Plugin: "lazy"}, {ID: "sneaky", Plugin: "sneaky"}, {ID: "leaky", Plugin: "leaky"}}))
 	if rs := rowStatus(t, rt, "lazy"); rs.State != container.StateFailed || !strings.Contains(rs.Error, `without providing declared service "x"`) {
@@ -488,12 +488,12 @@ func TestStatusJSON(t *testing.T) {
 func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	slow := container.Plugin{Name: "slow", Provide: keys("s"), Apply: func(a *container.Activation, _ any) error {
+	slow := container.Define(container.Declaration[container.NoConfig]{Name: "slow", Provide: keys("s"), Apply: func(a *container.Activation, _ container.NoConfig) error {
 		close(entered)
 		<-release
 		a.Defer(func() { <-release })
 		return key("s").Provide(a, &svc{})
-	}}
+	}})
 	cat, err := container.NewCatalog(slow)
 	mustNil(t, err)
 	rt := container.NewRuntime(cat, container.Options{Logger: quiet, ApplyWarnAfter: 20 * time.Millisecond})
@@ -567,7 +567,7 @@ func TestComposeDiffsByID(t *testing.T) {
 // Validation errors name the file, the row and the key.
 func TestValidateNamesFileRowAndKey(t *testing.T) {
 	j := &journal{}
-	rt := newRuntime(t, plug(j, "p", nil, nil, nil), container.Plugin{Name: "bare", Apply: func(*container.Activation, any) error { return nil }})
+	rt := newRuntime(t, plug(j, "p", nil, nil, nil), container.Define(container.Declaration[container.NoConfig]{Name: "bare", Apply: func(*container.Activation, container.NoConfig) error { return nil }}))
 	err := rt.Validate([]container.Row{
 		{ID: "a", Plugin: "nope", Source: "one.yaml"},
 		{ID: "b", Plugin: "p", Config: map[string]any{"bogus": 1}, Source: "one.yaml"},
@@ -578,18 +578,25 @@ func TestValidateNamesFileRowAndKey(t *testing.T) {
 		{ID: "f", Plugin: "bare", Config: map[string]any{"x": 1}, Source: "two.yaml"},
 		{ID: "g", Plugin: "p", Config: map[string]any{"limit": 1.5}, Source: "two.yaml"},
 		{ID: "h", Plugin: "p", Config: map[string]any{"limit": 1e300}, Source: "two.yaml"},
+		{ID: "i", Plugin: "p", Config: map[string]any{"count": "many"}, Source: "two.yaml"},
+		{ID: "j", Plugin: "p", Config: map[string]any{"counts": []any{1, "x"}}, Source: "two.yaml"},
+		{ID: "k", Plugin: "p", Config: map[string]any{"counts": "x"}, Source: "two.yaml"},
 	})
 	for _, line := range []string{
 		`one.yaml: row "a": module not found: nope (this dsh binary has no plugin of that name; it has: bare, p. ` +
 			`A plugin from another Go module is compiled into a dsh binary built with it: see the README, "Writing a plugin")`,
-		`one.yaml: row "b": config: unknown key "bogus" (known keys: fail, inner, limit, panic, value)`,
+		`one.yaml: row "b": config: unknown key "bogus" (known keys: count, counts, fail, inner, limit, panic, value)`,
 		`two.yaml: row "c": config: key "limit": expected an integer, got the string "ten"`,
-		`two.yaml: row "d": limit must not be negative, got -3`,
+		`two.yaml: row "d": p: limit must not be negative, got -3`, // Validate's, named by the container
 		`two.yaml: row "b": duplicate id`,
 		`two.yaml: row "e": config: unknown key "inner.c" (known keys: a, b)`,
 		`two.yaml: row "f": config: unknown key "x" (bare takes no config)`,
 		`two.yaml: row "g": config: key "limit": expected an integer, got the number 1.5`,
 		`two.yaml: row "h": config: key "limit": 1e+300 is out of range`,
+		// A field's valid tag words a value of the wrong type there, not in its elements.
+		`two.yaml: row "i": p: count must be a positive number, got the string "many"`,
+		`two.yaml: row "j": config: key "counts[1]": expected a number, got the string "x"`,
+		`two.yaml: row "k": p: counts must be a list of positive numbers, got the string "x"`,
 	} {
 		if !slices.Contains(strings.Split(err.Error(), "\n"), line) {
 			t.Errorf("missing %q in:\n%v", line, err)
@@ -677,27 +684,29 @@ func TestCheckActivation(t *testing.T) {
 // new activation see what the row ran before — once; other activations see nothing.
 func TestActivationSeesWhatAReloadReplaced(t *testing.T) {
 	type seen struct {
-		plugin string
-		value  string
+		value string
 	}
 	var mu sync.Mutex
 	var log []*seen
 	watch := func(name string) container.Plugin {
-		return container.Plugin{
+		return container.Define(container.Declaration[*testConfig]{
 			Name:    name,
 			Provide: keys("svc"),
-			Config:  func() any { return &testConfig{Value: "default"} },
-			Apply: func(a *container.Activation, _ any) error {
+			Config:  func() *testConfig { return &testConfig{Value: "default"} },
+			Apply: func(a *container.Activation, _ *testConfig) error {
 				var s *seen
-				if r := a.Replaced(); r != nil {
-					s = &seen{plugin: r.Plugin, value: r.Config.(*testConfig).Value}
+				if prev, ok := container.ReplacedConfig[*testConfig](a); ok {
+					s = &seen{value: prev.Value}
+				}
+				if _, ok := container.ReplacedConfig[*struct{}](a); ok {
+					t.Error("ReplacedConfig answered for another config type")
 				}
 				mu.Lock()
 				log = append(log, s)
 				mu.Unlock()
 				return key("svc").Provide(a, &svc{})
 			},
-		}
+		})
 	}
 	rt := newRuntime(t, watch("one"), watch("two"))
 	for _, rows := range [][]container.Row{
@@ -712,7 +721,7 @@ func TestActivationSeesWhatAReloadReplaced(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(log) != 3 || log[0] != nil || *log[1] != (seen{"one", "a"}) || *log[2] != (seen{"one", "b"}) {
+	if len(log) != 3 || log[0] != nil || *log[1] != (seen{"a"}) || *log[2] != (seen{"b"}) {
 		t.Errorf("activations saw %v", log)
 	}
 }

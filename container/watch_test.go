@@ -230,7 +230,7 @@ func TestReloadInvalidEditKeepsLastGood(t *testing.T) {
 	for _, bad := range []struct{ content, want string }{
 		{"plugins: [\n", g.path + ": line 1, column 10: invalid YAML:"},
 		{strings.Replace(rigProfile, "name: other", "name: nope", 1), g.path + `: row "other": module not found: nope`},
-		{strings.Replace(rigProfile, "value: one", "value: one, limit: -1", 1), g.path + `: row "prov": limit must not be negative, got -1`},
+		{strings.Replace(rigProfile, "value: one", "value: one, limit: -1", 1), g.path + `: row "prov": prov: limit must not be negative, got -1`},
 		{strings.Replace(rigProfile, "value: one", "valeu: one", 1), g.path + `: row "prov": config: unknown key "valeu"`},
 		{strings.Replace(rigProfile, "    name: dep", "    name: dep\n    colour: red", 1), g.path + `: row "dep": unknown key "colour"`},
 	} {

@@ -40,21 +40,17 @@ func DefaultConfig() *Config {
 	return &Config{Config: bashexec.DefaultConfig(), SandboxConfig: defaultSandboxConfig()}
 }
 
-// InvalidValue words a wrongly typed number like the other messages about its key.
-func (c *Config) InvalidValue(key, got string) error {
-	return c.Config.InvalidValue(pluginName, key, got)
-}
-
-// Validate checks every key; each message starts "bash-sandbox: <key>".
+// Validate checks every key; each message starts with the key (the container prefixes
+// it with "bash-sandbox: ").
 func (c *Config) Validate() error {
-	if err := c.Config.Check(pluginName); err != nil {
+	if err := c.Config.Check(); err != nil {
 		return err
 	}
 	if err := c.SandboxConfig.Validate(); err != nil {
 		return err
 	}
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
-		return fmt.Errorf("%s: workspaceRoot must be an absolute path, got %q", pluginName, c.WorkspaceRoot)
+		return fmt.Errorf("workspaceRoot must be an absolute path, got %q", c.WorkspaceRoot)
 	}
 	return nil
 }
@@ -77,25 +73,24 @@ func (c *Config) root() (string, error) {
 
 // Plugin declares bash-sandbox: the confining `shell` provider and the `sandboxPolicy`
 // service. It also contributes the `sandbox:policy` prompt section.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    pluginName,
 	Aliases: []string{"@deepseek-ai/dsh-bash-sandbox"},
 	Inject:  container.Keys{subprocess.Service, prompt.Service},
 	Provide: container.Keys{shell.Service, shell.PolicyService},
-	Config:  func() any { return DefaultConfig() },
+	Config:  DefaultConfig,
 	Apply:   apply,
-}
+})
 
 // Module registers Plugin in the catalog.
 var Module = container.Declare(Plugin)
 
-func apply(a *container.Activation, config any) error {
-	cfg := config.(*Config)
-	sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
+func apply(a *container.Activation, cfg *Config) error {
+	sup, err := container.Injected(a, subprocess.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
+	prompts, err := container.Injected(a, prompt.Service)
 	if err != nil {
 		return err
 	}
@@ -117,11 +112,9 @@ func apply(a *container.Activation, config any) error {
 	} else {
 		log.Warn("bash-sandbox: " + detail)
 	}
-	if r := a.Replaced(); r != nil {
-		if prev, ok := r.Config.(*Config); ok {
-			for _, w := range widenings(prev, cfg) {
-				log.Warn("profile reload widens confinement: " + w)
-			}
+	if prev, ok := container.ReplacedConfig[*Config](a); ok && prev != nil {
+		for _, w := range widenings(prev, cfg) {
+			log.Warn("profile reload widens confinement: " + w)
 		}
 	}
 	a.OnSessionEnd(func(id string) { endSession(sup, id) })
@@ -163,7 +156,7 @@ func backendDetail(cfg *Config, be backend) string {
 // profileFiles, when not nil, lists the files of the running profile (protected paths).
 func New(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, profileFiles func() []string) (shell.Executor, *Resolver, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", pluginName, err)
 	}
 	ex, r, _, err := newExecutor(sup, cfg, log, profileFiles)
 	return ex, r, err

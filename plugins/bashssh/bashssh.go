@@ -22,33 +22,28 @@ type Config struct {
 	bashexec.Config `yaml:",inline"`
 }
 
-// Validate checks every key, with messages like
-// "bash-ssh: timeoutMs must be a positive finite number".
-func (c *Config) Validate() error { return c.Config.Check(Name) }
-
-// InvalidValue words a wrongly typed number like the other messages about its key.
-func (c *Config) InvalidValue(key, got string) error {
-	return c.Config.InvalidValue(Name, key, got)
-}
+// Validate checks every key, with messages like "timeoutMs must be a positive finite
+// number" (which users read as "bash-ssh: timeoutMs must be …").
+func (c *Config) Validate() error { return c.Config.Check() }
 
 // Plugin declares bash-ssh.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    Name,
 	Inject:  container.Keys{ssh.Service},
 	Provide: container.Keys{shell.Service},
-	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
-	Apply: func(a *container.Activation, config any) error {
-		host, err := container.Injected[*ssh.Host](a, ssh.Service)
+	Config:  func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
+	Apply: func(a *container.Activation, cfg *Config) error {
+		host, err := container.Injected(a, ssh.Service)
 		if err != nil {
 			return err
 		}
-		ex, err := New(host, config.(*Config))
+		ex, err := New(host, cfg)
 		if err != nil {
 			return err
 		}
 		return shell.Service.Provide(a, ex)
 	},
-}
+})
 
 // homeTimeout bounds learning the remote home (a connection attempt and one command).
 const homeTimeout = 30 * time.Second

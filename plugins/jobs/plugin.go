@@ -23,14 +23,14 @@ const promptText = "Background jobs: keep track of the job ids you start. You ar
 	"Collect a finished job's output with job_output, and stop jobs that no longer matter with job_kill."
 
 // Plugin declares the jobs runtime and its tools.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "jobs",
 	Aliases: []string{"@deepseek-ai/dsh-jobs"},
 	Inject:  container.Keys{tools.Service, prompt.Service},
 	Provide: container.Keys{Service},
-	Config:  func() any { return DefaultConfig() },
+	Config:  DefaultConfig,
 	Apply:   apply,
-}
+})
 
 // Module registers Plugin in the catalog.
 var Module = container.Declare(Plugin)
@@ -59,17 +59,16 @@ func (c *Config) Validate() error {
 		v   int
 	}{{"maxConcurrentJobsPerOwner", c.MaxConcurrentJobsPerOwner}, {"maxJobsTotal", c.MaxJobsTotal}, {"waitTimeoutMs", c.WaitTimeoutMs}, {"maxWaitTimeoutMs", c.MaxWaitTimeoutMs}} {
 		if f.v <= 0 {
-			return fmt.Errorf("jobs: %s must be a positive integer", f.key)
+			return fmt.Errorf("%s must be a positive integer", f.key)
 		}
 	}
 	if c.WaitTimeoutMs > c.MaxWaitTimeoutMs {
-		return errors.New("jobs: waitTimeoutMs must be no greater than maxWaitTimeoutMs")
+		return errors.New("waitTimeoutMs must be no greater than maxWaitTimeoutMs")
 	}
 	return nil
 }
 
-func apply(a *container.Activation, config any) error {
-	cfg := config.(*Config)
+func apply(a *container.Activation, cfg *Config) error {
 	reg, err := container.Injected[*tools.Registry](a, tools.Service)
 	if err != nil {
 		return err

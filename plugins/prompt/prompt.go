@@ -14,14 +14,14 @@ import (
 var Service = container.NewKey[*Registry]("systemPrompt")
 
 // Plugin declares the prompt registry.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[container.NoConfig]{
 	Name:    "prompt",
 	Aliases: []string{"@deepseek-ai/dsh-prompt"},
 	Provide: container.Keys{Service},
-	Apply: func(a *container.Activation, _ any) error {
+	Apply: func(a *container.Activation, _ container.NoConfig) error {
 		return Service.Provide(a, NewRegistry())
 	},
-}
+})
 
 // Module registers Plugin in the catalog.
 var Module = container.Declare(Plugin)

@@ -17,7 +17,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // section declares a plugin that adds the given sections to systemPrompt.
 func section(name string, sections ...prompt.Section) container.Plugin {
-	return container.Plugin{Name: name, Inject: container.Keys{prompt.Service}, Apply: func(a *container.Activation, _ any) error {
+	return container.Define(container.Declaration[container.NoConfig]{Name: name, Inject: container.Keys{prompt.Service}, Apply: func(a *container.Activation, _ container.NoConfig) error {
 		reg, err := container.Injected[*prompt.Registry](a, prompt.Service)
 		if err != nil {
 			return err
@@ -28,7 +28,7 @@ func section(name string, sections ...prompt.Section) container.Plugin {
 			}
 		}
 		return nil
-	}}
+	}})
 }
 
 func compose(t *testing.T, plugins ...container.Plugin) (*container.Runtime, *prompt.Registry) {

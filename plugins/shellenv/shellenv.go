@@ -28,16 +28,15 @@ const (
 )
 
 // Plugin declares the bashEnv registry.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "shell-env",
 	Aliases: []string{"@deepseek-ai/dsh-shell-env"},
 	Provide: container.Keys{Service},
-	Config:  func() any { return DefaultConfig() },
-	Apply: func(a *container.Activation, config any) error {
-		cfg := config.(*Config)
+	Config:  DefaultConfig,
+	Apply: func(a *container.Activation, cfg *Config) error {
 		return Service.Provide(a, NewRegistry(cfg.DshHome))
 	},
-}
+})
 
 // Module registers Plugin in the catalog.
 var Module = container.Declare(Plugin)
@@ -70,13 +69,13 @@ func defaultHome() string {
 // Validate checks that dshHome is an absolute path.
 func (c *Config) Validate() error {
 	if c.DshHome == "" {
-		return errors.New("shell-env: dshHome is not set and neither $DSH_HOME nor a home directory is available")
+		return errors.New("dshHome is not set and neither $DSH_HOME nor a home directory is available")
 	}
 	if !filepath.IsAbs(c.DshHome) {
-		return fmt.Errorf("shell-env: dshHome must be an absolute path, got %q", c.DshHome)
+		return fmt.Errorf("dshHome must be an absolute path, got %q", c.DshHome)
 	}
 	if strings.ContainsRune(c.DshHome, 0) {
-		return errors.New("shell-env: dshHome must not contain a NUL byte")
+		return errors.New("dshHome must not contain a NUL byte")
 	}
 	return nil
 }

@@ -229,17 +229,23 @@ func TestConfig(t *testing.T) {
 	if got := shellenv.DefaultConfig().DshHome; !filepath.IsAbs(got) || !strings.HasSuffix(got, "/rel/home") {
 		t.Fatalf("relative $DSH_HOME not made absolute: %q", got)
 	}
-	err := (&shellenv.Config{DshHome: "relative"}).Validate()
-	if err == nil || err.Error() != `shell-env: dshHome must be an absolute path, got "relative"` {
+	cat, err := container.NewCatalog(shellenv.Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := container.NewRuntime(cat, container.Options{})
+	defer rt.Close()
+	err = rt.Validate([]container.Row{{ID: "env", Plugin: "shell-env", Config: map[string]any{"dshHome": "relative"}}})
+	if err == nil || err.Error() != `row "env": shell-env: dshHome must be an absolute path, got "relative"` {
 		t.Fatalf("Validate = %v", err)
 	}
 }
 
 // envPlugin is a contributor plugin: it injects bashEnv and registers one key.
-var envPlugin = container.Plugin{
+var envPlugin = container.Define(container.Declaration[container.NoConfig]{
 	Name:   "env-contrib",
 	Inject: container.Keys{shellenv.Service},
-	Apply: func(a *container.Activation, _ any) error {
+	Apply: func(a *container.Activation, _ container.NoConfig) error {
 		reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
 		if err != nil {
 			return err
@@ -250,7 +256,7 @@ var envPlugin = container.Plugin{
 			Resolve:   static(map[string]string{"DSH_CONTRIB": "yes"}),
 		})
 	},
-}
+})
 
 func TestPluginKeysFollowActivation(t *testing.T) {
 	cat, err := container.NewCatalog(shellenv.Plugin, envPlugin)

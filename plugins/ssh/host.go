@@ -132,7 +132,7 @@ type group struct {
 // not connected yet (see Connect).
 func New(cfg *Config, opts Options) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	set, err := cfg.resolve()
 	if err != nil {

@@ -15,12 +15,12 @@ var Service = container.NewKey[*Host]("ssh")
 // untrusted host key or a refused login fails the activation), reports the connection
 // state as the row's status detail, and closes the Host when it ends, which kills every
 // remote command still running. Executor reloads never touch it.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    Name,
 	Provide: container.Keys{Service},
-	Config:  func() any { return DefaultConfig() },
-	Apply: func(a *container.Activation, config any) error {
-		h, err := New(config.(*Config), Options{Logger: a.Logger(), OnState: a.SetDetail})
+	Config:  DefaultConfig,
+	Apply: func(a *container.Activation, cfg *Config) error {
+		h, err := New(cfg, Options{Logger: a.Logger(), OnState: a.SetDetail})
 		if err != nil {
 			return err
 		}
@@ -36,7 +36,7 @@ var Plugin = container.Plugin{
 		a.OnSessionEnd(h.EndSession)
 		return Service.Provide(a, h)
 	},
-}
+})
 
 // activationWait bounds how long activation waits for the first connection.
 const activationWait = 10 * time.Second

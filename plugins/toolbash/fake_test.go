@@ -226,21 +226,22 @@ func (a *fakeApprover) Request(_ context.Context, req approval.Request) approval
 	return a.outcome
 }
 
+// fakeShellConfig lets a test restart the fake executor's row (a new gen).
+type fakeShellConfig struct {
+	Gen int `yaml:"gen"`
+}
+
 // fakeShellPlugin provides exec as `shell` (and, when it confines, a sandboxPolicy).
 func fakeShellPlugin(exec *fakeExec) container.Plugin {
 	provide := container.Keys{shell.Service}
 	if exec.mode != "" {
 		provide = append(provide, shell.PolicyService)
 	}
-	return container.Plugin{
+	return container.Define(container.Declaration[*fakeShellConfig]{
 		Name:    "fake-shell",
 		Provide: provide,
-		Config: func() any {
-			return &struct {
-				Gen int `yaml:"gen"`
-			}{}
-		},
-		Apply: func(a *container.Activation, _ any) error {
+		Config:  func() *fakeShellConfig { return &fakeShellConfig{} },
+		Apply: func(a *container.Activation, _ *fakeShellConfig) error {
 			if exec.mode != "" {
 				if err := shell.PolicyService.Provide(a, fakePolicy{def: exec.mode}); err != nil {
 					return err
@@ -248,12 +249,12 @@ func fakeShellPlugin(exec *fakeExec) container.Plugin {
 			}
 			return shell.Service.Provide(a, exec)
 		},
-	}
+	})
 }
 
 func fakeApprovalPlugin(a *fakeApprover) container.Plugin {
-	return container.Plugin{Name: "fake-approval", Provide: container.Keys{approval.Service},
-		Apply: func(act *container.Activation, _ any) error { return approval.Service.Provide(act, a) }}
+	return container.Define(container.Declaration[container.NoConfig]{Name: "fake-approval", Provide: container.Keys{approval.Service},
+		Apply: func(act *container.Activation, _ container.NoConfig) error { return approval.Service.Provide(act, a) }})
 }
 
 // notices records completion notices of a session.

@@ -500,10 +500,10 @@ func TestRealLossyBackgroundRead(t *testing.T) {
 
 // Item 8: a contributor's variable reaches commands while its plugin is active.
 func TestRealContributorEnv(t *testing.T) {
-	contrib := container.Plugin{
+	contrib := container.Define(container.Declaration[container.NoConfig]{
 		Name:   "env-contrib",
 		Inject: container.Keys{shellenv.Service},
-		Apply: func(a *container.Activation, _ any) error {
+		Apply: func(a *container.Activation, _ container.NoConfig) error {
 			reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
 			if err != nil {
 				return err
@@ -513,7 +513,7 @@ func TestRealContributorEnv(t *testing.T) {
 					return map[string]string{"DSH_TEST_VALUE": "for-" + call.Session.ID}, nil
 				}})
 		},
-	}
+	})
 	cat, err := container.NewCatalog(tools.Plugin, prompt.Plugin, subprocess.Plugin, bashlocal.Plugin,
 		shellenv.Plugin, jobs.Plugin, toolbash.Plugin, contrib)
 	if err != nil {

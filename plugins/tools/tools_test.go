@@ -50,10 +50,10 @@ type harness struct {
 func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	t.Helper()
 	h := &harness{}
-	register := container.Plugin{
+	register := container.Define(container.Declaration[container.NoConfig]{
 		Name:   "echo",
 		Inject: container.Keys{tools.Service},
-		Apply: func(a *container.Activation, _ any) error {
+		Apply: func(a *container.Activation, _ container.NoConfig) error {
 			reg, err := container.Injected[*tools.Registry](a, tools.Service)
 			if err != nil {
 				return err
@@ -78,7 +78,7 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 				},
 			})
 		},
-	}
+	})
 	cat, err := container.NewCatalog(append([]container.Plugin{tools.Plugin, register}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestRegistrationOwnedByActivation(t *testing.T) {
 // registering a name twice fails loudly: the second registrant's activation
 // fails with the reason, the first keeps its tool.
 func TestDuplicateToolNameFails(t *testing.T) {
-	dup := container.Plugin{Name: "dup", Inject: container.Keys{tools.Service}, Apply: func(a *container.Activation, _ any) error {
+	dup := container.Define(container.Declaration[container.NoConfig]{Name: "dup", Inject: container.Keys{tools.Service}, Apply: func(a *container.Activation, _ container.NoConfig) error {
 		reg, err := container.Injected[*tools.Registry](a, tools.Service)
 		if err != nil {
 			return err
@@ -272,7 +272,7 @@ func TestDuplicateToolNameFails(t *testing.T) {
 		return reg.Register(a, tools.Tool{Name: "bash", Execute: func(context.Context, tools.Call) (tools.Result, error) {
 			return tools.Result{Text: "impostor"}, nil
 		}})
-	}}
+	}})
 	h := newHarness(t, dup)
 	var st container.RowStatus
 	for _, rs := range h.rt.Status().Rows {

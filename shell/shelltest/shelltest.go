@@ -348,10 +348,10 @@ func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
 	if e.policy != nil {
 		provide = append(provide, shell.PolicyService)
 	}
-	executor := container.Plugin{
+	executor := container.Define(container.Declaration[container.NoConfig]{
 		Name:    "shelltest-executor",
 		Provide: provide,
-		Apply: func(a *container.Activation, _ any) error {
+		Apply: func(a *container.Activation, _ container.NoConfig) error {
 			if e.policy != nil {
 				if err := shell.PolicyService.Provide(a, e.policy); err != nil {
 					return err
@@ -359,7 +359,7 @@ func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
 			}
 			return shell.Service.Provide(a, e.ex)
 		},
-	}
+	})
 	cat, err := container.NewCatalog(tools.Plugin, prompt.Plugin, shellenv.Plugin, jobs.Plugin, toolbash.Plugin, executor)
 	if err != nil {
 		t.Fatal(err)
