@@ -139,6 +139,12 @@ func plug(j *journal, name string, inject, provide []string, seen func(*containe
 	})
 }
 
+// exclusive is p declaring services exclusive.
+func exclusive(p container.Plugin, services ...string) container.Plugin {
+	p.Exclusive = keys(services...)
+	return p
+}
+
 func newRuntime(t testing.TB, plugins ...container.Plugin) *container.Runtime {
 	t.Helper()
 	cat, err := container.NewCatalog(plugins...)

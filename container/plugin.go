@@ -25,6 +25,11 @@ type Plugin struct {
 	Inject Keys
 	// Provide lists the services Apply must publish (Key.Provide).
 	Provide Keys
+	// Exclusive lists the services of Provide of which a composition may have only one
+	// enabled provider (`shell`: one executor per profile). A profile with two is
+	// refused before anything starts, and `dsh check` says so; a service one plugin of
+	// the catalog declares exclusive is exclusive for every plugin that provides it.
+	Exclusive Keys
 
 	newConfig  func() any   // a fresh config with its defaults; nil: no config
 	configType reflect.Type // what newConfig returns
@@ -37,10 +42,11 @@ type Plugin struct {
 // to a struct):
 //
 //	var Plugin = container.Define(container.Declaration[*Config]{
-//		Name:    "bash-local",
-//		Inject:  container.Keys{subprocess.Service},
-//		Provide: container.Keys{shell.Service},
-//		Config:  func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
+//		Name:      "bash-local",
+//		Inject:    container.Keys{subprocess.Service},
+//		Provide:   container.Keys{shell.Service},
+//		Exclusive: container.Keys{shell.Service},
+//		Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
 //		Apply: func(a *container.Activation, cfg *Config) error {
 //			sup, err := container.Injected(a, subprocess.Service)
 //			…
@@ -59,11 +65,12 @@ type Plugin struct {
 // string "5000"" — and by the decoder otherwise (`config: key "timeoutMs": expected a
 // number, got …`).
 type Declaration[C any] struct {
-	// Name, Aliases, Inject and Provide are Plugin's.
-	Name    string
-	Aliases []string
-	Inject  Keys
-	Provide Keys
+	// Name, Aliases, Inject, Provide and Exclusive are Plugin's.
+	Name      string
+	Aliases   []string
+	Inject    Keys
+	Provide   Keys
+	Exclusive Keys
 	// Config returns a fresh config value with every default applied. Nil means the
 	// plugin takes no config (a row must give none) and Apply receives C's zero value:
 	// declare such plugins with C = NoConfig.
@@ -80,7 +87,7 @@ type NoConfig struct{}
 // Define turns a declaration into the Plugin the catalog holds. NewCatalog reports
 // what is wrong with it (no name, no Apply, a config that is not a pointer to a struct).
 func Define[C any](d Declaration[C]) Plugin {
-	p := Plugin{Name: d.Name, Aliases: d.Aliases, Inject: d.Inject, Provide: d.Provide}
+	p := Plugin{Name: d.Name, Aliases: d.Aliases, Inject: d.Inject, Provide: d.Provide, Exclusive: d.Exclusive}
 	if d.Apply != nil {
 		p.apply = func(a *Activation, config any) error {
 			c, _ := config.(C) // nil when the plugin takes no config: C's zero value
@@ -108,6 +115,7 @@ type Catalog struct {
 	plugins   []*Plugin
 	byName    map[string]*Plugin
 	providers map[string][]string
+	exclusive []string // the services some plugin declares exclusive, sorted
 }
 
 // NewCatalog builds a catalog. A duplicate name or alias (across all plugins), an empty
@@ -144,8 +152,16 @@ func NewCatalog(plugins ...Plugin) (*Catalog, error) {
 		for _, s := range p.provide {
 			c.providers[s] = append(c.providers[s], p.Name)
 		}
+		for _, s := range p.Exclusive.names() {
+			if !p.provides(s) {
+				errs = append(errs, fmt.Errorf("catalog: plugin %q declares service %q exclusive but does not provide it", p.Name, s))
+			} else if !slices.Contains(c.exclusive, s) {
+				c.exclusive = append(c.exclusive, s)
+			}
+		}
 		c.plugins = append(c.plugins, p)
 	}
+	sort.Strings(c.exclusive)
 	errs = append(errs, checkKeyTypes(c.plugins)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -227,6 +243,13 @@ func (e *notFoundError) Error() string {
 	return fmt.Sprintf("module not found: %s (this dsh binary has no plugin of that name; it has: %s. "+
 		"A plugin from another Go module is compiled into a dsh binary built with it: see the README, \"Writing a plugin\")",
 		e.name, strings.Join(e.known, ", "))
+}
+
+// Exclusive reports whether service may have only one enabled provider in a
+// composition (a plugin of the catalog declares it exclusive).
+func (c *Catalog) Exclusive(service string) bool {
+	_, found := slices.BinarySearch(c.exclusive, service)
+	return found
 }
 
 // Providers returns the names of the catalog plugins that declare they provide service,

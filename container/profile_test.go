@@ -283,7 +283,7 @@ func TestLoadedProfileValidation(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t,
 		plug(j, "tools", nil, []string{"tools"}, nil),
-		plug(j, "bash-local", []string{"tools"}, []string{"shell"}, nil),
+		exclusive(plug(j, "bash-local", []string{"tools"}, []string{"shell"}, nil), "shell"),
 		plug(j, "bash-sandbox", nil, []string{"shell"}, nil),
 		plug(j, "tool-bash", []string{"shell"}, nil, nil),
 	)

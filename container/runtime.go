@@ -29,10 +29,6 @@ const (
 	StateDisposed  State = "disposed"
 )
 
-// exclusiveServices may have only one enabled provider in a profile: a second one is a
-// validation error, not a runtime failure.
-var exclusiveServices = []string{"shell"}
-
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
 	// Logger receives runtime and plugin logs (default: slog.Default()).
@@ -110,8 +106,8 @@ type provision struct {
 //     replaced, they unload, dependents first, and return to pending — and come back
 //     by themselves.
 //   - A second provider of one service fails that fiber, leaving the first untouched; a
-//     profile with two enabled providers of an exclusive service (`shell`) is refused
-//     before anything starts. A cycle in inject/provide declarations is reported with
+//     profile with two enabled providers of an exclusive service (one a plugin declares
+//     in Exclusive, as the executors do for `shell`) is refused before anything starts. A cycle in inject/provide declarations is reported with
 //     its path.
 //   - A failing Apply (error or panic) fails only its fiber, keeping the error; a hung
 //     one is reported. Failed fibers leave that state only by a config change or a
@@ -345,7 +341,7 @@ func (r *Runtime) prepare(rows []Row) ([]preparedRow, error) {
 		}
 		out = append(out, preparedRow{row: row, plugin: p})
 	}
-	for _, s := range exclusiveServices {
+	for _, s := range r.catalog.exclusive {
 		var refs []string
 		for _, pr := range resolved {
 			if pr.plugin.provides(s) {

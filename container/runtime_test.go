@@ -159,13 +159,14 @@ func TestSecondProviderFails(t *testing.T) {
 	}
 }
 
-// Item 4: a profile with two enabled shell providers is rejected before anything
-// starts, naming both row ids (and their files).
+// Item 4: a profile with two enabled providers of an exclusive service (here `shell`,
+// which the executors declare exclusive) is rejected before anything starts, naming
+// both row ids (and their files). One provider declaring it is enough.
 func TestTwoShellProvidersRejectedBeforeStart(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t,
 		plug(j, "tools", nil, []string{"tools"}, nil),
-		plug(j, "local", nil, []string{"shell"}, nil),
+		exclusive(plug(j, "local", nil, []string{"shell"}, nil), "shell"),
 		plug(j, "sandbox", nil, []string{"shell"}, nil),
 	)
 	rows := []container.Row{
@@ -183,6 +184,32 @@ func TestTwoShellProvidersRejectedBeforeStart(t *testing.T) {
 	rows[2].Disabled = true
 	mustNil(t, rt.Compose("p", rows))
 	wantEntries(t, j.take(), "apply tools", "apply bash")
+}
+
+// Any service can be exclusive: its provider says so, and Validate (what `dsh check`
+// runs) refuses two enabled providers; without the declaration two are a valid profile
+// (the second fails at run time). A service declared exclusive must be provided.
+func TestExclusiveServiceDeclaredByItsProvider(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		exclusive(plug(j, "primary", nil, []string{"db", "cache"}, nil), "db"),
+		plug(j, "replica", nil, []string{"db"}, nil),
+		plug(j, "memo", nil, []string{"cache"}, nil),
+	)
+	err := rt.Validate([]container.Row{
+		{ID: "a", Plugin: "primary", Source: "p.yaml"},
+		{ID: "b", Plugin: "replica", Source: "p.yaml"},
+	})
+	if want := `service "db" has more than one enabled provider: row "a" (p.yaml), row "b" (p.yaml); disable all but one`; err == nil || err.Error() != want {
+		t.Fatalf("two providers of an exclusive service: %v, want %q", err, want)
+	}
+	mustNil(t, rt.Validate([]container.Row{{ID: "a", Plugin: "primary"}, {ID: "m", Plugin: "memo"}}))
+	if !rt.Catalog().Exclusive("db") || rt.Catalog().Exclusive("cache") {
+		t.Fatal("Catalog.Exclusive disagrees with the declarations")
+	}
+
+	_, err = container.NewCatalog(exclusive(plug(j, "liar", nil, []string{"x"}, nil), "y"))
+	wantErrContains(t, err, `catalog: plugin "liar" declares service "y" exclusive but does not provide it`)
 }
 
 // Item 5: an apply that errors or panics fails only that fiber, keeps its error;

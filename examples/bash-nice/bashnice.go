@@ -52,10 +52,11 @@ func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
 
 // Plugin declares bash-nice: a `shell` provider over the `subprocess` service.
 var Plugin = container.Define(container.Declaration[*Config]{
-	Name:    Name,
-	Inject:  container.Keys{subprocess.Service},
-	Provide: container.Keys{shell.Service},
-	Config:  func() *Config { return &Config{Config: bashexec.DefaultConfig(), Niceness: 10} },
+	Name:      Name,
+	Inject:    container.Keys{subprocess.Service},
+	Provide:   container.Keys{shell.Service},
+	Exclusive: container.Keys{shell.Service},
+	Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig(), Niceness: 10} },
 	Apply: func(a *container.Activation, cfg *Config) error {
 		sup, err := container.Injected(a, subprocess.Service)
 		if err != nil {

@@ -23,11 +23,12 @@ func (c *Config) Validate() error { return c.Config.Check() }
 
 // Plugin declares bash-local.
 var Plugin = container.Define(container.Declaration[*Config]{
-	Name:    Name,
-	Aliases: []string{"@deepseek-ai/dsh-bash-local"},
-	Inject:  container.Keys{subprocess.Service},
-	Provide: container.Keys{shell.Service},
-	Config:  func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
+	Name:      Name,
+	Aliases:   []string{"@deepseek-ai/dsh-bash-local"},
+	Inject:    container.Keys{subprocess.Service},
+	Provide:   container.Keys{shell.Service},
+	Exclusive: container.Keys{shell.Service},
+	Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
 	Apply: func(a *container.Activation, cfg *Config) error {
 		sup, err := container.Injected(a, subprocess.Service)
 		if err != nil {

@@ -74,12 +74,13 @@ func (c *Config) root() (string, error) {
 // Plugin declares bash-sandbox: the confining `shell` provider and the `sandboxPolicy`
 // service. It also contributes the `sandbox:policy` prompt section.
 var Plugin = container.Define(container.Declaration[*Config]{
-	Name:    pluginName,
-	Aliases: []string{"@deepseek-ai/dsh-bash-sandbox"},
-	Inject:  container.Keys{subprocess.Service, prompt.Service},
-	Provide: container.Keys{shell.Service, shell.PolicyService},
-	Config:  DefaultConfig,
-	Apply:   apply,
+	Name:      pluginName,
+	Aliases:   []string{"@deepseek-ai/dsh-bash-sandbox"},
+	Inject:    container.Keys{subprocess.Service, prompt.Service},
+	Provide:   container.Keys{shell.Service, shell.PolicyService},
+	Exclusive: container.Keys{shell.Service},
+	Config:    DefaultConfig,
+	Apply:     apply,
 })
 
 // Module registers Plugin in the catalog.

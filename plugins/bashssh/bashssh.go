@@ -28,10 +28,11 @@ func (c *Config) Validate() error { return c.Config.Check() }
 
 // Plugin declares bash-ssh.
 var Plugin = container.Define(container.Declaration[*Config]{
-	Name:    Name,
-	Inject:  container.Keys{ssh.Service},
-	Provide: container.Keys{shell.Service},
-	Config:  func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
+	Name:      Name,
+	Inject:    container.Keys{ssh.Service},
+	Provide:   container.Keys{shell.Service},
+	Exclusive: container.Keys{shell.Service},
+	Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
 	Apply: func(a *container.Activation, cfg *Config) error {
 		host, err := container.Injected(a, ssh.Service)
 		if err != nil {

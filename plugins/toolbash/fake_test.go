@@ -238,9 +238,10 @@ func fakeShellPlugin(exec *fakeExec) container.Plugin {
 		provide = append(provide, shell.PolicyService)
 	}
 	return container.Define(container.Declaration[*fakeShellConfig]{
-		Name:    "fake-shell",
-		Provide: provide,
-		Config:  func() *fakeShellConfig { return &fakeShellConfig{} },
+		Name:      "fake-shell",
+		Provide:   provide,
+		Exclusive: container.Keys{shell.Service},
+		Config:    func() *fakeShellConfig { return &fakeShellConfig{} },
 		Apply: func(a *container.Activation, _ *fakeShellConfig) error {
 			if exec.mode != "" {
 				if err := shell.PolicyService.Provide(a, fakePolicy{def: exec.mode}); err != nil {

@@ -23,6 +23,7 @@
 //		Name:      "bash-nice",
 //		Inject:    container.Keys{subprocess.Service},
 //		Provide:   container.Keys{shell.Service},
+//		Exclusive: container.Keys{shell.Service}, // one executor per profile
 //		Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
 //		Apply: func(a *container.Activation, cfg *Config) error {
 //			sup, err := container.Injected(a, subprocess.Service)

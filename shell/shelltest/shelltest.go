@@ -349,8 +349,9 @@ func (k *kit) tools(t *testing.T, tune func(*bashexec.Config)) *toolEnv {
 		provide = append(provide, shell.PolicyService)
 	}
 	executor := container.Define(container.Declaration[container.NoConfig]{
-		Name:    "shelltest-executor",
-		Provide: provide,
+		Name:      "shelltest-executor",
+		Provide:   provide,
+		Exclusive: container.Keys{shell.Service},
 		Apply: func(a *container.Activation, _ container.NoConfig) error {
 			if e.policy != nil {
 				if err := shell.PolicyService.Provide(a, e.policy); err != nil {
