@@ -207,3 +207,12 @@ func wantErrContains(t testing.TB, err error, parts ...string) {
 		}
 	}
 }
+
+func wantTextContains(t testing.TB, text string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(text, p) {
+			t.Fatalf("%q does not contain %q", text, p)
+		}
+	}
+}

@@ -85,6 +85,9 @@ type fiber struct {
 	// first activation of the new fiber to compare (ReplacedConfig).
 	config   any
 	replaced any
+	// conflict is the fiber that already provided a service this one provides, when
+	// that is why this one failed: it is retried once that fiber leaves the composition.
+	conflict *fiber
 }
 
 type provision struct {
@@ -105,13 +108,14 @@ type provision struct {
 //   - When a provider appears, its dependents activate; when it goes away or is
 //     replaced, they unload, dependents first, and return to pending — and come back
 //     by themselves.
-//   - A second provider of one service fails that fiber, leaving the first untouched; a
-//     profile with two enabled providers of an exclusive service (one a plugin declares
-//     in Exclusive, as the executors do for `shell`) is refused before anything starts. A cycle in inject/provide declarations is reported with
-//     its path.
+//   - A second provider of one service fails that fiber, leaving the first untouched,
+//     until the first leaves the composition: then it is retried. A profile with two
+//     enabled providers of an exclusive service (one a plugin declares in Exclusive, as
+//     the executors do for `shell`) is refused before anything starts. A cycle in
+//     inject/provide declarations is reported with its path.
 //   - A failing Apply (error or panic) fails only its fiber, keeping the error; a hung
-//     one is reported. Failed fibers leave that state only by a config change or a
-//     restart.
+//     one is reported. Failed fibers leave that state only by a config change, a
+//     restart, or (a second provider) the first provider's leaving.
 //   - An activation's context is cancelled when it ends; its goroutines (Go) are awaited
 //     before its disposers (Defer, and everything registered with it as owner) run.
 //   - One lock, never held while plugin code runs, guards fiber state.
@@ -537,6 +541,7 @@ func (r *Runtime) compose(name string, rows []Row, files []string) error {
 	}
 	r.order = order
 	r.rebuildIndexesLocked()
+	r.retryConflictsLocked()
 	r.profile = name
 	r.profileFiles = slices.Clone(files)
 	r.mu.Unlock()
@@ -710,6 +715,7 @@ func (r *Runtime) remove(f *fiber) {
 	unindex(r.consumers, f.plugin.inject, f)
 	unindex(r.providers, f.plugin.provide, f)
 	r.order = without(r.order, f)
+	r.retryConflictsLocked()
 }
 
 // unindex removes f from index's lists for services, dropping lists left empty.
@@ -906,6 +912,9 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 		if p, ok := r.services[s]; ok && p.fiber != f {
 			r.mu.RUnlock()
 			r.fail(f, fmt.Errorf("service %q is already provided by row %q (%s)", s, p.fiber.row.ID, p.fiber.plugin.Name))
+			r.mu.Lock()
+			f.conflict = p.fiber
+			r.mu.Unlock()
 			return nil
 		}
 	}
@@ -987,7 +996,20 @@ func (r *Runtime) fail(f *fiber, err error) {
 	f.err = err
 	f.act = nil
 	f.seq = 0
+	f.conflict = nil
 	r.setStateLocked(f, StateFailed)
+}
+
+// retryConflictsLocked returns to pending the fibers that failed because a service they
+// provide was already provided by a fiber that is now disposed: the conflict is gone, so
+// they may activate (and their failure no longer names a row that is not there).
+func (r *Runtime) retryConflictsLocked() {
+	for _, f := range r.order {
+		if f.state == StateFailed && f.conflict != nil && f.conflict.state == StateDisposed {
+			f.err, f.conflict = nil, nil
+			r.setStateLocked(f, StatePending)
+		}
+	}
 }
 
 // unload ends f's activation (its active dependents first, in reverse activation order;

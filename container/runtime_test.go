@@ -159,6 +159,64 @@ func TestSecondProviderFails(t *testing.T) {
 	}
 }
 
+// A second provider that failed on the conflict is retried once the first provider's
+// row leaves the composition (a reload removed it): it activates, and its dependents
+// follow. A row that merely restarts keeps its place: it is re-applied first, and the
+// second provider fails again naming it.
+func TestConflictFailedProviderRetriedWhenTheConflictIsGone(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "local", nil, []string{"shell"}, nil),
+		plug(j, "remote", nil, []string{"shell"}, nil),
+		plug(j, "tool", []string{"shell"}, nil, nil),
+	)
+	first := container.Row{ID: "bash", Plugin: "local"}
+	second := container.Row{ID: "ssh", Plugin: "remote"}
+	tool := container.Row{ID: "tool", Plugin: "tool"}
+	mustNil(t, rt.Compose("p", []container.Row{first, second, tool}))
+	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantTextContains(t, rowStatus(t, rt, "ssh").Error, `service "shell" is already provided by row "bash" (local)`)
+
+	// bash restarts (its config changed): the conflict is still there.
+	first.Config = map[string]any{"value": "v2"}
+	mustNil(t, rt.Compose("p", []container.Row{first, second, tool}))
+	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
+	wantState(t, rt, "ssh", container.StateFailed)
+	wantTextContains(t, rowStatus(t, rt, "ssh").Error, `row "bash"`)
+
+	// bash leaves: ssh is retried, and the tool comes back over it.
+	mustNil(t, rt.Compose("p", []container.Row{second, tool}))
+	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply ssh", "apply tool from ssh")
+	if rs := rowStatus(t, rt, "ssh"); rs.State != container.StateActive || rs.Error != "" {
+		t.Fatalf("ssh after bash left: %s %q", rs.State, rs.Error)
+	}
+}
+
+// A failed duplicate provider never keeps naming a row that is gone: when the row it
+// conflicted with is replaced by another row (another id), the two are retried in
+// profile order, and the one that fails now names the one that provides.
+func TestConflictNamesOnlyRowsThatExist(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "remote", nil, []string{"shell"}, nil))
+	mustNil(t, rt.Compose("p", []container.Row{{ID: "a", Plugin: "local"}, {ID: "b", Plugin: "remote"}}))
+	wantEntries(t, j.take(), "apply a")
+	wantState(t, rt, "b", container.StateFailed)
+
+	mustNil(t, rt.Unmount("a"))
+	mustNil(t, rt.Mount(container.Row{ID: "c", Plugin: "local"}))
+	wantEntries(t, j.take(), "dispose a", "apply b")
+	wantState(t, rt, "b", container.StateActive)
+	rs := rowStatus(t, rt, "c")
+	if rs.State != container.StateFailed || !strings.Contains(rs.Error, `already provided by row "b" (remote)`) {
+		t.Fatalf("c: %s %q", rs.State, rs.Error)
+	}
+	for _, r := range rt.Status().Rows {
+		if strings.Contains(r.Error, `row "a"`) {
+			t.Fatalf("row %s names the removed row a: %q", r.ID, r.Error)
+		}
+	}
+}
+
 // Item 4: a profile with two enabled providers of an exclusive service (here `shell`,
 // which the executors declare exclusive) is rejected before anything starts, naming
 // both row ids (and their files). One provider declaring it is enough.
