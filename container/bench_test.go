@@ -85,9 +85,9 @@ func perRow(b *testing.B, cat *container.Catalog, n int, prepare, measure, check
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
 }
 
-// BenchmarkMountChain: Compose a profile of n rows whose inject chain is n deep, in
+// BenchmarkComposeChain: Compose a profile of n rows whose inject chain is n deep, in
 // dependency order and reversed. Linear cost means ns/row stays flat across n.
-func BenchmarkMountChain(b *testing.B) {
+func BenchmarkComposeChain(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		cat, forward, reverse := chain(b, n)
 		// The floor: the irreducible work of any registry of n services in a chain (one
@@ -123,15 +123,6 @@ func BenchmarkMountChain(b *testing.B) {
 			allActive := func(b *testing.B, rt *container.Runtime) { checkAllActive(b, rt, n) }
 			b.Run(fmt.Sprintf("rows=%d/%s/compose", n, order.name), func(b *testing.B) {
 				perRow(b, cat, n, nil, compose, allActive)
-			})
-			b.Run(fmt.Sprintf("rows=%d/%s/mount-each", n, order.name), func(b *testing.B) {
-				perRow(b, cat, n, nil, func(b *testing.B, rt *container.Runtime) {
-					for _, row := range order.rows {
-						if err := rt.Mount(row); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}, allActive)
 			})
 			// Removing every row through Compose (a reload to an empty profile): the
 			// diff's dispose path.
