@@ -3,11 +3,8 @@ package container_test
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/container"
 )
@@ -189,65 +186,4 @@ func BenchmarkSwapProvider(b *testing.B) {
 	}
 	checkAllActive(b, rt, deps+1)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*deps), "ns/dependent")
-}
-
-// BenchmarkReloadLatency: from a profile write (an editor's rename-save) to the new
-// config seen by apply, through fsnotify, the debounce, load, validate and compose.
-// ns/op includes the debounce; ns-after-debounce subtracts it.
-func BenchmarkReloadLatency(b *testing.B) {
-	for _, debounce := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
-		b.Run(fmt.Sprintf("debounce=%s", debounce), func(b *testing.B) {
-			seen := make(chan string, 16)
-			p := container.Define(container.Declaration[*testConfig]{Name: "p", Config: func() *testConfig { return &testConfig{} }, Apply: func(_ *container.Activation, c *testConfig) error {
-				seen <- c.Value
-				return nil
-			}})
-			cat, err := container.NewCatalog(p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
-			defer rt.Close()
-			dir := b.TempDir()
-			path := filepath.Join(dir, "p.yaml")
-			write := func(v string) {
-				tmp := filepath.Join(dir, ".p.yaml.tmp")
-				if err := os.WriteFile(tmp, []byte("plugins:\n  - name: p\n    config: {value: \""+v+"\"}\n"), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				if err := os.Rename(tmp, path); err != nil {
-					b.Fatal(err)
-				}
-			}
-			write("start")
-			loader := container.NewProfileLoader(nil)
-			prof, err := loader.Load(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := rt.Compose(prof.Name, prof.Rows); err != nil {
-				b.Fatal(err)
-			}
-			<-seen
-			rl, err := container.NewReloader(rt, loader, prof, container.ReloadOptions{Debounce: debounce, Logger: benchLog})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rl.Close()
-			i := 0
-			for b.Loop() {
-				i++
-				want := fmt.Sprint(i)
-				write(want)
-				for v := range seen {
-					if v == want {
-						break
-					}
-				}
-			}
-			per := b.Elapsed() / time.Duration(b.N)
-			b.ReportMetric(float64(debounce.Nanoseconds()), "ns-debounce")
-			b.ReportMetric(float64((per - debounce).Nanoseconds()), "ns-after-debounce")
-		})
-	}
 }

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/dsh-dev/dsh/container/internal/yamlval"
 )
 
 // decodeConfig builds p's config value from a row's config map: fresh defaults from
@@ -16,7 +18,7 @@ import (
 func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
 	if p.newConfig == nil {
 		if len(raw) > 0 {
-			keys := sortedKeys(raw)
+			keys := yamlval.SortedKeys(raw)
 			return nil, fmt.Errorf("config: unknown key %q (%s takes no config)", keys[0], p.Name)
 		}
 		return nil, nil
@@ -52,15 +54,6 @@ func (e *valueError) Error() string {
 	return fmt.Sprintf("key %q: expected %s, got %s", e.key, e.want, e.got)
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // field is a settable config field and its `valid` tag.
 type field struct {
 	v     reflect.Value
@@ -87,7 +80,7 @@ func decodeStruct(dst reflect.Value, raw map[string]any, prefix string) error {
 		known = append(known, k)
 	}
 	sort.Strings(known)
-	for _, k := range sortedKeys(raw) {
+	for _, k := range yamlval.SortedKeys(raw) {
 		f, ok := fields[k]
 		if !ok {
 			return fmt.Errorf("unknown key %q (known keys: %s)", prefix+k, strings.Join(known, ", "))
@@ -137,7 +130,7 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 }
 
 func mismatch(key string, v any, want string) error {
-	return &valueError{key: key, got: describe(v), want: want}
+	return &valueError{key: key, got: yamlval.Describe(v), want: want}
 }
 
 // decodeScalar sets an interface, string, boolean or number field.
@@ -218,7 +211,7 @@ func decodeComposite(dst reflect.Value, v any, key string) error {
 			return mismatch(key, v, "a mapping")
 		}
 		out := reflect.MakeMapWithSize(dst.Type(), len(m))
-		for _, k := range sortedKeys(m) {
+		for _, k := range yamlval.SortedKeys(m) {
 			ev := reflect.New(dst.Type().Elem()).Elem()
 			if err := decodeValue(ev, m[k], key+"."+k); err != nil {
 				return err
@@ -301,23 +294,4 @@ func toUint64(v any) (n uint64, ok, inRange bool) {
 		return 0, true, false
 	}
 	return uint64(f), true, true
-}
-
-func describe(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return fmt.Sprintf("the string %q", v)
-	case bool:
-		return fmt.Sprintf("the boolean %v", v)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a mapping"
-	}
-	if _, ok := toFloat(v); ok {
-		return fmt.Sprintf("the number %v", v)
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -17,6 +17,6 @@
 //     not a context.Context; its Context method returns the one cancelled at its end.
 //   - A Session is one harness session: an MCP session, or the one of `dsh call`.
 //
-// fx owns what is static (the catalog, logging, the lifecycle: Module); the dynamic part
-// lives here: the Runtime, profiles (ProfileLoader) and hot reload (Reloader).
+// fx owns what is static (the catalog: Module, Declare); the dynamic part lives here:
+// the Runtime. Loading profiles, hot reload and the fx lifecycle are package profile's.
 package container

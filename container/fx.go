@@ -7,3 +7,20 @@ import "go.uber.org/fx"
 func Declare(p Plugin) fx.Option {
 	return fx.Module(p.Name, fx.Supply(fx.Annotated{Group: "plugins", Target: p}))
 }
+
+// Module provides the *Catalog of an fx application: every plugin contributed with
+// Declare, sorted by name (a duplicate name or alias fails fx.New). Package profile's
+// Module, which composes a profile on start, includes it.
+var Module = fx.Module("catalog",
+	fx.Provide(newModuleCatalog),
+	fx.Invoke(func(*Catalog) {}), // built in fx.New, so that its errors fail it
+)
+
+type catalogIn struct {
+	fx.In
+	Plugins []Plugin `group:"plugins"`
+}
+
+func newModuleCatalog(in catalogIn) (*Catalog, error) {
+	return NewCatalog(in.Plugins...)
+}

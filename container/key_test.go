@@ -14,7 +14,7 @@ func TestCatalogRefusesKeysOfOneNameWithTwoTypes(t *testing.T) {
 	other := container.Define(container.Declaration[container.NoConfig]{Name: "b", Inject: container.Keys{container.NewKey[fmt.Stringer]("x")},
 		Apply: func(*container.Activation, container.NoConfig) error { return nil }})
 	_, err := container.NewCatalog(plug(j, "a", nil, []string{"x"}, nil), other)
-	wantErrContains(t, err, `catalog: service "x" is declared as *container_test.svc by "a" and as fmt.Stringer by "b"`)
+	wantErrContains(t, err, `catalog: service "x" is declared as *containertest.Svc by "a" and as fmt.Stringer by "b"`)
 
 	unnamed := container.Define(container.Declaration[container.NoConfig]{Name: "c", Provide: container.Keys{container.Key[int]{}},
 		Apply: func(*container.Activation, container.NoConfig) error { return nil }})

@@ -193,10 +193,11 @@ func (r *Runtime) Compose(name string, rows []Row) error {
 	return r.compose(name, rows, nil)
 }
 
-// ComposeProfile composes p (Compose with p's name and rows) and records p's files,
-// which plugins read through ProfileFiles while they apply and afterwards.
-func (r *Runtime) ComposeProfile(p *Profile) error {
-	return r.compose(p.Name, p.Rows, p.Files)
+// ComposeFiles is Compose for rows read from files (a profile and the bases it extends,
+// as package profile loads them): it records the files, which plugins read through
+// Activation.ProfileFiles while they apply and afterwards.
+func (r *Runtime) ComposeFiles(name string, files []string, rows []Row) error {
+	return r.compose(name, rows, files)
 }
 
 // profileFilesNow are the files of the running composition's profile (its own file, then

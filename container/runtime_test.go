@@ -33,7 +33,7 @@ func TestPendingNamesMissingServiceAndCandidates(t *testing.T) {
 	if got := rs.Candidates["shell"]; !slices.Equal(got, []string{"local", "sandbox"}) {
 		t.Fatalf("candidates %q, want [local sandbox]", got)
 	}
-	wantEntries(t, j.take()) // nothing applied
+	wantEntries(t, j.Take()) // nothing applied
 }
 
 // Item 2: mounting a provider activates the dependent; removing it unloads the dependent
@@ -42,7 +42,7 @@ func TestProviderComesAndGoes(t *testing.T) {
 	j := &journal{}
 	tool := plug(j, "tool", []string{"shell"}, nil, func(a *container.Activation, _ *testConfig) {
 		for i := 1; i <= 3; i++ {
-			a.Defer(func() { j.add("tool disposer %d", i) })
+			a.Defer(func() { j.Add("tool disposer %d", i) })
 		}
 	})
 	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil))
@@ -52,7 +52,7 @@ func TestProviderComesAndGoes(t *testing.T) {
 	if got := rowStatus(t, rt, "tool").Providers["shell"]; got != "bash" {
 		t.Fatalf("providers[shell] = %q, want bash", got)
 	}
-	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
 
 	mustNil(t, rt.Unmount("bash"))
 	wantState(t, rt, "tool", container.StatePending)
@@ -60,11 +60,11 @@ func TestProviderComesAndGoes(t *testing.T) {
 		t.Fatalf("missing %q", rs.Missing)
 	}
 	// The dependent unloads first, its disposers last-registered first; then the provider.
-	wantEntries(t, j.take(), "tool disposer 3", "tool disposer 2", "tool disposer 1", "dispose tool", "dispose bash")
+	wantEntries(t, j.Take(), "tool disposer 3", "tool disposer 2", "tool disposer 1", "dispose tool", "dispose bash")
 
 	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
 	wantState(t, rt, "tool", container.StateActive)
-	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
 }
 
 // Item 2: A → B → C cascades transitively, both ways, in dependency order.
@@ -83,18 +83,18 @@ func TestCascadeIsTransitive(t *testing.T) {
 		t.Fatalf("c: missing %q candidates %v", rs.Missing, rs.Candidates)
 	}
 	mustNil(t, rt.Mount(container.Row{ID: "a", Plugin: "a"}))
-	wantEntries(t, j.take(), "apply a", "apply b from a", "apply c from b")
+	wantEntries(t, j.Take(), "apply a", "apply b from a", "apply c from b")
 	for id, st := range states(rt) {
 		if st != container.StateActive {
 			t.Fatalf("%s is %s", id, st)
 		}
 	}
 	mustNil(t, rt.Unmount("a"))
-	wantEntries(t, j.take(), "dispose c", "dispose b", "dispose a")
+	wantEntries(t, j.Take(), "dispose c", "dispose b", "dispose a")
 	wantState(t, rt, "b", container.StatePending)
 	wantState(t, rt, "c", container.StatePending)
 	mustNil(t, rt.Mount(container.Row{ID: "a2", Plugin: "a"}))
-	wantEntries(t, j.take(), "apply a2", "apply b from a2", "apply c from b")
+	wantEntries(t, j.Take(), "apply a2", "apply b from a2", "apply c from b")
 }
 
 // Item 3: replacing a provider (another fiber) unloads and re-applies its dependents,
@@ -108,11 +108,11 @@ func TestReplacingProviderReappliesDependents(t *testing.T) {
 	})
 	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "sandbox", nil, []string{"shell"}, nil))
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "local"}, {ID: "tool", Plugin: "tool"}}))
-	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
 
 	// The same row id, another plugin (what `{id: bash, name: bash-sandbox}` does).
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "sandbox"}, {ID: "tool", Plugin: "tool"}}))
-	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
 	if got, _ := container.Lookup(rt, key("shell")); got == nil || got.Row != "bash" {
 		t.Fatalf("shell = %+v", got)
 	}
@@ -123,7 +123,7 @@ func TestReplacingProviderReappliesDependents(t *testing.T) {
 	// Another row id: unmount one provider, mount the other.
 	mustNil(t, rt.Unmount("bash"))
 	mustNil(t, rt.Mount(container.Row{ID: "bash2", Plugin: "local"}))
-	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash2", "apply tool from bash2")
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply bash2", "apply tool from bash2")
 	if !slices.Equal(seen, []string{"bash", "bash", "bash2"}) {
 		t.Fatalf("the tool saw providers %q", seen)
 	}
@@ -140,7 +140,7 @@ func TestSecondProviderFails(t *testing.T) {
 	)
 	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
 	mustNil(t, rt.Mount(container.Row{ID: "tool", Plugin: "tool"}))
-	j.take()
+	j.Take()
 	mustNil(t, rt.Mount(container.Row{ID: "other", Plugin: "sandbox"}))
 	rs := rowStatus(t, rt, "other")
 	if rs.State != container.StateFailed {
@@ -153,7 +153,7 @@ func TestSecondProviderFails(t *testing.T) {
 	}
 	wantState(t, rt, "bash", container.StateActive)
 	wantState(t, rt, "tool", container.StateActive)
-	wantEntries(t, j.take()) // nothing applied, nothing disposed
+	wantEntries(t, j.Take()) // nothing applied, nothing disposed
 	if v, _ := container.Lookup(rt, key("shell")); v.Row != "bash" {
 		t.Fatalf("shell now from %q", v.Row)
 	}
@@ -174,19 +174,19 @@ func TestConflictFailedProviderRetriedWhenTheConflictIsGone(t *testing.T) {
 	second := container.Row{ID: "ssh", Plugin: "remote"}
 	tool := container.Row{ID: "tool", Plugin: "tool"}
 	mustNil(t, rt.Compose("p", []container.Row{first, second, tool}))
-	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
 	wantTextContains(t, rowStatus(t, rt, "ssh").Error, `service "shell" is already provided by row "bash" (local)`)
 
 	// bash restarts (its config changed): the conflict is still there.
 	first.Config = map[string]any{"value": "v2"}
 	mustNil(t, rt.Compose("p", []container.Row{first, second, tool}))
-	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
 	wantState(t, rt, "ssh", container.StateFailed)
 	wantTextContains(t, rowStatus(t, rt, "ssh").Error, `row "bash"`)
 
 	// bash leaves: ssh is retried, and the tool comes back over it.
 	mustNil(t, rt.Compose("p", []container.Row{second, tool}))
-	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply ssh", "apply tool from ssh")
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply ssh", "apply tool from ssh")
 	if rs := rowStatus(t, rt, "ssh"); rs.State != container.StateActive || rs.Error != "" {
 		t.Fatalf("ssh after bash left: %s %q", rs.State, rs.Error)
 	}
@@ -199,12 +199,12 @@ func TestConflictNamesOnlyRowsThatExist(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "remote", nil, []string{"shell"}, nil))
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "a", Plugin: "local"}, {ID: "b", Plugin: "remote"}}))
-	wantEntries(t, j.take(), "apply a")
+	wantEntries(t, j.Take(), "apply a")
 	wantState(t, rt, "b", container.StateFailed)
 
 	mustNil(t, rt.Unmount("a"))
 	mustNil(t, rt.Mount(container.Row{ID: "c", Plugin: "local"}))
-	wantEntries(t, j.take(), "dispose a", "apply b")
+	wantEntries(t, j.Take(), "dispose a", "apply b")
 	wantState(t, rt, "b", container.StateActive)
 	rs := rowStatus(t, rt, "c")
 	if rs.State != container.StateFailed || !strings.Contains(rs.Error, `already provided by row "b" (remote)`) {
@@ -235,13 +235,13 @@ func TestTwoShellProvidersRejectedBeforeStart(t *testing.T) {
 	err := rt.Compose("p", rows)
 	wantErrContains(t, err, `service "shell" has more than one enabled provider`, `row "bash" (base.yaml)`, `row "confined" (p.yaml)`)
 	wantErrContains(t, rt.Validate(rows), `row "bash"`, `row "confined"`)
-	wantEntries(t, j.take())
+	wantEntries(t, j.Take())
 	if n := len(rt.Status().Rows); n != 0 {
 		t.Fatalf("%d rows mounted after a rejected profile", n)
 	}
 	rows[2].Disabled = true
 	mustNil(t, rt.Compose("p", rows))
-	wantEntries(t, j.take(), "apply tools", "apply bash")
+	wantEntries(t, j.Take(), "apply tools", "apply bash")
 }
 
 // Any service can be exclusive: its provider says so, and Validate (what `dsh check`
@@ -310,17 +310,17 @@ func TestFailingApplyIsolated(t *testing.T) {
 	wantState(t, rt, "sibling", container.StateActive)
 	wantState(t, rt, "bash", container.StateActive)
 	// Whatever a failed apply registered was undone, with its context cancelled first.
-	if n := j.count("dispose flaky") + j.count("dispose panicky"); n != 2 {
+	if n := j.Count("dispose flaky") + j.Count("dispose panicky"); n != 2 {
 		t.Fatalf("failed activations disposed %d times, want 2", n)
 	}
 	if cancelled.Load() != 2 {
 		t.Fatalf("contexts cancelled before disposers: %d, want 2", cancelled.Load())
 	}
-	j.take()
+	j.Take()
 
 	// Dependency refresh: the provider is replaced; the sibling follows, failed rows stay.
 	mustNil(t, rt.Compose("p", rows("sandbox", map[string]any{"fail": true}, map[string]any{"panic": true})))
-	wantEntries(t, j.take(), "dispose sibling", "dispose bash", "apply bash", "apply sibling from bash")
+	wantEntries(t, j.Take(), "dispose sibling", "dispose bash", "apply bash", "apply sibling from bash")
 	wantState(t, rt, "flaky", container.StateFailed)
 	if rowStatus(t, rt, "flaky").Error != "flaky refuses to start" {
 		t.Fatal("failed row lost its error")
@@ -328,7 +328,7 @@ func TestFailingApplyIsolated(t *testing.T) {
 
 	// A config change re-runs the apply.
 	mustNil(t, rt.Compose("p", rows("sandbox", map[string]any{"fail": false}, map[string]any{"panic": true})))
-	wantEntries(t, j.take(), "apply flaky from bash")
+	wantEntries(t, j.Take(), "apply flaky from bash")
 	wantState(t, rt, "flaky", container.StateActive)
 	wantState(t, rt, "panicky", container.StateFailed)
 	if rowStatus(t, rt, "flaky").Error != "" {
@@ -387,7 +387,7 @@ func TestCycleReportedWithPath(t *testing.T) {
 	wantErrContains(t, rt.Compose("p", rows), "inject/provide cycle")
 	wantErrContains(t, rt.Validate([]container.Row{{ID: "me", Plugin: "self"}}),
 		`inject/provide cycle: row "me" injects "s" provided by row "me"`)
-	wantEntries(t, j.take())
+	wantEntries(t, j.Take())
 
 	// Row by row: Mount composes again, so the row that would close the cycle is
 	// refused with the path and nothing changes; the others stay pending.
@@ -405,7 +405,7 @@ func TestCycleReportedWithPath(t *testing.T) {
 	if err == nil || err.Error() != `inject/provide cycle: row "me" injects "s" provided by row "me"` {
 		t.Fatalf("mount self-cycle: %v", err)
 	}
-	wantEntries(t, j.take())
+	wantEntries(t, j.Take())
 }
 
 // Item 7: the per-activation context is cancelled on every unload, goroutines started
@@ -475,9 +475,9 @@ func TestCloseDisposesInReverseActivationOrder(t *testing.T) {
 	)
 	// Profile order differs from activation order: c and b wait for a.
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "c", Plugin: "c"}, {ID: "b", Plugin: "b"}, {ID: "a", Plugin: "a"}, {ID: "d", Plugin: "d"}}))
-	wantEntries(t, j.take(), "apply a", "apply d", "apply b from a", "apply c from b")
+	wantEntries(t, j.Take(), "apply a", "apply d", "apply b from a", "apply c from b")
 	rt.Close()
-	wantEntries(t, j.take(), "dispose c", "dispose b", "dispose d", "dispose a")
+	wantEntries(t, j.Take(), "dispose c", "dispose b", "dispose d", "dispose a")
 	for id, st := range states(rt) {
 		if st != container.StateDisposed {
 			t.Fatalf("%s is %s after Close", id, st)
@@ -593,13 +593,13 @@ func TestComposeDiffsByID(t *testing.T) {
 	)
 	base := []container.Row{{ID: "p", Plugin: "p"}, {ID: "dep", Plugin: "dep"}, {ID: "o1", Plugin: "other"}, {ID: "o2", Plugin: "other"}}
 	mustNil(t, rt.Compose("p", base))
-	j.take()
+	j.Take()
 	// The same rows again (config by alias, empty config map): nothing happens.
 	same := slices.Clone(base)
 	same[0].Config = map[string]any{}
 	same[2].Plugin = "@test/other"
 	mustNil(t, rt.Compose("p", same))
-	wantEntries(t, j.take())
+	wantEntries(t, j.Take())
 
 	next := []container.Row{
 		{ID: "p", Plugin: "p", Config: map[string]any{"value": "new"}},
@@ -608,7 +608,7 @@ func TestComposeDiffsByID(t *testing.T) {
 		{ID: "o3", Plugin: "other"},
 	}
 	mustNil(t, rt.Compose("p", next))
-	got := j.take()
+	got := j.Take()
 	// Removed rows and the restarted provider go (reverse activation order), then the
 	// new activations in profile order.
 	wantEntries(t, got, "dispose o2", "dispose o1", "dispose dep", "dispose p", "apply p", "apply dep from p", "apply o3")
@@ -669,17 +669,17 @@ func TestValidateNamesFileRowAndKey(t *testing.T) {
 func TestEndSessionHooks(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t, plug(j, "jobs", nil, nil, func(a *container.Activation, _ *testConfig) {
-		a.OnSessionEnd(func(id string) { j.add("end %s in %s", id, a.ID()) })
+		a.OnSessionEnd(func(id string) { j.Add("end %s in %s", id, a.ID()) })
 	}))
 	mustNil(t, rt.Mount(container.Row{ID: "j1", Plugin: "jobs"}))
 	mustNil(t, rt.Mount(container.Row{ID: "j2", Plugin: "jobs"}))
-	j.take()
+	j.Take()
 	rt.EndSession("s1")
-	wantEntries(t, j.take(), "end s1 in j1", "end s1 in j2")
+	wantEntries(t, j.Take(), "end s1 in j1", "end s1 in j2")
 	mustNil(t, rt.Unmount("j1"))
-	j.take()
+	j.Take()
 	rt.EndSession("s2")
-	wantEntries(t, j.take(), "end s2 in j2")
+	wantEntries(t, j.Take(), "end s2 in j2")
 }
 
 // Subscribers hear about every operation, outside the runtime's locks.

@@ -63,9 +63,14 @@ func (r *Runtime) Status() Status {
 	return st
 }
 
-// setReloadError records the outcome of the last reload ("" after a good one) and
-// tells subscribers when it changed.
-func (r *Runtime) setReloadError(msg string) {
+// SetLastReloadError records the outcome of the last reload attempt, shown as
+// Status.LastReloadError (nil after a good one), and tells subscribers when it changed.
+// A profile.Reloader calls it; so may an embedder that reloads by other means.
+func (r *Runtime) SetLastReloadError(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
 	r.mu.Lock()
 	changed := r.reloadErr != msg
 	r.reloadErr = msg

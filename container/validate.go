@@ -34,13 +34,31 @@ func (r *Runtime) CheckActivation(rows []Row) error {
 			enabled = append(enabled, preparedRow{row: row, plugin: p})
 		}
 	}
-	// Fixed point: a row can activate when every service it injects is provided by a
-	// row that can.
-	provided := map[string]bool{}
-	can := make([]bool, len(enabled))
+	can, provided := activatable(enabled)
+	var errs []error
+	for i, pr := range enabled {
+		if can[i] {
+			continue
+		}
+		for _, s := range pr.plugin.inject {
+			if !provided[s] {
+				why := r.whyNeverProvided(s, enabled, disabled)
+				errs = append(errs, &RowError{Source: pr.row.Source, Row: pr.row.ID, Err: errors.New("can never activate: " + why)})
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// activatable computes, as a fixed point, which rows can activate (every service they
+// inject is provided by a row that can) and the services those rows provide.
+func activatable(rows []preparedRow) (can []bool, provided map[string]bool) {
+	provided = map[string]bool{}
+	can = make([]bool, len(rows))
 	for changed := true; changed; {
 		changed = false
-		for i, pr := range enabled {
+		for i, pr := range rows {
 			if can[i] || !allProvided(pr.plugin.inject, provided) {
 				continue
 			}
@@ -50,42 +68,34 @@ func (r *Runtime) CheckActivation(rows []Row) error {
 			}
 		}
 	}
-	var errs []error
-	for i, pr := range enabled {
-		if can[i] {
-			continue
-		}
-		for _, s := range pr.plugin.inject {
-			if provided[s] {
-				continue
-			}
-			var providers []string
-			for _, other := range enabled {
-				if other.plugin.provides(s) {
-					providers = append(providers, fmt.Sprintf("%q", other.row.ID))
-				}
-			}
-			why := fmt.Sprintf("it injects %q, which no enabled row provides", s)
-			if len(providers) > 0 {
-				why = fmt.Sprintf("it injects %q, whose provider (row %s) can never activate either", s, strings.Join(providers, ", row "))
-			} else {
-				for _, off := range disabled {
-					if off.plugin.provides(s) {
-						why += fmt.Sprintf(" (row %q, which would, is disabled in %s)", off.row.ID, off.row.Source)
-						break
-					}
-				}
-			}
-			if cands := r.catalog.Providers(s); len(cands) > 0 {
-				why += fmt.Sprintf(" (plugins that provide it: %s)", strings.Join(cands, ", "))
-			} else {
-				why += " (no plugin in this binary provides it)"
-			}
-			errs = append(errs, &RowError{Source: pr.row.Source, Row: pr.row.ID, Err: errors.New("can never activate: " + why)})
-			break
+	return can, provided
+}
+
+// whyNeverProvided explains why service s will never exist: no enabled row provides it
+// (a disabled one would), or its providers can never activate themselves; and which
+// catalog plugins could provide it.
+func (r *Runtime) whyNeverProvided(s string, enabled, disabled []preparedRow) string {
+	var providers []string
+	for _, other := range enabled {
+		if other.plugin.provides(s) {
+			providers = append(providers, fmt.Sprintf("%q", other.row.ID))
 		}
 	}
-	return errors.Join(errs...)
+	why := fmt.Sprintf("it injects %q, which no enabled row provides", s)
+	if len(providers) > 0 {
+		why = fmt.Sprintf("it injects %q, whose provider (row %s) can never activate either", s, strings.Join(providers, ", row "))
+	} else {
+		for _, off := range disabled {
+			if off.plugin.provides(s) {
+				why += fmt.Sprintf(" (row %q, which would, is disabled in %s)", off.row.ID, off.row.Source)
+				break
+			}
+		}
+	}
+	if cands := r.catalog.Providers(s); len(cands) > 0 {
+		return why + fmt.Sprintf(" (plugins that provide it: %s)", strings.Join(cands, ", "))
+	}
+	return why + " (no plugin in this binary provides it)"
 }
 
 func allProvided(services []string, provided map[string]bool) bool {

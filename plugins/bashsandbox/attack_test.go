@@ -207,8 +207,8 @@ func TestConfinedProtectedPaths(t *testing.T) {
 		// The running composition's profile is the one in the workspace, and DSH_HOME
 		// is inside it too.
 		mode := st.defaultMode()
-		if err := st.rt.ComposeProfile(&container.Profile{Name: "protected", Files: []string{profile, base},
-			Rows: stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": mode}}, st.root, home)}); err != nil {
+		if err := st.rt.ComposeFiles("protected", []string{profile, base},
+			stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": mode}}, st.root, home)); err != nil {
 			t.Fatal(err)
 		}
 		st.lookup(t)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	dshprofile "github.com/dsh-dev/dsh/container/profile"
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
@@ -55,14 +56,14 @@ type stack struct {
 	t        *testing.T
 	srv      *sshtest.Server
 	rt       *container.Runtime
-	loader   *container.ProfileLoader
+	loader   *dshprofile.Loader
 	path     string
 	cwd      string // the bash row's cwd on the remote host
 	home     string
 	spill    string
 	session  *container.Session
 	timeout  int
-	reloader *container.Reloader
+	reloader *dshprofile.Reloader
 
 	mu      sync.Mutex
 	reloads []error
@@ -89,7 +90,7 @@ func newStack(t *testing.T, srv *sshtest.Server) *stack {
 	s.write()
 	s.rt = container.NewRuntime(catalog(t), container.Options{Logger: quietLogger()})
 	t.Cleanup(s.rt.Close)
-	s.loader = container.NewProfileLoader(nil)
+	s.loader = dshprofile.NewLoader(nil)
 	p, err := s.loader.Load(s.path)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func newStack(t *testing.T, srv *sshtest.Server) *stack {
 	if err := s.rt.Compose(p.Name, p.Rows); err != nil {
 		t.Fatal(err)
 	}
-	s.reloader, err = container.NewReloader(s.rt, s.loader, p, container.ReloadOptions{
+	s.reloader, err = dshprofile.NewReloader(s.rt, s.loader, p, dshprofile.ReloadOptions{
 		Debounce: 20 * time.Millisecond,
 		Logger:   quietLogger(),
 		OnReload: func(err error) { s.mu.Lock(); s.reloads = append(s.reloads, err); s.mu.Unlock() },

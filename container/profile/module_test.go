@@ -1,4 +1,4 @@
-package container_test
+package profile_test
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,62 +15,8 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/container/profile"
 )
-
-// Item 1: plugin declarations arrive through fx (one module per plugin package), the
-// catalog is sorted by name whatever the declaration order, and official specifiers
-// work as aliases.
-func TestCatalogFromFx(t *testing.T) {
-	j := &journal{}
-	var cat *container.Catalog
-	app := fx.New(
-		container.Module,
-		fx.Supply(container.ModuleOptions{Logger: quiet}),
-		container.Declare(plug(j, "zeta", nil, nil, nil)),
-		container.Declare(container.Define(container.Declaration[container.NoConfig]{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"}, Provide: keys("shell"),
-			Apply: func(a *container.Activation, _ container.NoConfig) error { return key("shell").Provide(a, &svc{}) }})),
-		container.Declare(plug(j, "alpha", nil, nil, nil)),
-		fx.Populate(&cat),
-	)
-	mustNil(t, app.Err())
-	var names []string
-	for _, p := range cat.Plugins() {
-		names = append(names, p.Name)
-	}
-	if !slices.Equal(names, []string{"alpha", "bash-local", "zeta"}) {
-		t.Fatalf("catalog order %q", names)
-	}
-	p, ok := cat.Lookup("@deepseek-ai/dsh-bash-local")
-	if !ok || p.Name != "bash-local" {
-		t.Fatalf("alias lookup: %v %q", ok, p.Name)
-	}
-	if got := cat.Providers("shell"); !slices.Equal(got, []string{"bash-local"}) {
-		t.Fatalf("providers %q", got)
-	}
-}
-
-// Item 1: a duplicate plugin name or alias fails fx.New.
-func TestDuplicateDeclarationFailsFxNew(t *testing.T) {
-	j := &journal{}
-	a := plug(j, "a", nil, nil, nil)
-	for name, second := range map[string]container.Plugin{
-		"name":          plug(j, "a", nil, nil, nil),
-		"alias":         plugAs(a, "b", "@test/a"),
-		"alias as name": plugAs(a, "@test/a"),
-	} {
-		t.Run(name, func(t *testing.T) {
-			app := fx.New(container.Module, fx.Supply(container.ModuleOptions{Logger: quiet}),
-				container.Declare(a), container.Declare(second))
-			wantErrContains(t, app.Err(), "catalog: name", "is declared by both")
-		})
-	}
-}
-
-// plugAs is p under another name and aliases.
-func plugAs(p container.Plugin, name string, aliases ...string) container.Plugin {
-	p.Name, p.Aliases = name, aliases
-	return p
-}
 
 // The fx lifecycle: OnStart composes the profile (official specifiers as names),
 // OnStop disposes every fiber in reverse activation order; with Watch, edits reload.
@@ -96,9 +41,9 @@ plugins:
 	values := &journal{}
 	var rt *container.Runtime
 	app := fx.New(
-		container.Module,
-		fx.Supply(container.ModuleOptions{Profile: path, Builtins: builtins, Watch: true, Debounce: 10 * time.Millisecond, Logger: quiet}),
-		container.Declare(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Activation, c *testConfig) { values.add("%s", c.Value) })),
+		profile.Module,
+		fx.Supply(profile.ModuleOptions{Profile: path, Builtins: builtins, Watch: true, Debounce: 10 * time.Millisecond, Logger: quiet}),
+		container.Declare(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Activation, c *testConfig) { values.Add("%s", c.Value) })),
 		container.Declare(plug(j, "local", nil, []string{"shell"}, nil)),
 		container.Declare(plug(j, "side", nil, nil, nil)),
 		fx.Populate(&rt),
@@ -107,7 +52,7 @@ plugins:
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mustNil(t, app.Start(ctx))
-	wantEntries(t, j.take(), "apply bash", "apply side", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply side", "apply tool from bash")
 	if st := rt.Status(); st.Profile != path || rowStatus(t, rt, "bash").Plugin != "local" {
 		t.Fatalf("status %+v", st)
 	}
@@ -119,12 +64,12 @@ plugins:
     name: tool
     config: {value: two}
 `)
-	waitFor(t, 10*time.Second, "reload", func() bool { return j.count("apply tool from bash") == 1 })
-	wantEntries(t, j.take(), "dispose tool", "apply tool from bash")
-	wantEntries(t, values.take(), "one", "two")
+	waitFor(t, 10*time.Second, "reload", func() bool { return j.Count("apply tool from bash") == 1 })
+	wantEntries(t, j.Take(), "dispose tool", "apply tool from bash")
+	wantEntries(t, values.Take(), "one", "two")
 
 	mustNil(t, app.Stop(ctx))
-	wantEntries(t, j.take(), "dispose tool", "dispose side", "dispose bash")
+	wantEntries(t, j.Take(), "dispose tool", "dispose side", "dispose bash")
 }
 
 // An invalid profile fails the start, with the file, row and key.
@@ -132,8 +77,8 @@ func TestModuleStartFailsOnInvalidProfile(t *testing.T) {
 	j := &journal{}
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, path, "plugins:\n  - id: x\n    name: nope\n")
-	app := fx.New(container.Module,
-		fx.Supply(container.ModuleOptions{Profile: path, Logger: quiet}),
+	app := fx.New(profile.Module,
+		fx.Supply(profile.ModuleOptions{Profile: path, Logger: quiet}),
 		container.Declare(plug(j, "p", nil, nil, nil)))
 	mustNil(t, app.Err())
 	err := app.Start(context.Background())
@@ -144,7 +89,7 @@ func TestModuleStartFailsOnInvalidProfile(t *testing.T) {
 // Without options the module still builds an (empty) runtime.
 func TestModuleWithoutOptions(t *testing.T) {
 	var rt *container.Runtime
-	app := fx.New(container.Module, fx.NopLogger, fx.Populate(&rt))
+	app := fx.New(profile.Module, fx.NopLogger, fx.Populate(&rt))
 	mustNil(t, app.Err())
 	mustNil(t, app.Start(context.Background()))
 	if len(rt.Status().Rows) != 0 {
@@ -176,7 +121,7 @@ func TestModuleStartDeadlineWithHungApply(t *testing.T) {
 	writeFile(t, path, "plugins:\n  - id: stuck\n    name: hung\n")
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
-	app := fx.New(container.Module, fx.Supply(container.ModuleOptions{Profile: path, Logger: logger}), container.Declare(hung))
+	app := fx.New(profile.Module, fx.Supply(profile.ModuleOptions{Profile: path, Logger: logger}), container.Declare(hung))
 	mustNil(t, app.Err())
 	// The start deadline passes while the apply hangs.
 	ctx, cancel := context.WithCancel(context.Background())
