@@ -17,7 +17,7 @@ import (
 func TestCheckRefusesTwoProvidersOfAnExclusiveService(t *testing.T) {
 	queue := container.NewKey[*struct{}]("queue")
 	broker := func(name string) fx.Option {
-		return container.Declare(container.Define(container.Declaration[container.NoConfig]{
+		return container.ModuleOf(container.Define(container.Declaration[container.NoConfig]{
 			Name:      name,
 			Provide:   container.Keys{queue},
 			Exclusive: container.Keys{queue},

@@ -18,9 +18,9 @@ func TestCatalogFromFx(t *testing.T) {
 	app := fx.New(
 		fx.NopLogger,
 		container.Module,
-		container.Declare(plug(j, "zeta", nil, nil, nil)),
-		container.Declare(plugAs(exclusive(plug(j, "x", nil, []string{"shell"}, nil), "shell"), "bash-local", "@deepseek-ai/dsh-bash-local")),
-		container.Declare(plug(j, "alpha", nil, nil, nil)),
+		container.ModuleOf(plug(j, "zeta", nil, nil, nil)),
+		container.ModuleOf(plugAs(exclusive(plug(j, "x", nil, []string{"shell"}, nil), "shell"), "bash-local", "@deepseek-ai/dsh-bash-local")),
+		container.ModuleOf(plug(j, "alpha", nil, nil, nil)),
 		fx.Populate(&cat),
 	)
 	mustNil(t, app.Err())
@@ -31,7 +31,7 @@ func TestCatalogFromFx(t *testing.T) {
 	if !slices.Equal(names, []string{"alpha", "bash-local", "zeta"}) {
 		t.Fatalf("catalog order %q", names)
 	}
-	p, ok := cat.Lookup("@deepseek-ai/dsh-bash-local")
+	p, ok := cat.Plugin("@deepseek-ai/dsh-bash-local")
 	if !ok || p.Name != "bash-local" {
 		t.Fatalf("alias lookup: %v %q", ok, p.Name)
 	}
@@ -50,7 +50,7 @@ func TestDuplicateDeclarationFailsFxNew(t *testing.T) {
 		"alias as name": plugAs(a, "@test/a"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			app := fx.New(fx.NopLogger, container.Module, container.Declare(a), container.Declare(second))
+			app := fx.New(fx.NopLogger, container.Module, container.ModuleOf(a), container.ModuleOf(second))
 			wantErrContains(t, app.Err(), "catalog: name", "is declared by both")
 		})
 	}

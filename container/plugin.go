@@ -205,8 +205,8 @@ func (c *Catalog) Plugins() []Plugin {
 	return out
 }
 
-// Lookup finds a plugin by name or alias.
-func (c *Catalog) Lookup(name string) (Plugin, bool) {
+// Plugin finds a plugin by name or alias.
+func (c *Catalog) Plugin(name string) (Plugin, bool) {
 	p, ok := c.byName[name]
 	if !ok {
 		return Plugin{}, false

@@ -51,10 +51,11 @@ func (in moduleIn) options() ModuleOptions {
 	return o
 }
 
-// Module wires the runtime into an fx application: it builds the *Catalog from every
-// plugin declared with Declare (a duplicate name or alias fails fx.New), provides the
-// *container.Runtime and the *Loader, logs fx events on slog, and ties the composition to
-// the application's lifecycle:
+// Module wires a runtime composed from a profile into an fx application: it builds the
+// *container.Catalog from every plugin a container.ModuleOf contributed (container.Module:
+// a duplicate name or alias fails fx.New), provides the *container.Runtime and the
+// *Loader, logs fx events on slog, and ties the composition to the application's
+// lifecycle:
 //   - OnStart loads the profile, validates and composes it (an invalid profile fails
 //     the start; a plugin that fails to apply is only that row's failure) and, with
 //     Watch, starts a Reloader. It returns once the composition is mounted, or with an

@@ -43,9 +43,9 @@ plugins:
 	app := fx.New(
 		profile.Module,
 		fx.Supply(profile.ModuleOptions{Profile: path, Builtins: builtins, Watch: true, Debounce: 10 * time.Millisecond, Logger: quiet}),
-		container.Declare(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Activation, c *testConfig) { values.Add("%s", c.Value) })),
-		container.Declare(plug(j, "local", nil, []string{"shell"}, nil)),
-		container.Declare(plug(j, "side", nil, nil, nil)),
+		container.ModuleOf(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Activation, c *testConfig) { values.Add("%s", c.Value) })),
+		container.ModuleOf(plug(j, "local", nil, []string{"shell"}, nil)),
+		container.ModuleOf(plug(j, "side", nil, nil, nil)),
 		fx.Populate(&rt),
 	)
 	mustNil(t, app.Err())
@@ -79,7 +79,7 @@ func TestModuleStartFailsOnInvalidProfile(t *testing.T) {
 	writeFile(t, path, "plugins:\n  - id: x\n    name: nope\n")
 	app := fx.New(profile.Module,
 		fx.Supply(profile.ModuleOptions{Profile: path, Logger: quiet}),
-		container.Declare(plug(j, "p", nil, nil, nil)))
+		container.ModuleOf(plug(j, "p", nil, nil, nil)))
 	mustNil(t, app.Err())
 	err := app.Start(context.Background())
 	wantErrContains(t, err, path+`: row "x": module not found: nope`)
@@ -121,7 +121,7 @@ func TestModuleStartDeadlineWithHungApply(t *testing.T) {
 	writeFile(t, path, "plugins:\n  - id: stuck\n    name: hung\n")
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
-	app := fx.New(profile.Module, fx.Supply(profile.ModuleOptions{Profile: path, Logger: logger}), container.Declare(hung))
+	app := fx.New(profile.Module, fx.Supply(profile.ModuleOptions{Profile: path, Logger: logger}), container.ModuleOf(hung))
 	mustNil(t, app.Err())
 	// The start deadline passes while the apply hangs.
 	ctx, cancel := context.WithCancel(context.Background())

@@ -57,8 +57,8 @@ func (l *Loader) samePlugin(a, b string) bool {
 	if l.Catalog == nil {
 		return false
 	}
-	pa, oka := l.Catalog.Lookup(a)
-	pb, okb := l.Catalog.Lookup(b)
+	pa, oka := l.Catalog.Plugin(a)
+	pb, okb := l.Catalog.Plugin(b)
 	return oka && okb && pa.Name == pb.Name
 }
 

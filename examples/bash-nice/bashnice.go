@@ -71,4 +71,4 @@ var Plugin = container.Define(container.Declaration[*Config]{
 })
 
 // Module registers Plugin in a dsh binary's catalog (cli.Main's extra options).
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

@@ -60,4 +60,4 @@ var Plugin = container.Define(container.Declaration[*Config]{
 })
 
 // Module adds Plugin to a dsh binary's catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

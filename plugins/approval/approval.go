@@ -62,7 +62,7 @@ func policyRank(p string) int {
 }
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Config is the plugin's configuration.
 type Config struct {

@@ -49,4 +49,4 @@ func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
 }
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

@@ -84,7 +84,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 })
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 func apply(a *container.Activation, cfg *Config) error {
 	sup, err := container.Injected(a, subprocess.Service)

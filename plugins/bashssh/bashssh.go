@@ -50,7 +50,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 const homeTimeout = 30 * time.Second
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Executor is the executor the plugin provides: the shared core over the ssh service.
 type Executor struct {

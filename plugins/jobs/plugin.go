@@ -33,7 +33,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 })
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Config is the jobs row's config.
 type Config struct {

@@ -24,7 +24,7 @@ var Plugin = container.Define(container.Declaration[container.NoConfig]{
 })
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Section is one part of the system prompt.
 type Section struct {

@@ -44,4 +44,4 @@ const activationWait = 10 * time.Second
 var errSlowHost = errors.New("the host has not answered yet; still connecting in the background")
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

@@ -69,4 +69,4 @@ var Plugin = container.Define(container.Declaration[*Config]{
 })
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

@@ -29,7 +29,7 @@ var Plugin = container.Define(container.Declaration[container.NoConfig]{
 })
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Tool is one model-facing tool.
 type Tool struct {
