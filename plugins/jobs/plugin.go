@@ -69,11 +69,11 @@ func (c *Config) Validate() error {
 }
 
 func apply(a *container.Activation, cfg *Config) error {
-	reg, err := container.Injected[*tools.Registry](a, tools.Service)
+	reg, err := container.Injected(a, tools.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
+	prompts, err := container.Injected(a, prompt.Service)
 	if err != nil {
 		return err
 	}

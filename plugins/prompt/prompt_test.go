@@ -18,7 +18,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // section declares a plugin that adds the given sections to systemPrompt.
 func section(name string, sections ...prompt.Section) container.Plugin {
 	return container.Define(container.Declaration[container.NoConfig]{Name: name, Inject: container.Keys{prompt.Service}, Apply: func(a *container.Activation, _ container.NoConfig) error {
-		reg, err := container.Injected[*prompt.Registry](a, prompt.Service)
+		reg, err := container.Injected(a, prompt.Service)
 		if err != nil {
 			return err
 		}

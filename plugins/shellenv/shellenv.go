@@ -34,7 +34,11 @@ var Plugin = container.Define(container.Declaration[*Config]{
 	Provide: container.Keys{Service},
 	Config:  DefaultConfig,
 	Apply: func(a *container.Activation, cfg *Config) error {
-		return Service.Provide(a, NewRegistry(cfg.DshHome))
+		reg := NewRegistry(cfg.DshHome)
+		// The descriptions contributors must write are for the user: the row's status
+		// detail lists them, as contributors come and go.
+		reg.changed = func() { a.SetDetail(reg.detail()) }
+		return Service.Provide(a, reg)
 	},
 })
 
@@ -102,7 +106,8 @@ type Contributor struct {
 
 // Registry is the bashEnv service. It is safe for concurrent use.
 type Registry struct {
-	home string
+	home    string
+	changed func() // after a contributor came or went; nil: nobody listens
 
 	mu           sync.RWMutex
 	contributors map[string]*Contributor
@@ -172,11 +177,12 @@ func (r *Registry) Register(scope container.Scope, c Contributor) error {
 		r.owners[k] = c.Name
 	}
 	r.mu.Unlock()
+	r.notify()
 
 	scope.Defer(func() {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if r.contributors[cp.Name] != cp {
+			r.mu.Unlock()
 			return
 		}
 		delete(r.contributors, cp.Name)
@@ -185,8 +191,32 @@ func (r *Registry) Register(scope container.Scope, c Contributor) error {
 				delete(r.owners, k)
 			}
 		}
+		r.mu.Unlock()
+		r.notify()
 	})
 	return nil
+}
+
+func (r *Registry) notify() {
+	if r.changed != nil {
+		r.changed()
+	}
+}
+
+// detail is the registry's status line: every contributed variable, its contributor
+// and its description, by key ("" when there is none); the built-ins are not listed.
+func (r *Registry) detail() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.owners) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(r.owners))
+	for _, k := range sortedKeys(r.owners) {
+		owner := r.owners[k]
+		parts = append(parts, fmt.Sprintf("%s (%s) — %s", k, owner, r.contributors[owner].Variables[k]))
+	}
+	return "contributed variables: " + strings.Join(parts, "; ")
 }
 
 func (r *Registry) checkKeyLocked(name, key, description string) error {

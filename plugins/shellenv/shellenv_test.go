@@ -246,7 +246,7 @@ var envPlugin = container.Define(container.Declaration[container.NoConfig]{
 	Name:   "env-contrib",
 	Inject: container.Keys{shellenv.Service},
 	Apply: func(a *container.Activation, _ container.NoConfig) error {
-		reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
+		reg, err := container.Injected(a, shellenv.Service)
 		if err != nil {
 			return err
 		}
@@ -272,11 +272,15 @@ func TestPluginKeysFollowActivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup(rt, shellenv.Service)
+	reg, ok := container.Lookup(rt, shellenv.Service)
 	if !ok {
 		t.Fatalf("no bashEnv service: %+v", rt.Status())
 	}
-	reg := v
+	// The descriptions a contributor writes are shown: the shell-env row's detail.
+	detail := func() string { return rt.Status().Rows[0].Detail }
+	if got, want := detail(), "contributed variables: DSH_CONTRIB (contrib) — a value from a test plugin"; got != want {
+		t.Fatalf("shell-env detail %q, want %q", got, want)
+	}
 	if got := reg.List(); !reflect.DeepEqual(got, []string{"DSH_CONTRIB"}) {
 		t.Fatalf("List() = %q", got)
 	}
@@ -293,6 +297,9 @@ func TestPluginKeysFollowActivation(t *testing.T) {
 	}
 	if got := reg.List(); len(got) != 0 {
 		t.Fatalf("contributor keys survived its unload: %q", got)
+	}
+	if got := detail(); got != "" {
+		t.Fatalf("shell-env detail after the contributor left: %q", got)
 	}
 	snap, _ = reg.Collect(context.Background(), shellenv.Call{})
 	if _, ok := snap.Get("DSH_CONTRIB"); ok {

@@ -504,7 +504,7 @@ func TestRealContributorEnv(t *testing.T) {
 		Name:   "env-contrib",
 		Inject: container.Keys{shellenv.Service},
 		Apply: func(a *container.Activation, _ container.NoConfig) error {
-			reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
+			reg, err := container.Injected(a, shellenv.Service)
 			if err != nil {
 				return err
 			}

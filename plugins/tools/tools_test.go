@@ -54,7 +54,7 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 		Name:   "echo",
 		Inject: container.Keys{tools.Service},
 		Apply: func(a *container.Activation, _ container.NoConfig) error {
-			reg, err := container.Injected[*tools.Registry](a, tools.Service)
+			reg, err := container.Injected(a, tools.Service)
 			if err != nil {
 				return err
 			}
@@ -265,7 +265,7 @@ func TestRegistrationOwnedByActivation(t *testing.T) {
 // fails with the reason, the first keeps its tool.
 func TestDuplicateToolNameFails(t *testing.T) {
 	dup := container.Define(container.Declaration[container.NoConfig]{Name: "dup", Inject: container.Keys{tools.Service}, Apply: func(a *container.Activation, _ container.NoConfig) error {
-		reg, err := container.Injected[*tools.Registry](a, tools.Service)
+		reg, err := container.Injected(a, tools.Service)
 		if err != nil {
 			return err
 		}
