@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -36,7 +35,7 @@ const (
 )
 
 // Main runs the dsh command line with args (without the program name) and returns the
-// process exit code. extra adds plugin modules (container.Declare) to the catalog.
+// process exit code. extra adds plugin modules (container.ModuleOf) to the catalog.
 // Call bashsandbox.MaybeRunLauncher first thing in main, before Main.
 func Main(args []string, extra ...fx.Option) int {
 	if os.Getenv("GOMAXPROCS") == "" {
@@ -200,7 +199,7 @@ func (g *globalFlags) checkSandboxMode(rt *container.Runtime) error {
 	}
 	executor := "no executor is active"
 	for _, r := range rt.Status().Rows {
-		if p, ok := rt.Catalog().Lookup(r.Plugin); ok && slices.Contains(p.Provide, shell.Service) {
+		if p, ok := rt.Catalog().Plugin(r.Plugin); ok && p.Provides(shell.Service) {
 			executor = "its executor, " + r.Plugin + ", does not confine commands"
 		}
 	}

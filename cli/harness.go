@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/container/profile"
 	"github.com/dsh-dev/dsh/plugins/approval"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
@@ -45,7 +46,7 @@ type harness struct {
 	app     *fx.App
 	rt      *container.Runtime
 	catalog *container.Catalog
-	loader  *container.ProfileLoader
+	loader  *profile.Loader
 }
 
 type harnessOptions struct {
@@ -60,9 +61,9 @@ type harnessOptions struct {
 func startHarness(ctx context.Context, o harnessOptions) (*harness, error) {
 	h := &harness{}
 	opts := append([]fx.Option{
-		container.Module,
+		profile.Module,
 		Plugins,
-		fx.Supply(container.ModuleOptions{Profile: o.profile, Builtins: profiles.FS, Watch: o.watch, Logger: o.log}),
+		fx.Supply(profile.ModuleOptions{Profile: o.profile, Builtins: profiles.FS, Watch: o.watch, Logger: o.log}),
 		fx.Populate(&h.rt, &h.catalog, &h.loader),
 		fx.StartTimeout(time.Minute),
 		fx.StopTimeout(time.Minute),

@@ -42,11 +42,16 @@ func preserveSpills(res *tools.Result, rt *container.Runtime, session, dir strin
 // keepSessionSpills moves the session's spill files out of every spool that holds them.
 func keepSessionSpills(rt *container.Runtime, session, dir string) []subprocess.KeptSpill {
 	stamp := time.Now().UTC().Format("20060102T150405") + "-" + newSessionID() + "-"
+	var holders []spoolHolder
+	if sup, ok := container.Lookup(rt, subprocess.Service); ok {
+		holders = append(holders, sup)
+	}
+	if host, ok := container.Lookup(rt, ssh.Service); ok {
+		holders = append(holders, host)
+	}
 	var kept []subprocess.KeptSpill
-	for _, service := range []string{subprocess.Service, ssh.Service} {
-		if h, ok := container.Lookup[spoolHolder](rt, service); ok {
-			kept = append(kept, h.Spool().Keep(session, dir, func(name string) string { return stamp + name })...)
-		}
+	for _, h := range holders {
+		kept = append(kept, h.Spool().Keep(session, dir, func(name string) string { return stamp + name })...)
 	}
 	return kept
 }

@@ -3,11 +3,8 @@ package container_test
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/container"
 )
@@ -20,20 +17,22 @@ func chain(b *testing.B, n int) (*container.Catalog, []container.Row, []containe
 	b.Helper()
 	plugins := make([]container.Plugin, n)
 	for i := range n {
-		p := container.Plugin{Name: fmt.Sprintf("p%05d", i), Provide: []string{fmt.Sprintf("s%d", i)}}
+		provide := fmt.Sprintf("s%d", i)
+		var inject []string
 		if i > 0 {
-			p.Inject = []string{fmt.Sprintf("s%d", i-1)}
+			inject = []string{fmt.Sprintf("s%d", i-1)}
 		}
-		provide, inject := p.Provide[0], p.Inject
-		p.Apply = func(a *container.Activation, _ any) error {
-			for _, s := range inject {
-				if _, err := container.Injected[any](a, s); err != nil {
-					return err
+		plugins[i] = container.Define(container.Declaration[container.NoConfig]{
+			Name: fmt.Sprintf("p%05d", i), Provide: keys(provide), Inject: keys(inject...),
+			Apply: func(a *container.Activation, _ container.NoConfig) error {
+				for _, s := range inject {
+					if _, err := container.Injected(a, key(s)); err != nil {
+						return err
+					}
 				}
-			}
-			return a.Provide(provide, &svc{Row: a.ID(), Name: provide})
-		}
-		plugins[i] = p
+				return key(provide).Provide(a, &svc{Row: a.ID(), Name: provide})
+			},
+		})
 	}
 	cat, err := container.NewCatalog(plugins...)
 	if err != nil {
@@ -83,9 +82,9 @@ func perRow(b *testing.B, cat *container.Catalog, n int, prepare, measure, check
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
 }
 
-// BenchmarkMountChain: Compose a profile of n rows whose inject chain is n deep, in
+// BenchmarkComposeChain: Compose a profile of n rows whose inject chain is n deep, in
 // dependency order and reversed. Linear cost means ns/row stays flat across n.
-func BenchmarkMountChain(b *testing.B) {
+func BenchmarkComposeChain(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		cat, forward, reverse := chain(b, n)
 		// The floor: the irreducible work of any registry of n services in a chain (one
@@ -122,15 +121,6 @@ func BenchmarkMountChain(b *testing.B) {
 			b.Run(fmt.Sprintf("rows=%d/%s/compose", n, order.name), func(b *testing.B) {
 				perRow(b, cat, n, nil, compose, allActive)
 			})
-			b.Run(fmt.Sprintf("rows=%d/%s/mount-each", n, order.name), func(b *testing.B) {
-				perRow(b, cat, n, nil, func(b *testing.B, rt *container.Runtime) {
-					for _, row := range order.rows {
-						if err := rt.Mount(row); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}, allActive)
-			})
 			// Removing every row through Compose (a reload to an empty profile): the
 			// diff's dispose path.
 			b.Run(fmt.Sprintf("rows=%d/%s/compose-remove-all", n, order.name), func(b *testing.B) {
@@ -156,15 +146,15 @@ func BenchmarkMountChain(b *testing.B) {
 func BenchmarkSwapProvider(b *testing.B) {
 	const deps = 100
 	provide := func(name string) container.Plugin {
-		return container.Plugin{Name: name, Provide: []string{"shell"}, Apply: func(a *container.Activation, _ any) error {
-			return a.Provide("shell", &svc{Row: a.ID(), Name: name})
-		}}
+		return container.Define(container.Declaration[container.NoConfig]{Name: name, Provide: keys("shell"), Apply: func(a *container.Activation, _ container.NoConfig) error {
+			return key("shell").Provide(a, &svc{Row: a.ID(), Name: name})
+		}})
 	}
-	dep := container.Plugin{Name: "dep", Inject: []string{"shell"}, Apply: func(a *container.Activation, _ any) error {
-		_, err := container.Injected[any](a, "shell")
+	dep := container.Define(container.Declaration[container.NoConfig]{Name: "dep", Inject: keys("shell"), Apply: func(a *container.Activation, _ container.NoConfig) error {
+		_, err := container.Injected(a, key("shell"))
 		a.Defer(func() {})
 		return err
-	}}
+	}})
 	cat, err := container.NewCatalog(provide("local"), provide("sandbox"), dep)
 	if err != nil {
 		b.Fatal(err)
@@ -196,65 +186,4 @@ func BenchmarkSwapProvider(b *testing.B) {
 	}
 	checkAllActive(b, rt, deps+1)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*deps), "ns/dependent")
-}
-
-// BenchmarkReloadLatency: from a profile write (an editor's rename-save) to the new
-// config seen by apply, through fsnotify, the debounce, load, validate and compose.
-// ns/op includes the debounce; ns-after-debounce subtracts it.
-func BenchmarkReloadLatency(b *testing.B) {
-	for _, debounce := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
-		b.Run(fmt.Sprintf("debounce=%s", debounce), func(b *testing.B) {
-			seen := make(chan string, 16)
-			p := container.Plugin{Name: "p", Config: func() any { return &testConfig{} }, Apply: func(_ *container.Activation, c any) error {
-				seen <- c.(*testConfig).Value
-				return nil
-			}}
-			cat, err := container.NewCatalog(p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rt := container.NewRuntime(cat, container.Options{Logger: benchLog})
-			defer rt.Close()
-			dir := b.TempDir()
-			path := filepath.Join(dir, "p.yaml")
-			write := func(v string) {
-				tmp := filepath.Join(dir, ".p.yaml.tmp")
-				if err := os.WriteFile(tmp, []byte("plugins:\n  - name: p\n    config: {value: \""+v+"\"}\n"), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				if err := os.Rename(tmp, path); err != nil {
-					b.Fatal(err)
-				}
-			}
-			write("start")
-			loader := container.NewProfileLoader(nil)
-			prof, err := loader.Load(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := rt.Compose(prof.Name, prof.Rows); err != nil {
-				b.Fatal(err)
-			}
-			<-seen
-			rl, err := container.NewReloader(rt, loader, prof, container.ReloadOptions{Debounce: debounce, Logger: benchLog})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rl.Close()
-			i := 0
-			for b.Loop() {
-				i++
-				want := fmt.Sprint(i)
-				write(want)
-				for v := range seen {
-					if v == want {
-						break
-					}
-				}
-			}
-			per := b.Elapsed() / time.Duration(b.N)
-			b.ReportMetric(float64(debounce.Nanoseconds()), "ns-debounce")
-			b.ReportMetric(float64((per - debounce).Nanoseconds()), "ns-after-debounce")
-		})
-	}
 }

@@ -7,65 +7,57 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/dsh-dev/dsh/container/internal/yamlval"
 )
 
 // decodeConfig builds p's config value from a row's config map: fresh defaults from
-// p.Config, each key decoded onto the struct field whose `yaml` tag names it, then
-// Validate. Errors name the key.
+// p's Config, each key decoded onto the struct field whose `yaml` tag names it, then the
+// config's Validate. Errors name the key; those the plugin words (Validate, `valid`
+// tags) are prefixed with its name.
 func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
-	if p.Config == nil {
+	if p.newConfig == nil {
 		if len(raw) > 0 {
-			keys := sortedKeys(raw)
+			keys := yamlval.SortedKeys(raw)
 			return nil, fmt.Errorf("config: unknown key %q (%s takes no config)", keys[0], p.Name)
 		}
 		return nil, nil
 	}
-	cfg := p.Config()
+	cfg := p.newConfig()
 	v := reflect.ValueOf(cfg)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("config: %s declares a config of type %T, want a pointer to a struct", p.Name, cfg)
+	if v.IsNil() {
+		return nil, fmt.Errorf("config: %s's Config returned nil", p.Name)
 	}
 	if err := decodeStruct(v.Elem(), raw, ""); err != nil {
-		var ve *valueError
-		if iv, ok := cfg.(InvalidValuer); ok && errors.As(err, &ve) {
-			if own := iv.InvalidValue(ve.key, ve.got); own != nil {
-				return nil, own
-			}
+		if ve := (*valueError)(nil); errors.As(err, &ve) && ve.valid != "" {
+			return nil, fmt.Errorf("%s: %s must be %s, got %s", p.Name, ve.key, ve.valid, ve.got)
 		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if val, ok := cfg.(Validator); ok {
+	if val, ok := cfg.(interface{ Validate() error }); ok {
 		if err := val.Validate(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", p.Name, err)
 		}
 	}
 	return cfg, nil
 }
 
-// InvalidValuer is implemented by config values that word the error for a value of the
-// wrong type themselves, so that a string where a number belongs reads like the
-// plugin's other messages about that key. got describes the value as given (`the
-// string "5000"`, `a list`). InvalidValue returns nil to keep the decoder's message.
-type InvalidValuer interface {
-	InvalidValue(key, got string) error
-}
-
 // valueError is a value of the wrong type for key.
 type valueError struct {
-	key string
-	got string // describe(value)
-	msg string
+	key   string
+	got   string // describe(value)
+	want  string // "a number", "a list"…
+	valid string // the field's `valid` tag: what the plugin says the key must be
 }
 
-func (e *valueError) Error() string { return e.msg }
+func (e *valueError) Error() string {
+	return fmt.Sprintf("key %q: expected %s, got %s", e.key, e.want, e.got)
+}
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+// field is a settable config field and its `valid` tag.
+type field struct {
+	v     reflect.Value
+	valid string
 }
 
 func fieldKey(f reflect.StructField) string {
@@ -81,19 +73,23 @@ func fieldKey(f reflect.StructField) string {
 }
 
 func decodeStruct(dst reflect.Value, raw map[string]any, prefix string) error {
-	fields := map[string]reflect.Value{}
+	fields := map[string]field{}
 	collectFields(dst, fields)
 	known := make([]string, 0, len(fields))
 	for k := range fields {
 		known = append(known, k)
 	}
 	sort.Strings(known)
-	for _, k := range sortedKeys(raw) {
-		field, ok := fields[k]
+	for _, k := range yamlval.SortedKeys(raw) {
+		f, ok := fields[k]
 		if !ok {
 			return fmt.Errorf("unknown key %q (known keys: %s)", prefix+k, strings.Join(known, ", "))
 		}
-		if err := decodeValue(field, raw[k], prefix+k); err != nil {
+		err := decodeValue(f.v, raw[k], prefix+k)
+		if ve := (*valueError)(nil); errors.As(err, &ve) && ve.key == prefix+k {
+			ve.valid = f.valid // the field itself has the wrong type, not an element of it
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -102,7 +98,7 @@ func decodeStruct(dst reflect.Value, raw map[string]any, prefix string) error {
 
 // collectFields maps keys to settable fields; embedded structs tagged `yaml:",inline"`
 // contribute their fields at the same level (so one plugin's config can extend another's).
-func collectFields(v reflect.Value, fields map[string]reflect.Value) {
+func collectFields(v reflect.Value, fields map[string]field) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -114,48 +110,60 @@ func collectFields(v reflect.Value, fields map[string]reflect.Value) {
 			continue
 		}
 		if k := fieldKey(f); k != "" {
-			fields[k] = v.Field(i)
+			fields[k] = field{v: v.Field(i), valid: f.Tag.Get("valid")}
 		}
 	}
 }
 
+// decodeValue sets dst from the YAML value v (key names it in errors): null resets dst,
+// scalars are checked and converted, lists, mappings and pointers recurse.
 func decodeValue(dst reflect.Value, v any, key string) error {
 	if v == nil {
 		dst.Set(reflect.Zero(dst.Type()))
 		return nil
 	}
-	mismatch := func(want string) error {
-		return &valueError{key: key, got: describe(v), msg: fmt.Sprintf("key %q: expected %s, got %s", key, want, describe(v))}
+	switch dst.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Struct:
+		return decodeComposite(dst, v, key)
 	}
+	return decodeScalar(dst, v, key)
+}
+
+func mismatch(key string, v any, want string) error {
+	return &valueError{key: key, got: yamlval.Describe(v), want: want}
+}
+
+// decodeScalar sets an interface, string, boolean or number field.
+func decodeScalar(dst reflect.Value, v any, key string) error {
 	switch dst.Kind() {
 	case reflect.Interface:
 		rv := reflect.ValueOf(v)
 		if !rv.Type().AssignableTo(dst.Type()) {
-			return mismatch(dst.Type().String())
+			return mismatch(key, v, dst.Type().String())
 		}
 		dst.Set(rv)
 	case reflect.String:
 		s, ok := v.(string)
 		if !ok {
-			return mismatch("a string")
+			return mismatch(key, v, "a string")
 		}
 		dst.SetString(s)
 	case reflect.Bool:
 		b, ok := v.(bool)
 		if !ok {
-			return mismatch("a boolean")
+			return mismatch(key, v, "a boolean")
 		}
 		dst.SetBool(b)
 	case reflect.Float32, reflect.Float64:
 		f, ok := toFloat(v)
 		if !ok {
-			return mismatch("a number")
+			return mismatch(key, v, "a number")
 		}
 		dst.SetFloat(f)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, ok, inRange := toInt64(v)
 		if !ok {
-			return mismatch("an integer")
+			return mismatch(key, v, "an integer")
 		}
 		if !inRange || dst.OverflowInt(n) {
 			return fmt.Errorf("key %q: %v is out of range", key, v)
@@ -164,12 +172,21 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		n, ok, inRange := toUint64(v)
 		if !ok {
-			return mismatch("a non-negative integer")
+			return mismatch(key, v, "a non-negative integer")
 		}
 		if !inRange || dst.OverflowUint(n) {
 			return fmt.Errorf("key %q: %v is out of range", key, v)
 		}
 		dst.SetUint(n)
+	default:
+		return fmt.Errorf("key %q: unsupported config field type %s", key, dst.Type())
+	}
+	return nil
+}
+
+// decodeComposite sets a pointer, list, mapping or struct field, element by element.
+func decodeComposite(dst reflect.Value, v any, key string) error {
+	switch dst.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(dst.Type().Elem())
 		if err := decodeValue(elem.Elem(), v, key); err != nil {
@@ -179,7 +196,7 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 	case reflect.Slice:
 		items, ok := v.([]any)
 		if !ok {
-			return mismatch("a list")
+			return mismatch(key, v, "a list")
 		}
 		out := reflect.MakeSlice(dst.Type(), len(items), len(items))
 		for i, it := range items {
@@ -191,10 +208,10 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 	case reflect.Map:
 		m, ok := v.(map[string]any)
 		if !ok || dst.Type().Key().Kind() != reflect.String {
-			return mismatch("a mapping")
+			return mismatch(key, v, "a mapping")
 		}
 		out := reflect.MakeMapWithSize(dst.Type(), len(m))
-		for _, k := range sortedKeys(m) {
+		for _, k := range yamlval.SortedKeys(m) {
 			ev := reflect.New(dst.Type().Elem()).Elem()
 			if err := decodeValue(ev, m[k], key+"."+k); err != nil {
 				return err
@@ -205,11 +222,9 @@ func decodeValue(dst reflect.Value, v any, key string) error {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return mismatch("a mapping")
+			return mismatch(key, v, "a mapping")
 		}
 		return decodeStruct(dst, m, key+".")
-	default:
-		return fmt.Errorf("key %q: unsupported config field type %s", key, dst.Type())
 	}
 	return nil
 }
@@ -279,23 +294,4 @@ func toUint64(v any) (n uint64, ok, inRange bool) {
 		return 0, true, false
 	}
 	return uint64(f), true, true
-}
-
-func describe(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return fmt.Sprintf("the string %q", v)
-	case bool:
-		return fmt.Sprintf("the boolean %v", v)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a mapping"
-	}
-	if _, ok := toFloat(v); ok {
-		return fmt.Sprintf("the number %v", v)
-	}
-	return fmt.Sprintf("%T", v)
 }

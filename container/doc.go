@@ -1,22 +1,57 @@
-// Package container is dsh's plugin runtime. A profile (YAML) lists rows; each row mounts
-// one plugin; plugins provide and inject named services; the runtime keeps every row's
-// activation consistent with the services that exist (see Runtime for the guarantees),
-// and hot-reloads the profile.
+// Package container is dsh's plugin runtime: it mounts the rows of a composition as
+// fibers and keeps every fiber's activation consistent with the services that exist
+// (Runtime lists the guarantees). It does not read profiles or watch files — package
+// profile does, and composes what it loads through Runtime.ComposeFiles — and it runs
+// no process of its own: plugins do.
 //
-//   - A plugin is a declaration (Plugin): name, injected and provided services, a config
-//     type with defaults, an Apply function. Each plugin package exports one and
-//     registers it with Declare in its `Module`, an fx.Module — the only thing "module"
-//     means in this API (container.Module wires the runtime into an fx application;
-//     the profile error "module not found" names a plugin not compiled in).
-//   - A service is a value published under a name ("shell", "tools"). A plugin gets what
-//     it injects with Injected, and what it uses only sometimes with Lookup.
-//   - A fiber is the runtime's record of one mounted row: pending, loading, active,
-//     failed, unloading, disposed (the word, and the semantics, come from Cordis).
-//   - An Activation is one period during which a fiber is active: Apply registers
-//     everything through it, and it is all undone, in reverse order, when it ends. It is
-//     not a context.Context; its Context method returns the one cancelled at its end.
-//   - A Session is one harness session: an MCP session, or the one of `dsh call`.
+// A plugin package writes one Declaration with its config type, exports Define(it) as
+// its Plugin and ModuleOf(Plugin) as its Module; services are declared once as typed
+// keys (var Service = container.NewKey[*Registry]("tools")).
 //
-// fx owns what is static (the catalog, logging, the lifecycle: Module); the dynamic part
-// lives here: the Runtime, profiles (ProfileLoader) and hot reload (Reloader).
+// One word per idea (docs/glossary.md says the same at more length):
+//
+//   - plugin: a declaration in the catalog: name, aliases, the services it injects and
+//     provides, a typed config, Apply (Plugin; written as a Declaration[C]).
+//     catalog: the plugins compiled into a binary (Catalog). module: an fx.Module, and
+//     nothing else (ModuleOf, Module); the profile error "module not found" names a
+//     plugin the binary lacks.
+//   - row: one entry of a profile's plugins list: id, name, config, disabled (Row).
+//     profile: the YAML file and the bases it extends. composition: the running set of
+//     fibers built from a profile (Compose). reload: applying an edited profile to the
+//     running composition.
+//   - fiber: the runtime's record of one mounted row, in one State: pending, loading,
+//     active, failed, unloading, disposed. activation: one period a fiber is active
+//     (Activation); it owns what Apply registered and undoes it, in reverse order, when
+//     it ends. scope: what a registry keeps of an activation to tie a registration to
+//     it (Scope: Defer, Context).
+//   - service: a value a plugin publishes under a key; key: the typed name of a service
+//     (Key[T]). provider: the row that publishes a service (Key.Provide); a plugin gets
+//     what it injects with Injected and what it uses only sometimes with Lookup.
+//     exclusive service: one with at most one enabled provider per composition
+//     (Plugin.Exclusive: `shell`). conflict: a second provider of a service; it fails
+//     until the first leaves. cascade: when a provider goes, its dependents (the
+//     fibers injecting what it provided) unload and return to pending.
+//   - config: a row's config map decoded onto the plugin's config type and checked by
+//     the config's Validate, the one validation hook; its errors, and those worded from
+//     a field's `valid` tag, are prefixed with the plugin's name.
+//   - session: one harness session (Session): an MCP session, a stateless-lane
+//     principal, or `dsh call`; id, workspace, role. principal: the identity of one
+//     bearer token on HTTP. lane: the session lane (Mcp-Session-Id) or the stateless
+//     lane. owner: the session id a process, stream, spill file or job belongs to.
+//   - executor: a `shell` provider (bash-local, bash-sandbox, bash-ssh); seam: the
+//     `shell` contract between the tool and the executors; execution: one command run
+//     through the seam.
+//   - process: one spawned OS process tree; exit: how a process ended; supervisor: the
+//     `subprocess` service, which owns every local process; teardown: kill (SIGTERM) →
+//     escalate (SIGKILL after graceMs) → drain (pipes, bounded) → settle.
+//   - capture: bounding a stream's output; stream: one captured output stream; spool:
+//     the owner of spill files; spill file: the complete stream on disk.
+//   - sandbox: the confinement of commands (read-only, workspace-write,
+//     danger-full-access); box: the per-session sandbox process that forks each
+//     confined command; launcher: the code of dsh's hidden re-exec mode that a box
+//     runs; mask, protect, plan: make a path read as empty, keep a path read-only inside
+//     a writable root, the list of such operations a box applies.
+//   - job: background work tracked by the `jobs` service. managed environment: the
+//     DSH_* variables (plugin shell-env, package shellenv, service bashEnv). gate: one
+//     check of the pre-execute waterfall.
 package container

@@ -2,8 +2,26 @@ package container
 
 import "go.uber.org/fx"
 
-// Declare is the one registration a plugin package makes: an fx.Module that contributes
-// p to the catalog (the "plugins" value group).
-func Declare(p Plugin) fx.Option {
+// ModuleOf is the one registration a plugin package makes, exported as its Module:
+// `var Module = container.ModuleOf(Plugin)`, an fx.Module that puts p in the catalog
+// of every fx application that includes it (the "plugins" value group).
+func ModuleOf(p Plugin) fx.Option {
 	return fx.Module(p.Name, fx.Supply(fx.Annotated{Group: "plugins", Target: p}))
+}
+
+// Module provides the *Catalog of an fx application: every plugin contributed with
+// ModuleOf, sorted by name (a duplicate name or alias fails fx.New). Package profile's
+// Module, which composes a profile on start, includes it.
+var Module = fx.Module("catalog",
+	fx.Provide(newModuleCatalog),
+	fx.Invoke(func(*Catalog) {}), // built in fx.New, so that its errors fail it
+)
+
+type catalogIn struct {
+	fx.In
+	Plugins []Plugin `group:"plugins"`
+}
+
+func newModuleCatalog(in catalogIn) (*Catalog, error) {
+	return NewCatalog(in.Plugins...)
 }

@@ -33,7 +33,7 @@ func TestPendingNamesMissingServiceAndCandidates(t *testing.T) {
 	if got := rs.Candidates["shell"]; !slices.Equal(got, []string{"local", "sandbox"}) {
 		t.Fatalf("candidates %q, want [local sandbox]", got)
 	}
-	wantEntries(t, j.take()) // nothing applied
+	wantEntries(t, j.Take()) // nothing applied
 }
 
 // Item 2: mounting a provider activates the dependent; removing it unloads the dependent
@@ -42,7 +42,7 @@ func TestProviderComesAndGoes(t *testing.T) {
 	j := &journal{}
 	tool := plug(j, "tool", []string{"shell"}, nil, func(a *container.Activation, _ *testConfig) {
 		for i := 1; i <= 3; i++ {
-			a.Defer(func() { j.add("tool disposer %d", i) })
+			a.Defer(func() { j.Add("tool disposer %d", i) })
 		}
 	})
 	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil))
@@ -52,7 +52,7 @@ func TestProviderComesAndGoes(t *testing.T) {
 	if got := rowStatus(t, rt, "tool").Providers["shell"]; got != "bash" {
 		t.Fatalf("providers[shell] = %q, want bash", got)
 	}
-	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
 
 	mustNil(t, rt.Unmount("bash"))
 	wantState(t, rt, "tool", container.StatePending)
@@ -60,11 +60,11 @@ func TestProviderComesAndGoes(t *testing.T) {
 		t.Fatalf("missing %q", rs.Missing)
 	}
 	// The dependent unloads first, its disposers last-registered first; then the provider.
-	wantEntries(t, j.take(), "tool disposer 3", "tool disposer 2", "tool disposer 1", "dispose tool", "dispose bash")
+	wantEntries(t, j.Take(), "tool disposer 3", "tool disposer 2", "tool disposer 1", "dispose tool", "dispose bash")
 
 	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
 	wantState(t, rt, "tool", container.StateActive)
-	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
 }
 
 // Item 2: A → B → C cascades transitively, both ways, in dependency order.
@@ -83,18 +83,18 @@ func TestCascadeIsTransitive(t *testing.T) {
 		t.Fatalf("c: missing %q candidates %v", rs.Missing, rs.Candidates)
 	}
 	mustNil(t, rt.Mount(container.Row{ID: "a", Plugin: "a"}))
-	wantEntries(t, j.take(), "apply a", "apply b from a", "apply c from b")
+	wantEntries(t, j.Take(), "apply a", "apply b from a", "apply c from b")
 	for id, st := range states(rt) {
 		if st != container.StateActive {
 			t.Fatalf("%s is %s", id, st)
 		}
 	}
 	mustNil(t, rt.Unmount("a"))
-	wantEntries(t, j.take(), "dispose c", "dispose b", "dispose a")
+	wantEntries(t, j.Take(), "dispose c", "dispose b", "dispose a")
 	wantState(t, rt, "b", container.StatePending)
 	wantState(t, rt, "c", container.StatePending)
 	mustNil(t, rt.Mount(container.Row{ID: "a2", Plugin: "a"}))
-	wantEntries(t, j.take(), "apply a2", "apply b from a2", "apply c from b")
+	wantEntries(t, j.Take(), "apply a2", "apply b from a2", "apply c from b")
 }
 
 // Item 3: replacing a provider (another fiber) unloads and re-applies its dependents,
@@ -103,19 +103,18 @@ func TestReplacingProviderReappliesDependents(t *testing.T) {
 	j := &journal{}
 	var seen []string
 	tool := plug(j, "tool", []string{"shell"}, nil, func(a *container.Activation, _ *testConfig) {
-		v, _ := container.Injected[*svc](a, "shell")
+		v, _ := container.Injected(a, key("shell"))
 		seen = append(seen, v.Row)
 	})
 	rt := newRuntime(t, tool, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "sandbox", nil, []string{"shell"}, nil))
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "local"}, {ID: "tool", Plugin: "tool"}}))
-	wantEntries(t, j.take(), "apply bash", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
 
 	// The same row id, another plugin (what `{id: bash, name: bash-sandbox}` does).
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "bash", Plugin: "sandbox"}, {ID: "tool", Plugin: "tool"}}))
-	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
-	got, _ := container.Lookup[any](rt, "shell")
-	if _, ok := got.(*svc); !ok {
-		t.Fatalf("shell = %T", got)
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
+	if got, _ := container.Lookup(rt, key("shell")); got == nil || got.Row != "bash" {
+		t.Fatalf("shell = %+v", got)
 	}
 	if rowStatus(t, rt, "bash").Plugin != "sandbox" {
 		t.Fatal("bash row does not run sandbox")
@@ -124,7 +123,7 @@ func TestReplacingProviderReappliesDependents(t *testing.T) {
 	// Another row id: unmount one provider, mount the other.
 	mustNil(t, rt.Unmount("bash"))
 	mustNil(t, rt.Mount(container.Row{ID: "bash2", Plugin: "local"}))
-	wantEntries(t, j.take(), "dispose tool", "dispose bash", "apply bash2", "apply tool from bash2")
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply bash2", "apply tool from bash2")
 	if !slices.Equal(seen, []string{"bash", "bash", "bash2"}) {
 		t.Fatalf("the tool saw providers %q", seen)
 	}
@@ -141,7 +140,7 @@ func TestSecondProviderFails(t *testing.T) {
 	)
 	mustNil(t, rt.Mount(container.Row{ID: "bash", Plugin: "local"}))
 	mustNil(t, rt.Mount(container.Row{ID: "tool", Plugin: "tool"}))
-	j.take()
+	j.Take()
 	mustNil(t, rt.Mount(container.Row{ID: "other", Plugin: "sandbox"}))
 	rs := rowStatus(t, rt, "other")
 	if rs.State != container.StateFailed {
@@ -154,19 +153,78 @@ func TestSecondProviderFails(t *testing.T) {
 	}
 	wantState(t, rt, "bash", container.StateActive)
 	wantState(t, rt, "tool", container.StateActive)
-	wantEntries(t, j.take()) // nothing applied, nothing disposed
-	if v, _ := container.Lookup[any](rt, "shell"); v.(*svc).Row != "bash" {
-		t.Fatalf("shell now from %q", v.(*svc).Row)
+	wantEntries(t, j.Take()) // nothing applied, nothing disposed
+	if v, _ := container.Lookup(rt, key("shell")); v.Row != "bash" {
+		t.Fatalf("shell now from %q", v.Row)
 	}
 }
 
-// Item 4: a profile with two enabled shell providers is rejected before anything
-// starts, naming both row ids (and their files).
+// A second provider that failed on the conflict is retried once the first provider's
+// row leaves the composition (a reload removed it): it activates, and its dependents
+// follow. A row that merely restarts keeps its place: it is re-applied first, and the
+// second provider fails again naming it.
+func TestConflictFailedProviderRetriedWhenTheConflictIsGone(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		plug(j, "local", nil, []string{"shell"}, nil),
+		plug(j, "remote", nil, []string{"shell"}, nil),
+		plug(j, "tool", []string{"shell"}, nil, nil),
+	)
+	first := container.Row{ID: "bash", Plugin: "local"}
+	second := container.Row{ID: "ssh", Plugin: "remote"}
+	tool := container.Row{ID: "tool", Plugin: "tool"}
+	mustNil(t, rt.Compose("p", []container.Row{first, second, tool}))
+	wantEntries(t, j.Take(), "apply bash", "apply tool from bash")
+	wantTextContains(t, rowStatus(t, rt, "ssh").Error, `service "shell" is already provided by row "bash" (local)`)
+
+	// bash restarts (its config changed): the conflict is still there.
+	first.Config = map[string]any{"value": "v2"}
+	mustNil(t, rt.Compose("p", []container.Row{first, second, tool}))
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply bash", "apply tool from bash")
+	wantState(t, rt, "ssh", container.StateFailed)
+	wantTextContains(t, rowStatus(t, rt, "ssh").Error, `row "bash"`)
+
+	// bash leaves: ssh is retried, and the tool comes back over it.
+	mustNil(t, rt.Compose("p", []container.Row{second, tool}))
+	wantEntries(t, j.Take(), "dispose tool", "dispose bash", "apply ssh", "apply tool from ssh")
+	if rs := rowStatus(t, rt, "ssh"); rs.State != container.StateActive || rs.Error != "" {
+		t.Fatalf("ssh after bash left: %s %q", rs.State, rs.Error)
+	}
+}
+
+// A failed duplicate provider never keeps naming a row that is gone: when the row it
+// conflicted with is replaced by another row (another id), the two are retried in
+// profile order, and the one that fails now names the one that provides.
+func TestConflictNamesOnlyRowsThatExist(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t, plug(j, "local", nil, []string{"shell"}, nil), plug(j, "remote", nil, []string{"shell"}, nil))
+	mustNil(t, rt.Compose("p", []container.Row{{ID: "a", Plugin: "local"}, {ID: "b", Plugin: "remote"}}))
+	wantEntries(t, j.Take(), "apply a")
+	wantState(t, rt, "b", container.StateFailed)
+
+	mustNil(t, rt.Unmount("a"))
+	mustNil(t, rt.Mount(container.Row{ID: "c", Plugin: "local"}))
+	wantEntries(t, j.Take(), "dispose a", "apply b")
+	wantState(t, rt, "b", container.StateActive)
+	rs := rowStatus(t, rt, "c")
+	if rs.State != container.StateFailed || !strings.Contains(rs.Error, `already provided by row "b" (remote)`) {
+		t.Fatalf("c: %s %q", rs.State, rs.Error)
+	}
+	for _, r := range rt.Status().Rows {
+		if strings.Contains(r.Error, `row "a"`) {
+			t.Fatalf("row %s names the removed row a: %q", r.ID, r.Error)
+		}
+	}
+}
+
+// Item 4: a profile with two enabled providers of an exclusive service (here `shell`,
+// which the executors declare exclusive) is rejected before anything starts, naming
+// both row ids (and their files). One provider declaring it is enough.
 func TestTwoShellProvidersRejectedBeforeStart(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t,
 		plug(j, "tools", nil, []string{"tools"}, nil),
-		plug(j, "local", nil, []string{"shell"}, nil),
+		exclusive(plug(j, "local", nil, []string{"shell"}, nil), "shell"),
 		plug(j, "sandbox", nil, []string{"shell"}, nil),
 	)
 	rows := []container.Row{
@@ -177,13 +235,39 @@ func TestTwoShellProvidersRejectedBeforeStart(t *testing.T) {
 	err := rt.Compose("p", rows)
 	wantErrContains(t, err, `service "shell" has more than one enabled provider`, `row "bash" (base.yaml)`, `row "confined" (p.yaml)`)
 	wantErrContains(t, rt.Validate(rows), `row "bash"`, `row "confined"`)
-	wantEntries(t, j.take())
+	wantEntries(t, j.Take())
 	if n := len(rt.Status().Rows); n != 0 {
 		t.Fatalf("%d rows mounted after a rejected profile", n)
 	}
 	rows[2].Disabled = true
 	mustNil(t, rt.Compose("p", rows))
-	wantEntries(t, j.take(), "apply tools", "apply bash")
+	wantEntries(t, j.Take(), "apply tools", "apply bash")
+}
+
+// Any service can be exclusive: its provider says so, and Validate (what `dsh check`
+// runs) refuses two enabled providers; without the declaration two are a valid profile
+// (the second fails at run time). A service declared exclusive must be provided.
+func TestExclusiveServiceDeclaredByItsProvider(t *testing.T) {
+	j := &journal{}
+	rt := newRuntime(t,
+		exclusive(plug(j, "primary", nil, []string{"db", "cache"}, nil), "db"),
+		plug(j, "replica", nil, []string{"db"}, nil),
+		plug(j, "memo", nil, []string{"cache"}, nil),
+	)
+	err := rt.Validate([]container.Row{
+		{ID: "a", Plugin: "primary", Source: "p.yaml"},
+		{ID: "b", Plugin: "replica", Source: "p.yaml"},
+	})
+	if want := `service "db" has more than one enabled provider: row "a" (p.yaml), row "b" (p.yaml); disable all but one`; err == nil || err.Error() != want {
+		t.Fatalf("two providers of an exclusive service: %v, want %q", err, want)
+	}
+	mustNil(t, rt.Validate([]container.Row{{ID: "a", Plugin: "primary"}, {ID: "m", Plugin: "memo"}}))
+	if !rt.Catalog().Exclusive("db") || rt.Catalog().Exclusive("cache") {
+		t.Fatal("Catalog.Exclusive disagrees with the declarations")
+	}
+
+	_, err = container.NewCatalog(exclusive(plug(j, "liar", nil, []string{"x"}, nil), "y"))
+	wantErrContains(t, err, `catalog: plugin "liar" declares service "y" exclusive but does not provide it`)
 }
 
 // Item 5: an apply that errors or panics fails only that fiber, keeps its error;
@@ -226,17 +310,17 @@ func TestFailingApplyIsolated(t *testing.T) {
 	wantState(t, rt, "sibling", container.StateActive)
 	wantState(t, rt, "bash", container.StateActive)
 	// Whatever a failed apply registered was undone, with its context cancelled first.
-	if n := j.count("dispose flaky") + j.count("dispose panicky"); n != 2 {
+	if n := j.Count("dispose flaky") + j.Count("dispose panicky"); n != 2 {
 		t.Fatalf("failed activations disposed %d times, want 2", n)
 	}
 	if cancelled.Load() != 2 {
 		t.Fatalf("contexts cancelled before disposers: %d, want 2", cancelled.Load())
 	}
-	j.take()
+	j.Take()
 
 	// Dependency refresh: the provider is replaced; the sibling follows, failed rows stay.
 	mustNil(t, rt.Compose("p", rows("sandbox", map[string]any{"fail": true}, map[string]any{"panic": true})))
-	wantEntries(t, j.take(), "dispose sibling", "dispose bash", "apply bash", "apply sibling from bash")
+	wantEntries(t, j.Take(), "dispose sibling", "dispose bash", "apply bash", "apply sibling from bash")
 	wantState(t, rt, "flaky", container.StateFailed)
 	if rowStatus(t, rt, "flaky").Error != "flaky refuses to start" {
 		t.Fatal("failed row lost its error")
@@ -244,7 +328,7 @@ func TestFailingApplyIsolated(t *testing.T) {
 
 	// A config change re-runs the apply.
 	mustNil(t, rt.Compose("p", rows("sandbox", map[string]any{"fail": false}, map[string]any{"panic": true})))
-	wantEntries(t, j.take(), "apply flaky from bash")
+	wantEntries(t, j.Take(), "apply flaky from bash")
 	wantState(t, rt, "flaky", container.StateActive)
 	wantState(t, rt, "panicky", container.StateFailed)
 	if rowStatus(t, rt, "flaky").Error != "" {
@@ -255,17 +339,17 @@ func TestFailingApplyIsolated(t *testing.T) {
 // Item 5: a plugin that does not provide a declared service, or provides one it did not
 // declare, fails with a clear error.
 func TestApplyMustProvideWhatItDeclares(t *testing.T) {
-	lazy := container.Plugin{Name: "lazy", Provide: []string{"x"}, Apply: func(*container.Activation, any) error { return nil }}
+	lazy := container.Define(container.Declaration[container.NoConfig]{Name: "lazy", Provide: keys("x"), Apply: func(*container.Activation, container.NoConfig) error { return nil }})
 	var stray error
-	sneaky := container.Plugin{Name: "sneaky", Apply: func(a *container.Activation, _ any) error {
-		stray = a.Provide("y", 1)
+	sneaky := container.Define(container.Declaration[container.NoConfig]{Name: "sneaky", Apply: func(a *container.Activation, _ container.NoConfig) error {
+		stray = key("y").Provide(a, &svc{})
 		return nil
-	}}
+	}})
 	var leakyCtx *container.Activation
-	leaky := container.Plugin{Name: "leaky", Provide: []string{"z"}, Apply: func(a *container.Activation, _ any) error {
+	leaky := container.Define(container.Declaration[container.NoConfig]{Name: "leaky", Provide: keys("z"), Apply: func(a *container.Activation, _ container.NoConfig) error {
 		leakyCtx = a
-		return a.Provide("z", 1)
-	}}
+		return key("z").Provide(a, &svc{})
+	}})
 	rt := newRuntime(t, lazy, sneaky, leaky)
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "lazy", Plugin: "lazy"}, {ID: "sneaky", Plugin: "sneaky"}, {ID: "leaky", Plugin: "leaky"}}))
 	if rs := rowStatus(t, rt, "lazy"); rs.State != container.StateFailed || !strings.Contains(rs.Error, `without providing declared service "x"`) {
@@ -274,7 +358,7 @@ func TestApplyMustProvideWhatItDeclares(t *testing.T) {
 	wantErrContains(t, stray, `provide "y": not in the plugin's declared provide list`)
 	wantState(t, rt, "leaky", container.StateActive)
 	// Provide after Apply returned is refused: the service could never be published.
-	wantErrContains(t, leakyCtx.Provide("z", 2), "Apply has already returned")
+	wantErrContains(t, key("z").Provide(leakyCtx, &svc{}), "Apply has already returned")
 }
 
 // Item 6: an inject/provide cycle is reported with its path at validation, never left
@@ -303,50 +387,25 @@ func TestCycleReportedWithPath(t *testing.T) {
 	wantErrContains(t, rt.Compose("p", rows), "inject/provide cycle")
 	wantErrContains(t, rt.Validate([]container.Row{{ID: "me", Plugin: "self"}}),
 		`inject/provide cycle: row "me" injects "s" provided by row "me"`)
-	wantEntries(t, j.take())
+	wantEntries(t, j.Take())
 
-	// Row by row: the row that closes the cycle fails with the path; the others stay
-	// pending (they are not part of a running cycle once it failed).
+	// Row by row: Mount composes again, so the row that would close the cycle is
+	// refused with the path and nothing changes; the others stay pending.
 	mustNil(t, rt.Mount(container.Row{ID: "ra", Plugin: "a"}))
 	mustNil(t, rt.Mount(container.Row{ID: "rb", Plugin: "b"}))
-	mustNil(t, rt.Mount(container.Row{ID: "rc", Plugin: "c"}))
-	rs := rowStatus(t, rt, "rc")
-	if rs.State != container.StateFailed || !strings.HasPrefix(rs.Error, "inject/provide cycle: ") {
-		t.Fatalf("rc: %s %q", rs.State, rs.Error)
+	err = rt.Mount(container.Row{ID: "rc", Plugin: "c"})
+	for _, part := range []string{"inject/provide cycle: ", `row "ra" injects "z" provided by row "rc"`, `row "rb" injects "x" provided by row "ra"`, `row "rc" injects "y" provided by row "rb"`} {
+		wantErrContains(t, err, part)
 	}
-	for _, part := range []string{`row "ra" injects "z" provided by row "rc"`, `row "rb" injects "x" provided by row "ra"`, `row "rc" injects "y" provided by row "rb"`} {
-		if !strings.Contains(rs.Error, part) {
-			t.Fatalf("cycle %q lacks %q", rs.Error, part)
-		}
+	if got := states(rt); len(got) != 2 || got["ra"] != container.StatePending || got["rb"] != container.StatePending {
+		t.Fatalf("after the refused mount: %v", got)
 	}
 	// A row that is a cycle by itself is refused outright.
 	err = rt.Mount(container.Row{ID: "me", Plugin: "self"})
 	if err == nil || err.Error() != `inject/provide cycle: row "me" injects "s" provided by row "me"` {
 		t.Fatalf("mount self-cycle: %v", err)
 	}
-	wantEntries(t, j.take())
-}
-
-// Item 6 (Mount in the other direction): the cycle is found from the consumer side too.
-func TestCycleFoundFromEitherSide(t *testing.T) {
-	j := &journal{}
-	rt := newRuntime(t,
-		plug(j, "a", []string{"z"}, []string{"x"}, nil),
-		plug(j, "b", []string{"x"}, []string{"y"}, nil),
-		plug(j, "c", []string{"y"}, []string{"z"}, nil),
-	)
-	for _, id := range []string{"rb", "rc", "ra"} {
-		mustNil(t, rt.Mount(container.Row{ID: id, Plugin: id[1:]}))
-	}
-	rs := rowStatus(t, rt, "ra")
-	if rs.State != container.StateFailed {
-		t.Fatalf("ra: %s", rs.State)
-	}
-	// The path starts at the new row and follows injects around the cycle.
-	want := `inject/provide cycle: row "ra" injects "z" provided by row "rc" → row "rc" injects "y" provided by row "rb" → row "rb" injects "x" provided by row "ra"`
-	if rs.Error != want {
-		t.Fatalf("error:\n got  %s\n want %s", rs.Error, want)
-	}
+	wantEntries(t, j.Take())
 }
 
 // Item 7: the per-activation context is cancelled on every unload, goroutines started
@@ -416,9 +475,9 @@ func TestCloseDisposesInReverseActivationOrder(t *testing.T) {
 	)
 	// Profile order differs from activation order: c and b wait for a.
 	mustNil(t, rt.Compose("p", []container.Row{{ID: "c", Plugin: "c"}, {ID: "b", Plugin: "b"}, {ID: "a", Plugin: "a"}, {ID: "d", Plugin: "d"}}))
-	wantEntries(t, j.take(), "apply a", "apply d", "apply b from a", "apply c from b")
+	wantEntries(t, j.Take(), "apply a", "apply d", "apply b from a", "apply c from b")
 	rt.Close()
-	wantEntries(t, j.take(), "dispose c", "dispose b", "dispose d", "dispose a")
+	wantEntries(t, j.Take(), "dispose c", "dispose b", "dispose d", "dispose a")
 	for id, st := range states(rt) {
 		if st != container.StateDisposed {
 			t.Fatalf("%s is %s after Close", id, st)
@@ -489,12 +548,12 @@ func TestStatusJSON(t *testing.T) {
 func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	slow := container.Plugin{Name: "slow", Provide: []string{"s"}, Apply: func(a *container.Activation, _ any) error {
+	slow := container.Define(container.Declaration[container.NoConfig]{Name: "slow", Provide: keys("s"), Apply: func(a *container.Activation, _ container.NoConfig) error {
 		close(entered)
 		<-release
 		a.Defer(func() { <-release })
-		return a.Provide("s", 1)
-	}}
+		return key("s").Provide(a, &svc{})
+	}})
 	cat, err := container.NewCatalog(slow)
 	mustNil(t, err)
 	rt := container.NewRuntime(cat, container.Options{Logger: quiet, ApplyWarnAfter: 20 * time.Millisecond})
@@ -505,7 +564,7 @@ func TestHungApplyReportedAndRuntimeResponsive(t *testing.T) {
 		rs := rt.Status().Rows
 		return len(rs) == 1 && rs[0].State == container.StateLoading && strings.Contains(rs[0].Error, "apply has not returned after 20ms")
 	})
-	if _, ok := container.Lookup[any](rt, "s"); ok {
+	if _, ok := container.Lookup(rt, key("s")); ok {
 		t.Fatal("service visible before apply returned")
 	}
 	release <- struct{}{}
@@ -534,13 +593,13 @@ func TestComposeDiffsByID(t *testing.T) {
 	)
 	base := []container.Row{{ID: "p", Plugin: "p"}, {ID: "dep", Plugin: "dep"}, {ID: "o1", Plugin: "other"}, {ID: "o2", Plugin: "other"}}
 	mustNil(t, rt.Compose("p", base))
-	j.take()
+	j.Take()
 	// The same rows again (config by alias, empty config map): nothing happens.
 	same := slices.Clone(base)
 	same[0].Config = map[string]any{}
 	same[2].Plugin = "@test/other"
 	mustNil(t, rt.Compose("p", same))
-	wantEntries(t, j.take())
+	wantEntries(t, j.Take())
 
 	next := []container.Row{
 		{ID: "p", Plugin: "p", Config: map[string]any{"value": "new"}},
@@ -549,7 +608,7 @@ func TestComposeDiffsByID(t *testing.T) {
 		{ID: "o3", Plugin: "other"},
 	}
 	mustNil(t, rt.Compose("p", next))
-	got := j.take()
+	got := j.Take()
 	// Removed rows and the restarted provider go (reverse activation order), then the
 	// new activations in profile order.
 	wantEntries(t, got, "dispose o2", "dispose o1", "dispose dep", "dispose p", "apply p", "apply dep from p", "apply o3")
@@ -568,7 +627,7 @@ func TestComposeDiffsByID(t *testing.T) {
 // Validation errors name the file, the row and the key.
 func TestValidateNamesFileRowAndKey(t *testing.T) {
 	j := &journal{}
-	rt := newRuntime(t, plug(j, "p", nil, nil, nil), container.Plugin{Name: "bare", Apply: func(*container.Activation, any) error { return nil }})
+	rt := newRuntime(t, plug(j, "p", nil, nil, nil), container.Define(container.Declaration[container.NoConfig]{Name: "bare", Apply: func(*container.Activation, container.NoConfig) error { return nil }}))
 	err := rt.Validate([]container.Row{
 		{ID: "a", Plugin: "nope", Source: "one.yaml"},
 		{ID: "b", Plugin: "p", Config: map[string]any{"bogus": 1}, Source: "one.yaml"},
@@ -579,18 +638,25 @@ func TestValidateNamesFileRowAndKey(t *testing.T) {
 		{ID: "f", Plugin: "bare", Config: map[string]any{"x": 1}, Source: "two.yaml"},
 		{ID: "g", Plugin: "p", Config: map[string]any{"limit": 1.5}, Source: "two.yaml"},
 		{ID: "h", Plugin: "p", Config: map[string]any{"limit": 1e300}, Source: "two.yaml"},
+		{ID: "i", Plugin: "p", Config: map[string]any{"count": "many"}, Source: "two.yaml"},
+		{ID: "j", Plugin: "p", Config: map[string]any{"counts": []any{1, "x"}}, Source: "two.yaml"},
+		{ID: "k", Plugin: "p", Config: map[string]any{"counts": "x"}, Source: "two.yaml"},
 	})
 	for _, line := range []string{
 		`one.yaml: row "a": module not found: nope (this dsh binary has no plugin of that name; it has: bare, p. ` +
 			`A plugin from another Go module is compiled into a dsh binary built with it: see the README, "Writing a plugin")`,
-		`one.yaml: row "b": config: unknown key "bogus" (known keys: fail, inner, limit, panic, value)`,
+		`one.yaml: row "b": config: unknown key "bogus" (known keys: count, counts, fail, inner, limit, panic, value)`,
 		`two.yaml: row "c": config: key "limit": expected an integer, got the string "ten"`,
-		`two.yaml: row "d": limit must not be negative, got -3`,
+		`two.yaml: row "d": p: limit must not be negative, got -3`, // Validate's, named by the container
 		`two.yaml: row "b": duplicate id`,
 		`two.yaml: row "e": config: unknown key "inner.c" (known keys: a, b)`,
 		`two.yaml: row "f": config: unknown key "x" (bare takes no config)`,
 		`two.yaml: row "g": config: key "limit": expected an integer, got the number 1.5`,
 		`two.yaml: row "h": config: key "limit": 1e+300 is out of range`,
+		// A field's valid tag words a value of the wrong type there, not in its elements.
+		`two.yaml: row "i": p: count must be a positive number, got the string "many"`,
+		`two.yaml: row "j": config: key "counts[1]": expected a number, got the string "x"`,
+		`two.yaml: row "k": p: counts must be a list of positive numbers, got the string "x"`,
 	} {
 		if !slices.Contains(strings.Split(err.Error(), "\n"), line) {
 			t.Errorf("missing %q in:\n%v", line, err)
@@ -603,17 +669,17 @@ func TestValidateNamesFileRowAndKey(t *testing.T) {
 func TestEndSessionHooks(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t, plug(j, "jobs", nil, nil, func(a *container.Activation, _ *testConfig) {
-		a.OnSessionEnd(func(id string) { j.add("end %s in %s", id, a.ID()) })
+		a.OnSessionEnd(func(id string) { j.Add("end %s in %s", id, a.ID()) })
 	}))
 	mustNil(t, rt.Mount(container.Row{ID: "j1", Plugin: "jobs"}))
 	mustNil(t, rt.Mount(container.Row{ID: "j2", Plugin: "jobs"}))
-	j.take()
+	j.Take()
 	rt.EndSession("s1")
-	wantEntries(t, j.take(), "end s1 in j1", "end s1 in j2")
+	wantEntries(t, j.Take(), "end s1 in j1", "end s1 in j2")
 	mustNil(t, rt.Unmount("j1"))
-	j.take()
+	j.Take()
 	rt.EndSession("s2")
-	wantEntries(t, j.take(), "end s2 in j2")
+	wantEntries(t, j.Take(), "end s2 in j2")
 }
 
 // Subscribers hear about every operation, outside the runtime's locks.
@@ -624,7 +690,7 @@ func TestSubscribe(t *testing.T) {
 	cancel := rt.Subscribe(func() {
 		calls.Add(1)
 		rt.Status() // must not deadlock
-		container.Lookup[any](rt, "x")
+		container.Lookup(rt, key("x"))
 	})
 	mustNil(t, rt.Mount(container.Row{ID: "p", Plugin: "p"}))
 	mustNil(t, rt.Unmount("p"))
@@ -678,27 +744,29 @@ func TestCheckActivation(t *testing.T) {
 // new activation see what the row ran before — once; other activations see nothing.
 func TestActivationSeesWhatAReloadReplaced(t *testing.T) {
 	type seen struct {
-		plugin string
-		value  string
+		value string
 	}
 	var mu sync.Mutex
 	var log []*seen
 	watch := func(name string) container.Plugin {
-		return container.Plugin{
+		return container.Define(container.Declaration[*testConfig]{
 			Name:    name,
-			Provide: []string{"svc"},
-			Config:  func() any { return &testConfig{Value: "default"} },
-			Apply: func(a *container.Activation, _ any) error {
+			Provide: keys("svc"),
+			Config:  func() *testConfig { return &testConfig{Value: "default"} },
+			Apply: func(a *container.Activation, _ *testConfig) error {
 				var s *seen
-				if r := a.Replaced(); r != nil {
-					s = &seen{plugin: r.Plugin, value: r.Config.(*testConfig).Value}
+				if prev, ok := container.ReplacedConfig[*testConfig](a); ok {
+					s = &seen{value: prev.Value}
+				}
+				if _, ok := container.ReplacedConfig[*struct{}](a); ok {
+					t.Error("ReplacedConfig answered for another config type")
 				}
 				mu.Lock()
 				log = append(log, s)
 				mu.Unlock()
-				return a.Provide("svc", &svc{})
+				return key("svc").Provide(a, &svc{})
 			},
-		}
+		})
 	}
 	rt := newRuntime(t, watch("one"), watch("two"))
 	for _, rows := range [][]container.Row{
@@ -713,7 +781,47 @@ func TestActivationSeesWhatAReloadReplaced(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(log) != 3 || log[0] != nil || *log[1] != (seen{"one", "a"}) || *log[2] != (seen{"one", "b"}) {
+	if len(log) != 3 || log[0] != nil || *log[1] != (seen{"a"}) || *log[2] != (seen{"b"}) {
 		t.Errorf("activations saw %v", log)
+	}
+}
+
+// WaitIdle returns at once when no operation runs, waits while one does (a Compose
+// whose apply blocks, then a Close whose disposer blocks), and returns when it ends.
+func TestWaitIdle(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	slow := container.Define(container.Declaration[container.NoConfig]{Name: "slow", Apply: func(a *container.Activation, _ container.NoConfig) error {
+		entered <- struct{}{}
+		<-release
+		a.Defer(func() { entered <- struct{}{}; <-release })
+		return nil
+	}})
+	rt := newRuntime(t, slow)
+	idle := func(d time.Duration) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return rt.WaitIdle(ctx)
+	}
+	if !idle(time.Minute) {
+		t.Fatal("a new runtime is not idle")
+	}
+	for _, op := range []func(){
+		func() { mustNil(t, rt.Compose("p", []container.Row{{ID: "slow", Plugin: "slow"}})) },
+		rt.Close,
+	} {
+		done := make(chan struct{})
+		go func() { op(); close(done) }()
+		<-entered
+		if idle(50 * time.Millisecond) {
+			t.Fatal("idle while an operation runs")
+		}
+		waited := make(chan bool)
+		go func() { waited <- idle(time.Minute) }()
+		release <- struct{}{}
+		<-done
+		if !<-waited {
+			t.Fatal("WaitIdle did not return when the operation ended")
+		}
 	}
 }

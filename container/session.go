@@ -2,7 +2,8 @@ package container
 
 import "context"
 
-// Session is one harness session: an MCP session, or the single session of `dsh call`.
+// Session is one harness session: an MCP session, a stateless-lane principal, or the
+// single session of `dsh call`.
 // Tools receive it with every call; services key ownership (jobs) and policy (sandbox
 // mode, approval channel) on it. The zero value of every optional field means "absent".
 type Session struct {

@@ -45,7 +45,7 @@ func (r *Runtime) Status() Status {
 		if f.err != nil {
 			rs.Error = f.err.Error()
 		}
-		for _, s := range f.plugin.Inject {
+		for _, s := range f.plugin.inject {
 			if p, ok := r.services[s]; ok {
 				rs.Providers[s] = p.fiber.row.ID
 				continue
@@ -63,9 +63,14 @@ func (r *Runtime) Status() Status {
 	return st
 }
 
-// setReloadError records the outcome of the last reload ("" after a good one) and
-// tells subscribers when it changed.
-func (r *Runtime) setReloadError(msg string) {
+// SetLastReloadError records the outcome of the last reload attempt, shown as
+// Status.LastReloadError (nil after a good one), and tells subscribers when it changed.
+// A profile.Reloader calls it; so may an embedder that reloads by other means.
+func (r *Runtime) SetLastReloadError(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
 	r.mu.Lock()
 	changed := r.reloadErr != msg
 	r.reloadErr = msg

@@ -6,11 +6,11 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name executors are provided under. A profile mounts exactly one.
-const Service = "shell"
+// Service is the key executors are provided under. A profile mounts exactly one.
+var Service = container.NewKey[Executor]("shell")
 
-// PolicyService is the name a confining executor provides its SandboxPolicy under.
-const PolicyService = "sandboxPolicy"
+// PolicyService is the key a confining executor provides its PolicyResolver under.
+var PolicyService = container.NewKey[PolicyResolver]("sandboxPolicy")
 
 // Executor runs shell commands. Resolve is the only place defaults and caps apply;
 // Execute accepts only resolved specs and never re-defaults.

@@ -15,7 +15,8 @@ import (
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
 
-// Name is the plugin's catalog name and the prefix of its messages.
+// Name is the plugin's catalog name and the prefix of its messages (the container's for
+// its config, the executor's for its calls).
 const Name = "bash-nice"
 
 // Config is bash-local's configuration plus the niceness.
@@ -25,19 +26,17 @@ type Config struct {
 	Niceness int `yaml:"niceness"`
 }
 
-// Validate checks the shared keys (with the shared messages) and the niceness.
+// Validate checks the shared keys (with the shared messages) and the niceness. The
+// container names the plugin in front of each message ("bash-nice: niceness must …").
 func (c *Config) Validate() error {
-	if err := c.Config.Check(Name); err != nil {
+	if err := c.Config.Check(); err != nil {
 		return err
 	}
 	if c.Niceness < 1 || c.Niceness > 19 {
-		return fmt.Errorf("%s: niceness must be between 1 and 19, got %d", Name, c.Niceness)
+		return fmt.Errorf("niceness must be between 1 and 19, got %d", c.Niceness)
 	}
 	return nil
 }
-
-// InvalidValue words a wrongly typed number like the shared messages do.
-func (c *Config) InvalidValue(key, got string) error { return c.Config.InvalidValue(Name, key, got) }
 
 // New returns the executor: the core's local spawner, with `nice -n N` in front of bash.
 func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
@@ -52,23 +51,24 @@ func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
 }
 
 // Plugin declares bash-nice: a `shell` provider over the `subprocess` service.
-var Plugin = container.Plugin{
-	Name:    Name,
-	Inject:  []string{subprocess.Service},
-	Provide: []string{shell.Service},
-	Config:  func() any { return &Config{Config: bashexec.DefaultConfig(), Niceness: 10} },
-	Apply: func(a *container.Activation, config any) error {
-		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
+var Plugin = container.Define(container.Declaration[*Config]{
+	Name:      Name,
+	Inject:    container.Keys{subprocess.Service},
+	Provide:   container.Keys{shell.Service},
+	Exclusive: container.Keys{shell.Service},
+	Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig(), Niceness: 10} },
+	Apply: func(a *container.Activation, cfg *Config) error {
+		sup, err := container.Injected(a, subprocess.Service)
 		if err != nil {
 			return err
 		}
-		ex, err := New(sup, config.(*Config))
+		ex, err := New(sup, cfg)
 		if err != nil {
 			return err
 		}
-		return a.Provide(shell.Service, ex)
+		return shell.Service.Provide(a, ex)
 	},
-}
+})
 
 // Module registers Plugin in a dsh binary's catalog (cli.Main's extra options).
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

@@ -22,22 +22,23 @@ type Config struct {
 	Project string `yaml:"project"`
 }
 
-// Validate rejects an empty project name.
+// Validate rejects an empty project name. The container names the plugin in front of
+// the message: "workspace-env: project must be a non-empty string".
 func (c *Config) Validate() error {
 	if c.Project == "" {
-		return errors.New("workspace-env: project must be a non-empty string")
+		return errors.New("project must be a non-empty string")
 	}
 	return nil
 }
 
-// Plugin is the declaration a profile row mounts with `name: workspace-env`.
-var Plugin = container.Plugin{
+// Plugin is the declaration a profile row mounts with `name: workspace-env`. Its
+// config type is *Config: Apply receives the row's config decoded and validated.
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:   "workspace-env",
-	Inject: []string{shellenv.Service},
-	Config: func() any { return &Config{Project: "dsh"} },
-	Apply: func(a *container.Activation, config any) error {
-		cfg := config.(*Config)
-		env, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
+	Inject: container.Keys{shellenv.Service},
+	Config: func() *Config { return &Config{Project: "dsh"} },
+	Apply: func(a *container.Activation, cfg *Config) error {
+		env, err := container.Injected(a, shellenv.Service)
 		if err != nil {
 			return err
 		}
@@ -56,7 +57,7 @@ var Plugin = container.Plugin{
 			},
 		})
 	},
-}
+})
 
 // Module adds Plugin to a dsh binary's catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

@@ -36,6 +36,11 @@ func TestExampleBinaryMountsThePlugin(t *testing.T) {
 	if err != nil || !strings.Contains(out, "workspace-env") || !strings.Contains(out, "active") {
 		t.Errorf("status:\n%s", out)
 	}
+	// The descriptions the contributor declared are shown to the user: shell-env's row.
+	if !strings.Contains(out, "contributed variables: DSH_PROJECT (workspace-env) — the project name configured in the profile; "+
+		"DSH_WORKSPACE (workspace-env) — the calling session's workspace directory") {
+		t.Errorf("status does not describe the contributed variables:\n%s", out)
+	}
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("extends: default\nplugins:\n  - id: workspace-env\n    name: workspace-env\n    config:\n      project: \"\"\n"), 0o644)

@@ -23,13 +23,12 @@ const (
 )
 
 // Plugin declares the approval service.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "approval",
 	Aliases: []string{"@deepseek-ai/dsh-approval"},
-	Provide: []string{Service},
-	Config:  func() any { return &Config{Policy: PolicyAsk} },
-	Apply: func(act *container.Activation, config any) error {
-		cfg := config.(*Config)
+	Provide: container.Keys{Service},
+	Config:  func() *Config { return &Config{Policy: PolicyAsk} },
+	Apply: func(act *container.Activation, cfg *Config) error {
 		a, err := New(cfg.Policy, act.Logger())
 		if err != nil {
 			return err
@@ -38,18 +37,14 @@ var Plugin = container.Plugin{
 			// Applied (the user may mean it), never silently: escalations now need less.
 			act.Logger().Warn(fmt.Sprintf("profile reload widens confinement: approval policy %s → %s", prev, cfg.Policy))
 		}
-		return act.Provide(Service, a)
+		return Service.Provide(act, a)
 	},
-}
+})
 
 // replacedPolicy is the policy this row had before a reload replaced it.
 func replacedPolicy(act *container.Activation) (string, bool) {
-	r := act.Replaced()
-	if r == nil {
-		return "", false
-	}
-	prev, ok := r.Config.(*Config)
-	if !ok {
+	prev, ok := container.ReplacedConfig[*Config](act)
+	if !ok || prev == nil {
 		return "", false
 	}
 	return prev.Policy, true
@@ -67,7 +62,7 @@ func policyRank(p string) int {
 }
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Config is the plugin's configuration.
 type Config struct {
@@ -85,7 +80,7 @@ func validPolicy(p string) error {
 	case PolicyAsk, PolicyAllow, PolicyDeny:
 		return nil
 	}
-	return fmt.Errorf("approval: policy must be one of %q, %q or %q, got %q", PolicyAsk, PolicyAllow, PolicyDeny, p)
+	return fmt.Errorf("policy must be one of %q, %q or %q, got %q", PolicyAsk, PolicyAllow, PolicyDeny, p)
 }
 
 // PolicyApprover is the Approver the plugin provides. It is safe for
@@ -101,7 +96,7 @@ var _ Approver = (*PolicyApprover)(nil)
 // New returns an Approver deciding by policy and logging to log (slog.Default() when nil).
 func New(policy string, log *slog.Logger) (*PolicyApprover, error) {
 	if err := validPolicy(policy); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("approval: %w", err)
 	}
 	if log == nil {
 		log = slog.Default()

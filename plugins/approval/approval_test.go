@@ -132,13 +132,9 @@ func compose(t *testing.T, config map[string]any) (approval.Approver, *logRecord
 	if err := rt.Compose("test", []container.Row{{ID: "approval", Plugin: "@deepseek-ai/dsh-approval", Config: config}}); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, approval.Service)
+	a, ok := container.Lookup(rt, approval.Service)
 	if !ok {
 		t.Fatalf("approval service not provided; status: %+v", rt.Status())
-	}
-	a, ok := v.(approval.Approver)
-	if !ok {
-		t.Fatalf("approval service is %T, not a approval.Approver", v)
 	}
 	return a, rec
 }

@@ -6,9 +6,9 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name the approval plugin provides its Approver under. Callers
+// Service is the key the approval plugin provides its Approver under. Callers
 // look it up at call time; a composition without it cannot approve anything.
-const Service = "approval"
+var Service = container.NewKey[Approver]("approval")
 
 // Outcome is the answer to an approval request. The four values are the whole
 // vocabulary; anything else must be treated as "not approved".

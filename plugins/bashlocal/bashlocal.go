@@ -7,7 +7,8 @@ import (
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
 
-// Name is the plugin's catalog name, also the prefix of its error messages.
+// Name is the plugin's catalog name, also the prefix of its error messages (the
+// container's for its config, the executor's for its calls).
 const Name = "bash-local"
 
 // Config is bash-local's configuration: the shared executor keys (cwd, timeoutMs,
@@ -16,25 +17,20 @@ type Config struct {
 	bashexec.Config `yaml:",inline"`
 }
 
-// Validate checks every key, with messages like
-// "bash-local: timeoutMs must be a positive finite number".
-func (c *Config) Validate() error { return c.Config.Check(Name) }
-
-// InvalidValue words a wrongly typed number like the other messages about its key.
-func (c *Config) InvalidValue(key, got string) error {
-	return c.Config.InvalidValue(Name, key, got)
-}
+// Validate checks every key, with messages like "timeoutMs must be a positive finite
+// number" (which users read as "bash-local: timeoutMs must be …").
+func (c *Config) Validate() error { return c.Config.Check() }
 
 // Plugin declares bash-local.
-var Plugin = container.Plugin{
-	Name:    Name,
-	Aliases: []string{"@deepseek-ai/dsh-bash-local"},
-	Inject:  []string{subprocess.Service},
-	Provide: []string{shell.Service},
-	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
-	Apply: func(a *container.Activation, config any) error {
-		cfg := config.(*Config)
-		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
+var Plugin = container.Define(container.Declaration[*Config]{
+	Name:      Name,
+	Aliases:   []string{"@deepseek-ai/dsh-bash-local"},
+	Inject:    container.Keys{subprocess.Service},
+	Provide:   container.Keys{shell.Service},
+	Exclusive: container.Keys{shell.Service},
+	Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
+	Apply: func(a *container.Activation, cfg *Config) error {
+		sup, err := container.Injected(a, subprocess.Service)
 		if err != nil {
 			return err
 		}
@@ -42,9 +38,9 @@ var Plugin = container.Plugin{
 		if err != nil {
 			return err
 		}
-		return a.Provide(shell.Service, ex)
+		return shell.Service.Provide(a, ex)
 	},
-}
+})
 
 // New returns the executor the plugin provides: the shared core running `bash -c` on
 // this host through sup. Embedders may use it directly.
@@ -53,4 +49,4 @@ func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
 }
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

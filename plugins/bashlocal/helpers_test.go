@@ -55,13 +55,9 @@ func compose(t testing.TB, subConfig, bashConfig map[string]any) (*container.Run
 
 func executor(t testing.TB, rt *container.Runtime) shell.Executor {
 	t.Helper()
-	v, ok := container.Lookup[any](rt, shell.Service)
+	ex, ok := container.Lookup(rt, shell.Service)
 	if !ok {
 		t.Fatalf("no shell service; status %+v", rt.Status())
-	}
-	ex, ok := v.(shell.Executor)
-	if !ok {
-		t.Fatalf("shell service is %T", v)
 	}
 	return ex
 }

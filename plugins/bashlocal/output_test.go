@@ -106,8 +106,8 @@ func measureHugeOutput(t *testing.T) {
 			exitCode(res), res.Stdout.Truncated, res.Stdout.SpillPath, len(tail), tail[max(0, len(tail)-16):])
 	}
 	// Past maxSpillBytes the spill file was deleted: nothing remains in the spill dir.
-	v, _ := container.Lookup[any](rt, subprocess.Service)
-	if dir := v.(*subprocess.Supervisor).SpillDir(); dir != "" {
+	v, _ := container.Lookup(rt, subprocess.Service)
+	if dir := v.SpillDir(); dir != "" {
 		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
 			t.Errorf("spill dir after 1 GB: %v %v; want empty", entries, err)
 		}

@@ -64,7 +64,7 @@ func TestReloadSafety(t *testing.T) {
 	if err := rt.Unmount("bash"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := container.Lookup[any](rt, shell.Service); ok {
+	if _, ok := container.Lookup(rt, shell.Service); ok {
 		t.Error("shell still provided after unmount")
 	}
 	alive("after unmounting bash-local")

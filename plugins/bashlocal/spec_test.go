@@ -21,7 +21,7 @@ import (
 func TestDeclaration(t *testing.T) {
 	p := bashlocal.Plugin
 	if p.Name != "bash-local" || !slices.Equal(p.Aliases, []string{"@deepseek-ai/dsh-bash-local"}) ||
-		!slices.Equal(p.Inject, []string{"subprocess"}) || !slices.Equal(p.Provide, []string{"shell"}) {
+		!slices.Equal(p.Inject, container.Keys{subprocess.Service}) || !slices.Equal(p.Provide, container.Keys{shell.Service}) {
 		t.Errorf("declaration %+v", p)
 	}
 	cfg, ok := p.Config().(*bashlocal.Config)

@@ -207,8 +207,8 @@ func TestConfinedProfileThroughSymlinkRefused(t *testing.T) {
 		}
 		mode := st.defaultMode()
 		profile := filepath.Join(link, "profile.yaml")
-		if err := st.rt.ComposeProfile(&container.Profile{Name: "linked", Files: []string{profile},
-			Rows: stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": mode}}, st.root, st.home)}); err != nil {
+		if err := st.rt.ComposeFiles("linked", []string{profile},
+			stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": mode}}, st.root, st.home)); err != nil {
 			t.Fatal(err)
 		}
 		st.lookup(t)

@@ -109,8 +109,8 @@ func TestConfinedNoPrivilege(t *testing.T) {
 
 // defaultMode is the stack's executor default mode.
 func (st *stack) defaultMode() string {
-	v, _ := container.Lookup[any](st.rt, shell.Service)
-	return v.(shell.Executor).SandboxMode()
+	v, _ := container.Lookup(st.rt, shell.Service)
+	return v.SandboxMode()
 }
 
 // Only fds 0–2 reach a command: a descriptor this process holds without close-on-exec
@@ -207,8 +207,8 @@ func TestConfinedProtectedPaths(t *testing.T) {
 		// The running composition's profile is the one in the workspace, and DSH_HOME
 		// is inside it too.
 		mode := st.defaultMode()
-		if err := st.rt.ComposeProfile(&container.Profile{Name: "protected", Files: []string{profile, base},
-			Rows: stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": mode}}, st.root, home)}); err != nil {
+		if err := st.rt.ComposeFiles("protected", []string{profile, base},
+			stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": mode}}, st.root, home)); err != nil {
 			t.Fatal(err)
 		}
 		st.lookup(t)

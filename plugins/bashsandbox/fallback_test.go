@@ -152,7 +152,7 @@ func TestFallbackRefusesUnprotectableConfig(t *testing.T) {
 		st := &stack{rt: rt, root: canonTempDir(t), home: t.TempDir()}
 		t.Cleanup(rt.Close)
 		rows := stackRows(stackSetup{bashConfig: map[string]any{"defaultMode": "workspace-write", "writableRoots": []any{extra}, "namespaces": namespaces}}, st.root, st.home)
-		if err := rt.ComposeProfile(&container.Profile{Name: "unprotectable", Files: []string{profile}, Rows: rows}); err != nil {
+		if err := rt.ComposeFiles("unprotectable", []string{profile}, rows); err != nil {
 			t.Fatal(err)
 		}
 		return st
@@ -257,7 +257,7 @@ func TestBoxDeath(t *testing.T) {
 	waitFor(t, "the job to start", func() bool {
 		return strings.HasPrefix(st.call(t, s, "job_output", `{"job_id":"`+id+`","wait":false}`).Text, "started")
 	})
-	sup, _ := container.Lookup[any](st.rt, subprocess.Service)
+	sup, _ := container.Lookup(st.rt, subprocess.Service)
 	pids := bashsandbox.BoxPids(sup)
 	if len(pids) != 1 {
 		t.Fatalf("boxes: %v", pids)

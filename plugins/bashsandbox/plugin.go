@@ -34,21 +34,17 @@ func DefaultConfig() *Config {
 	return &Config{Config: bashexec.DefaultConfig(), SandboxConfig: defaultSandboxConfig()}
 }
 
-// InvalidValue words a wrongly typed number like the other messages about its key.
-func (c *Config) InvalidValue(key, got string) error {
-	return c.Config.InvalidValue(pluginName, key, got)
-}
-
-// Validate checks every key; each message starts "bash-sandbox: <key>".
+// Validate checks every key; each message starts with the key (the container prefixes
+// it with "bash-sandbox: ").
 func (c *Config) Validate() error {
-	if err := c.Config.Check(pluginName); err != nil {
+	if err := c.Config.Check(); err != nil {
 		return err
 	}
 	if err := c.SandboxConfig.Validate(); err != nil {
 		return err
 	}
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
-		return fmt.Errorf("%s: workspaceRoot must be an absolute path, got %q", pluginName, c.WorkspaceRoot)
+		return fmt.Errorf("workspaceRoot must be an absolute path, got %q", c.WorkspaceRoot)
 	}
 	return nil
 }
@@ -104,25 +100,25 @@ func (c *Config) canonicalWritableRoots() ([]string, error) {
 
 // Plugin declares bash-sandbox: the confining `shell` provider and the `sandboxPolicy`
 // service. It also contributes the `sandbox:policy` prompt section.
-var Plugin = container.Plugin{
-	Name:    pluginName,
-	Aliases: []string{"@deepseek-ai/dsh-bash-sandbox"},
-	Inject:  []string{subprocess.Service, prompt.Service},
-	Provide: []string{shell.Service, shell.PolicyService},
-	Config:  func() any { return DefaultConfig() },
-	Apply:   apply,
-}
+var Plugin = container.Define(container.Declaration[*Config]{
+	Name:      pluginName,
+	Aliases:   []string{"@deepseek-ai/dsh-bash-sandbox"},
+	Inject:    container.Keys{subprocess.Service, prompt.Service},
+	Provide:   container.Keys{shell.Service, shell.PolicyService},
+	Exclusive: container.Keys{shell.Service},
+	Config:    DefaultConfig,
+	Apply:     apply,
+})
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
-func apply(a *container.Activation, config any) error {
-	cfg := config.(*Config)
-	sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
+func apply(a *container.Activation, cfg *Config) error {
+	sup, err := container.Injected(a, subprocess.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
+	prompts, err := container.Injected(a, prompt.Service)
 	if err != nil {
 		return err
 	}
@@ -144,18 +140,16 @@ func apply(a *container.Activation, config any) error {
 	} else {
 		log.Warn("bash-sandbox: " + detail)
 	}
-	if r := a.Replaced(); r != nil {
-		if prev, ok := r.Config.(*Config); ok {
-			for _, w := range widenings(&prev.SandboxConfig, &cfg.SandboxConfig) {
-				log.Warn("profile reload widens confinement: " + w)
-			}
+	if prev, ok := container.ReplacedConfig[*Config](a); ok && prev != nil {
+		for _, w := range widenings(&prev.SandboxConfig, &cfg.SandboxConfig) {
+			log.Warn("profile reload widens confinement: " + w)
 		}
 	}
 	a.OnSessionEnd(func(id string) { endSession(sup, id) })
-	if err := a.Provide(shell.PolicyService, resolver); err != nil {
+	if err := shell.PolicyService.Provide(a, resolver); err != nil {
 		return err
 	}
-	if err := a.Provide(shell.Service, ex); err != nil {
+	if err := shell.Service.Provide(a, ex); err != nil {
 		return err
 	}
 	return prompts.Add(a, promptSection(resolver))
@@ -167,7 +161,7 @@ func apply(a *container.Activation, config any) error {
 // profileFiles, when not nil, lists the files of the running profile (protected paths).
 func New(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, profileFiles func() []string) (shell.Executor, *Resolver, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", pluginName, err)
 	}
 	ex, r, _, err := newExecutor(sup, cfg, log, profileFiles)
 	return ex, r, err

@@ -12,6 +12,8 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
+	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -19,7 +21,7 @@ import (
 func TestPluginDeclaration(t *testing.T) {
 	p := bashsandbox.Plugin
 	if p.Name != "bash-sandbox" || !slices.Equal(p.Aliases, []string{"@deepseek-ai/dsh-bash-sandbox"}) ||
-		!slices.Equal(p.Inject, []string{"subprocess", "systemPrompt"}) || !slices.Equal(p.Provide, []string{"shell", "sandboxPolicy"}) {
+		!slices.Equal(p.Inject, container.Keys{subprocess.Service, prompt.Service}) || !slices.Equal(p.Provide, container.Keys{shell.Service, shell.PolicyService}) {
 		t.Fatalf("declaration: %+v", p)
 	}
 	cfg, ok := p.Config().(*bashsandbox.Config)
@@ -92,11 +94,11 @@ func TestSessionlessRootAndStatus(t *testing.T) {
 	if got, want := st.prompts.Compose(nil), bashPrompt+"\n\n"+jobsPrompt(st)+"\n\n"+bashsandbox.PolicyPrompt("workspace-write", root); got != want {
 		t.Fatalf("prompt without a session:\n got %q\nwant %q", got, want)
 	}
-	v, _ := container.Lookup[any](st.rt, shell.Service)
-	if m := v.(shell.Executor).SandboxMode(); m != "workspace-write" {
+	v, _ := container.Lookup(st.rt, shell.Service)
+	if m := v.SandboxMode(); m != "workspace-write" {
 		t.Fatalf("SandboxMode = %q", m)
 	}
-	if _, ok := container.Lookup[any](st.rt, shell.PolicyService); !ok {
+	if _, ok := container.Lookup(st.rt, shell.PolicyService); !ok {
 		t.Fatal("no sandboxPolicy service")
 	}
 

@@ -38,22 +38,22 @@ func defaultSandboxConfig() SandboxConfig {
 	return SandboxConfig{DefaultMode: shell.ModeReadOnly, Network: NetworkDeny, Namespaces: NamespacesAuto}
 }
 
-// Validate checks every key; errors name the key.
+// Validate checks every key; errors start with the key.
 func (c *SandboxConfig) Validate() error {
 	if shell.ModeRank(c.DefaultMode) < 0 {
-		return fmt.Errorf("bash-sandbox: defaultMode must be one of %q, %q or %q, got %q",
+		return fmt.Errorf("defaultMode must be one of %q, %q or %q, got %q",
 			shell.ModeReadOnly, shell.ModeWorkspaceWrite, shell.ModeDangerFullAccess, c.DefaultMode)
 	}
 	if c.Network != NetworkDeny && c.Network != NetworkAllow {
-		return fmt.Errorf("bash-sandbox: network must be %q or %q, got %q", NetworkDeny, NetworkAllow, c.Network)
+		return fmt.Errorf("network must be %q or %q, got %q", NetworkDeny, NetworkAllow, c.Network)
 	}
 	for i, r := range c.WritableRoots {
 		if !filepath.IsAbs(r) {
-			return fmt.Errorf("bash-sandbox: writableRoots[%d] must be an absolute path, got %q", i, r)
+			return fmt.Errorf("writableRoots[%d] must be an absolute path, got %q", i, r)
 		}
 	}
 	if c.Namespaces != NamespacesAuto && c.Namespaces != NamespacesOff {
-		return fmt.Errorf("bash-sandbox: namespaces must be %q or %q, got %q", NamespacesAuto, NamespacesOff, c.Namespaces)
+		return fmt.Errorf("namespaces must be %q or %q, got %q", NamespacesAuto, NamespacesOff, c.Namespaces)
 	}
 	return nil
 }

@@ -125,11 +125,11 @@ func TestSandboxConfig(t *testing.T) {
 		c    bashsandbox.SandboxConfig
 		want string
 	}{
-		{bashsandbox.SandboxConfig{DefaultMode: "full", Network: "deny", Namespaces: "auto"}, `bash-sandbox: defaultMode must be one of "read-only", "workspace-write" or "danger-full-access", got "full"`},
-		{bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "off", Namespaces: "auto"}, `bash-sandbox: network must be "deny" or "allow", got "off"`},
-		{bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "deny", Namespaces: ""}, `bash-sandbox: namespaces must be "auto" or "off", got ""`},
+		{bashsandbox.SandboxConfig{DefaultMode: "full", Network: "deny", Namespaces: "auto"}, `defaultMode must be one of "read-only", "workspace-write" or "danger-full-access", got "full"`},
+		{bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "off", Namespaces: "auto"}, `network must be "deny" or "allow", got "off"`},
+		{bashsandbox.SandboxConfig{DefaultMode: "read-only", Network: "deny", Namespaces: ""}, `namespaces must be "auto" or "off", got ""`},
 	}
-	for _, tc := range bad {
+	for _, tc := range bad { // the container names the plugin in front (TestConfigValidation)
 		if err := tc.c.Validate(); err == nil || err.Error() != tc.want {
 			t.Errorf("Validate(%+v) = %v, want %q", tc.c, err, tc.want)
 		}

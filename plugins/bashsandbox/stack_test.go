@@ -109,7 +109,7 @@ func newStackRows(t *testing.T, s stackSetup) *stack {
 			// The boxes of stacks still open may live on.
 			allowed := map[string]bool{}
 			openStacks.Range(func(k, _ any) bool {
-				if v, ok := container.Lookup[any](k.(*container.Runtime), subprocess.Service); ok {
+				if v, ok := container.Lookup(k.(*container.Runtime), subprocess.Service); ok {
 					for _, pid := range bashsandbox.BoxPids(v) {
 						allowed[strconv.Itoa(pid)] = true
 					}
@@ -137,10 +137,10 @@ func (st *stack) lookup(t testing.TB) {
 			t.Fatalf("row %s (%s) is %s: %s (missing %v)", row.ID, row.Plugin, row.State, row.Error, row.Missing)
 		}
 	}
-	tv, _ := container.Lookup[any](st.rt, tools.Service)
-	st.tools = tv.(*tools.Registry)
-	pv, _ := container.Lookup[any](st.rt, prompt.Service)
-	st.prompts = pv.(*prompt.Registry)
+	tv, _ := container.Lookup(st.rt, tools.Service)
+	st.tools = tv
+	pv, _ := container.Lookup(st.rt, prompt.Service)
+	st.prompts = pv
 }
 
 // bash calls the bash tool with command and further arguments (name, value pairs).

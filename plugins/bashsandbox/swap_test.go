@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/container/profile"
 )
 
 const swapProfile = `plugins:
@@ -61,7 +62,7 @@ func TestSwapLocalToSandboxWhileAJobRuns(t *testing.T) {
 		rt.Close()
 		waitFor(t, "no child process left behind", func() bool { return len(children()) == 0 })
 	})
-	loader := container.NewProfileLoader(nil)
+	loader := profile.NewLoader(nil)
 	p, err := loader.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestSwapLocalToSandboxWhileAJobRuns(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var results []error
-	rl, err := container.NewReloader(rt, loader, p, container.ReloadOptions{
+	rl, err := profile.NewReloader(rt, loader, p, profile.ReloadOptions{
 		Debounce: 20 * time.Millisecond,
 		Logger:   quietLogger(),
 		OnReload: func(err error) { mu.Lock(); results = append(results, err); mu.Unlock() },

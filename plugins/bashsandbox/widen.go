@@ -8,7 +8,7 @@ import (
 )
 
 // widenings lists how next — the configuration a profile reload applies to the row — is
-// wider than prev, the one it replaces (container.Activation.Replaced): a wider default
+// wider than prev, the one it replaces (container.ReplacedConfig): a wider default
 // mode, the network allowed, an added writable root, namespaces turned off.
 func widenings(prev, next *SandboxConfig) []string {
 	var out []string

@@ -22,39 +22,35 @@ type Config struct {
 	bashexec.Config `yaml:",inline"`
 }
 
-// Validate checks every key, with messages like
-// "bash-ssh: timeoutMs must be a positive finite number".
-func (c *Config) Validate() error { return c.Config.Check(Name) }
-
-// InvalidValue words a wrongly typed number like the other messages about its key.
-func (c *Config) InvalidValue(key, got string) error {
-	return c.Config.InvalidValue(Name, key, got)
-}
+// Validate checks every key, with messages like "timeoutMs must be a positive finite
+// number" (which users read as "bash-ssh: timeoutMs must be …").
+func (c *Config) Validate() error { return c.Config.Check() }
 
 // Plugin declares bash-ssh.
-var Plugin = container.Plugin{
-	Name:    Name,
-	Inject:  []string{ssh.Service},
-	Provide: []string{shell.Service},
-	Config:  func() any { return &Config{Config: bashexec.DefaultConfig()} },
-	Apply: func(a *container.Activation, config any) error {
-		host, err := container.Injected[*ssh.Host](a, ssh.Service)
+var Plugin = container.Define(container.Declaration[*Config]{
+	Name:      Name,
+	Inject:    container.Keys{ssh.Service},
+	Provide:   container.Keys{shell.Service},
+	Exclusive: container.Keys{shell.Service},
+	Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
+	Apply: func(a *container.Activation, cfg *Config) error {
+		host, err := container.Injected(a, ssh.Service)
 		if err != nil {
 			return err
 		}
-		ex, err := New(host, config.(*Config))
+		ex, err := New(host, cfg)
 		if err != nil {
 			return err
 		}
-		return a.Provide(shell.Service, ex)
+		return shell.Service.Provide(a, ex)
 	},
-}
+})
 
 // homeTimeout bounds learning the remote home (a connection attempt and one command).
 const homeTimeout = 30 * time.Second
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Executor is the executor the plugin provides: the shared core over the ssh service.
 type Executor struct {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	dshprofile "github.com/dsh-dev/dsh/container/profile"
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
@@ -54,14 +55,14 @@ type stack struct {
 	t        *testing.T
 	srv      *sshtest.Server
 	rt       *container.Runtime
-	loader   *container.ProfileLoader
+	loader   *dshprofile.Loader
 	path     string
 	cwd      string // the bash row's cwd on the remote host
 	home     string
 	spill    string
 	session  *container.Session
 	timeout  int
-	reloader *container.Reloader
+	reloader *dshprofile.Reloader
 
 	mu      sync.Mutex
 	reloads []error
@@ -88,7 +89,7 @@ func newStack(t *testing.T, srv *sshtest.Server) *stack {
 	s.write()
 	s.rt = container.NewRuntime(catalog(t), container.Options{Logger: quietLogger()})
 	t.Cleanup(s.rt.Close)
-	s.loader = container.NewProfileLoader(nil)
+	s.loader = dshprofile.NewLoader(nil)
 	p, err := s.loader.Load(s.path)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func newStack(t *testing.T, srv *sshtest.Server) *stack {
 	if err := s.rt.Compose(p.Name, p.Rows); err != nil {
 		t.Fatal(err)
 	}
-	s.reloader, err = container.NewReloader(s.rt, s.loader, p, container.ReloadOptions{
+	s.reloader, err = dshprofile.NewReloader(s.rt, s.loader, p, dshprofile.ReloadOptions{
 		Debounce: 20 * time.Millisecond,
 		Logger:   quietLogger(),
 		OnReload: func(err error) { s.mu.Lock(); s.reloads = append(s.reloads, err); s.mu.Unlock() },
@@ -167,12 +168,12 @@ func (s *stack) row(id string) container.RowStatus {
 
 func (s *stack) call(tool string, args map[string]any) tools.Result {
 	s.t.Helper()
-	v, ok := container.Lookup[any](s.rt, tools.Service)
+	v, ok := container.Lookup(s.rt, tools.Service)
 	if !ok {
 		s.t.Fatalf("no tools service: %+v", s.rt.Status())
 	}
 	raw, _ := json.Marshal(args)
-	return v.(*tools.Registry).Call(context.Background(), tool, raw, s.session)
+	return v.Call(context.Background(), tool, raw, s.session)
 }
 
 func (s *stack) bash(command string, extra map[string]any) tools.Result {
@@ -244,7 +245,7 @@ func TestRenderingsThroughTheTool(t *testing.T) {
 	}
 	// The managed DSH_* snapshot reaches the remote command.
 	expect(t, s.bash(`echo "$DSH_SESSION_ID $DSH_SHELL $DSH_HOME"`, nil), "ssh-session 1 "+s.home+"\n", false)
-	if v, _ := container.Lookup[any](s.rt, "shell"); v.(*bashssh.Executor).SandboxMode() != "" {
+	if v, _ := container.Lookup(s.rt, shell.Service); v.(*bashssh.Executor).SandboxMode() != "" {
 		t.Error("bash-ssh reports a sandbox mode")
 	}
 
@@ -408,8 +409,8 @@ func TestSSHRowDisposalKills(t *testing.T) {
 	if m := sshtest.GroupMembers(pid); len(m) > 0 || !proctest.Gone(pid) {
 		t.Errorf("remote processes left after the ssh row was disposed: %v", m)
 	}
-	v, _ := container.Lookup[any](s.rt, jobs.Service)
-	snap, err := v.(*jobs.Runtime).Wait(context.Background(), s.session, id, 10*time.Second)
+	v, _ := container.Lookup(s.rt, jobs.Service)
+	snap, err := v.Wait(context.Background(), s.session, id, 10*time.Second)
 	if err != nil || snap.Status != jobs.StatusKilled {
 		t.Errorf("job after disposal: %+v %v", snap, err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
-// Service is the name the runtime is provided under.
-const Service = "jobs"
+// Service is the key the runtime is provided under.
+var Service = container.NewKey[*Runtime]("jobs")
 
 // promptText is the tool:jobs prompt section (order 106).
 const promptText = "Background jobs: keep track of the job ids you start. You are notified when a job finishes, " +
@@ -23,17 +23,17 @@ const promptText = "Background jobs: keep track of the job ids you start. You ar
 	"Collect a finished job's output with job_output, and stop jobs that no longer matter with job_kill."
 
 // Plugin declares the jobs runtime and its tools.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "jobs",
 	Aliases: []string{"@deepseek-ai/dsh-jobs"},
-	Inject:  []string{tools.Service, prompt.Service},
-	Provide: []string{Service},
-	Config:  func() any { return DefaultConfig() },
+	Inject:  container.Keys{tools.Service, prompt.Service},
+	Provide: container.Keys{Service},
+	Config:  DefaultConfig,
 	Apply:   apply,
-}
+})
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Config is the jobs row's config.
 type Config struct {
@@ -59,29 +59,28 @@ func (c *Config) Validate() error {
 		v   int
 	}{{"maxConcurrentJobsPerOwner", c.MaxConcurrentJobsPerOwner}, {"maxJobsTotal", c.MaxJobsTotal}, {"waitTimeoutMs", c.WaitTimeoutMs}, {"maxWaitTimeoutMs", c.MaxWaitTimeoutMs}} {
 		if f.v <= 0 {
-			return fmt.Errorf("jobs: %s must be a positive integer", f.key)
+			return fmt.Errorf("%s must be a positive integer", f.key)
 		}
 	}
 	if c.WaitTimeoutMs > c.MaxWaitTimeoutMs {
-		return errors.New("jobs: waitTimeoutMs must be no greater than maxWaitTimeoutMs")
+		return errors.New("waitTimeoutMs must be no greater than maxWaitTimeoutMs")
 	}
 	return nil
 }
 
-func apply(a *container.Activation, config any) error {
-	cfg := config.(*Config)
-	reg, err := container.Injected[*tools.Registry](a, tools.Service)
+func apply(a *container.Activation, cfg *Config) error {
+	reg, err := container.Injected(a, tools.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
+	prompts, err := container.Injected(a, prompt.Service)
 	if err != nil {
 		return err
 	}
 	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, MaxTotal: cfg.MaxJobsTotal, Logger: a.Logger()})
 	// Registered first so it runs last: the tools are gone before the jobs are disposed.
 	a.Defer(rt.Close)
-	if err := a.Provide(Service, rt); err != nil {
+	if err := Service.Provide(a, rt); err != nil {
 		return err
 	}
 	a.OnSessionEnd(rt.EndOwner)

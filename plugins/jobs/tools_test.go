@@ -35,19 +35,19 @@ func compose(t testing.TB, jobsConfig map[string]any) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{rt: rt}
-	h.tools = mustLookup[*tools.Registry](t, rt, "tools")
-	h.prompts = mustLookup[*prompt.Registry](t, rt, "systemPrompt")
-	h.jobs = mustLookup[*jobs.Runtime](t, rt, "jobs")
+	h.tools = mustLookup(t, rt, tools.Service)
+	h.prompts = mustLookup(t, rt, prompt.Service)
+	h.jobs = mustLookup(t, rt, jobs.Service)
 	return h
 }
 
-func mustLookup[T any](t testing.TB, rt *container.Runtime, name string) T {
+func mustLookup[T any](t testing.TB, rt *container.Runtime, key container.Key[T]) T {
 	t.Helper()
-	v, ok := container.Lookup[any](rt, name)
+	v, ok := container.Lookup(rt, key)
 	if !ok {
-		t.Fatalf("service %q missing: %+v", name, rt.Status())
+		t.Fatalf("service %q missing: %+v", key, rt.Status())
 	}
-	return v.(T)
+	return v
 }
 
 func (h *harness) call(t *testing.T, s *container.Session, name, args string) tools.Result {
@@ -200,7 +200,7 @@ func TestJobsPluginLifecycle(t *testing.T) {
 	if len(h.tools.Tools()) != 0 || len(h.prompts.Sections()) != 0 {
 		t.Fatalf("left behind: tools %d, sections %d", len(h.tools.Tools()), len(h.prompts.Sections()))
 	}
-	if _, ok := container.Lookup[any](h.rt, "jobs"); ok {
+	if _, ok := container.Lookup(h.rt, jobs.Service); ok {
 		t.Fatal("jobs service survived unmount")
 	}
 }

@@ -10,21 +10,21 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name the registry is provided under.
-const Service = "systemPrompt"
+// Service is the key the registry is provided under.
+var Service = container.NewKey[*Registry]("systemPrompt")
 
 // Plugin declares the prompt registry.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[container.NoConfig]{
 	Name:    "prompt",
 	Aliases: []string{"@deepseek-ai/dsh-prompt"},
-	Provide: []string{Service},
-	Apply: func(a *container.Activation, _ any) error {
-		return a.Provide(Service, NewRegistry())
+	Provide: container.Keys{Service},
+	Apply: func(a *container.Activation, _ container.NoConfig) error {
+		return Service.Provide(a, NewRegistry())
 	},
-}
+})
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Section is one part of the system prompt.
 type Section struct {

@@ -17,8 +17,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // section declares a plugin that adds the given sections to systemPrompt.
 func section(name string, sections ...prompt.Section) container.Plugin {
-	return container.Plugin{Name: name, Inject: []string{prompt.Service}, Apply: func(a *container.Activation, _ any) error {
-		reg, err := container.Injected[*prompt.Registry](a, prompt.Service)
+	return container.Define(container.Declaration[container.NoConfig]{Name: name, Inject: container.Keys{prompt.Service}, Apply: func(a *container.Activation, _ container.NoConfig) error {
+		reg, err := container.Injected(a, prompt.Service)
 		if err != nil {
 			return err
 		}
@@ -28,7 +28,7 @@ func section(name string, sections ...prompt.Section) container.Plugin {
 			}
 		}
 		return nil
-	}}
+	}})
 }
 
 func compose(t *testing.T, plugins ...container.Plugin) (*container.Runtime, *prompt.Registry) {
@@ -46,11 +46,11 @@ func compose(t *testing.T, plugins ...container.Plugin) (*container.Runtime, *pr
 	if err := rt.Compose("test", rows); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, prompt.Service)
+	v, ok := container.Lookup(rt, prompt.Service)
 	if !ok {
 		t.Fatal("no systemPrompt service")
 	}
-	return rt, v.(*prompt.Registry)
+	return rt, v
 }
 
 // Sections sorted by order, then name, joined by a blank line.

@@ -13,8 +13,8 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name the registry is provided under.
-const Service = "bashEnv"
+// Service is the key the registry is provided under.
+var Service = container.NewKey[*Registry]("bashEnv")
 
 // The reserved built-in keys, set by the registry itself. No contributor may declare
 // them.
@@ -28,19 +28,22 @@ const (
 )
 
 // Plugin declares the bashEnv registry.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "shell-env",
 	Aliases: []string{"@deepseek-ai/dsh-shell-env"},
-	Provide: []string{Service},
-	Config:  func() any { return DefaultConfig() },
-	Apply: func(a *container.Activation, config any) error {
-		cfg := config.(*Config)
-		return a.Provide(Service, NewRegistry(cfg.DshHome))
+	Provide: container.Keys{Service},
+	Config:  DefaultConfig,
+	Apply: func(a *container.Activation, cfg *Config) error {
+		reg := NewRegistry(cfg.DshHome)
+		// The descriptions contributors must write are for the user: the row's status
+		// detail lists them, as contributors come and go.
+		reg.changed = func() { a.SetDetail(reg.detail()) }
+		return Service.Provide(a, reg)
 	},
-}
+})
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Config is the shell-env row's config.
 type Config struct {
@@ -70,13 +73,13 @@ func defaultHome() string {
 // Validate checks that dshHome is an absolute path.
 func (c *Config) Validate() error {
 	if c.DshHome == "" {
-		return errors.New("shell-env: dshHome is not set and neither $DSH_HOME nor a home directory is available")
+		return errors.New("dshHome is not set and neither $DSH_HOME nor a home directory is available")
 	}
 	if !filepath.IsAbs(c.DshHome) {
-		return fmt.Errorf("shell-env: dshHome must be an absolute path, got %q", c.DshHome)
+		return fmt.Errorf("dshHome must be an absolute path, got %q", c.DshHome)
 	}
 	if strings.ContainsRune(c.DshHome, 0) {
-		return errors.New("shell-env: dshHome must not contain a NUL byte")
+		return errors.New("dshHome must not contain a NUL byte")
 	}
 	return nil
 }
@@ -103,7 +106,8 @@ type Contributor struct {
 
 // Registry is the bashEnv service. It is safe for concurrent use.
 type Registry struct {
-	home string
+	home    string
+	changed func() // after a contributor came or went; nil: nobody listens
 
 	mu           sync.RWMutex
 	contributors map[string]*Contributor
@@ -173,11 +177,12 @@ func (r *Registry) Register(scope container.Scope, c Contributor) error {
 		r.owners[k] = c.Name
 	}
 	r.mu.Unlock()
+	r.notify()
 
 	scope.Defer(func() {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if r.contributors[cp.Name] != cp {
+			r.mu.Unlock()
 			return
 		}
 		delete(r.contributors, cp.Name)
@@ -186,8 +191,32 @@ func (r *Registry) Register(scope container.Scope, c Contributor) error {
 				delete(r.owners, k)
 			}
 		}
+		r.mu.Unlock()
+		r.notify()
 	})
 	return nil
+}
+
+func (r *Registry) notify() {
+	if r.changed != nil {
+		r.changed()
+	}
+}
+
+// detail is the registry's status line: every contributed variable, its contributor
+// and its description, by key ("" when there is none); the built-ins are not listed.
+func (r *Registry) detail() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.owners) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(r.owners))
+	for _, k := range sortedKeys(r.owners) {
+		owner := r.owners[k]
+		parts = append(parts, fmt.Sprintf("%s (%s) — %s", k, owner, r.contributors[owner].Variables[k]))
+	}
+	return "contributed variables: " + strings.Join(parts, "; ")
 }
 
 func (r *Registry) checkKeyLocked(name, key, description string) error {

@@ -229,18 +229,24 @@ func TestConfig(t *testing.T) {
 	if got := shellenv.DefaultConfig().DshHome; !filepath.IsAbs(got) || !strings.HasSuffix(got, "/rel/home") {
 		t.Fatalf("relative $DSH_HOME not made absolute: %q", got)
 	}
-	err := (&shellenv.Config{DshHome: "relative"}).Validate()
-	if err == nil || err.Error() != `shell-env: dshHome must be an absolute path, got "relative"` {
+	cat, err := container.NewCatalog(shellenv.Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := container.NewRuntime(cat, container.Options{})
+	defer rt.Close()
+	err = rt.Validate([]container.Row{{ID: "env", Plugin: "shell-env", Config: map[string]any{"dshHome": "relative"}}})
+	if err == nil || err.Error() != `row "env": shell-env: dshHome must be an absolute path, got "relative"` {
 		t.Fatalf("Validate = %v", err)
 	}
 }
 
 // envPlugin is a contributor plugin: it injects bashEnv and registers one key.
-var envPlugin = container.Plugin{
+var envPlugin = container.Define(container.Declaration[container.NoConfig]{
 	Name:   "env-contrib",
-	Inject: []string{shellenv.Service},
-	Apply: func(a *container.Activation, _ any) error {
-		reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
+	Inject: container.Keys{shellenv.Service},
+	Apply: func(a *container.Activation, _ container.NoConfig) error {
+		reg, err := container.Injected(a, shellenv.Service)
 		if err != nil {
 			return err
 		}
@@ -250,7 +256,7 @@ var envPlugin = container.Plugin{
 			Resolve:   static(map[string]string{"DSH_CONTRIB": "yes"}),
 		})
 	},
-}
+})
 
 func TestPluginKeysFollowActivation(t *testing.T) {
 	cat, err := container.NewCatalog(shellenv.Plugin, envPlugin)
@@ -266,11 +272,15 @@ func TestPluginKeysFollowActivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, shellenv.Service)
+	reg, ok := container.Lookup(rt, shellenv.Service)
 	if !ok {
 		t.Fatalf("no bashEnv service: %+v", rt.Status())
 	}
-	reg := v.(*shellenv.Registry)
+	// The descriptions a contributor writes are shown: the shell-env row's detail.
+	detail := func() string { return rt.Status().Rows[0].Detail }
+	if got, want := detail(), "contributed variables: DSH_CONTRIB (contrib) — a value from a test plugin"; got != want {
+		t.Fatalf("shell-env detail %q, want %q", got, want)
+	}
 	if got := reg.List(); !reflect.DeepEqual(got, []string{"DSH_CONTRIB"}) {
 		t.Fatalf("List() = %q", got)
 	}
@@ -287,6 +297,9 @@ func TestPluginKeysFollowActivation(t *testing.T) {
 	}
 	if got := reg.List(); len(got) != 0 {
 		t.Fatalf("contributor keys survived its unload: %q", got)
+	}
+	if got := detail(); got != "" {
+		t.Fatalf("shell-env detail after the contributor left: %q", got)
 	}
 	snap, _ = reg.Collect(context.Background(), shellenv.Call{})
 	if _, ok := snap.Get("DSH_CONTRIB"); ok {

@@ -32,14 +32,14 @@ type Config struct {
 	KnownHostsFile string `yaml:"knownHostsFile"`
 	// KeepaliveMs is the interval of keepalive requests on each connection; a
 	// connection that leaves one unanswered for three intervals is closed as lost.
-	KeepaliveMs float64 `yaml:"keepaliveMs"`
+	KeepaliveMs float64 `yaml:"keepaliveMs" valid:"a positive finite number"`
 	// MaxConnections bounds the connections to the host; commands are spread over them.
-	MaxConnections float64 `yaml:"maxConnections"`
+	MaxConnections float64 `yaml:"maxConnections" valid:"an integer from 1 to 64"`
 	// SpillRoot is where the private directory of the remote commands' spill files is
 	// created, on this machine (default: the system temp directory).
 	SpillRoot string `yaml:"spillRoot"`
 	// SpillBudgetBytes bounds the total size of those spill files (default 1 GiB).
-	SpillBudgetBytes int64 `yaml:"spillBudgetBytes"`
+	SpillBudgetBytes int64 `yaml:"spillBudgetBytes" valid:"a positive integer"`
 }
 
 // DefaultConfig returns the configuration with its defaults (address unset).
@@ -47,42 +47,30 @@ func DefaultConfig() *Config {
 	return &Config{KeepaliveMs: 15000, MaxConnections: 4, SpillBudgetBytes: subprocess.DefaultSpillBudgetBytes}
 }
 
-// Validate checks every key; messages start with "ssh: <key>".
+// Validate checks every key; messages start with the key (the container prefixes them
+// with "ssh: ").
 func (c *Config) Validate() error {
 	if c.Address == "" {
-		return errors.New("ssh: address is required (host:port)")
+		return errors.New("address is required (host:port)")
 	}
 	host, port, err := net.SplitHostPort(c.Address)
 	if err != nil || host == "" {
-		return fmt.Errorf("ssh: address must be host:port, got %q", c.Address)
+		return fmt.Errorf("address must be host:port, got %q", c.Address)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("ssh: address must be host:port with a port from 1 to 65535, got %q", c.Address)
+		return fmt.Errorf("address must be host:port with a port from 1 to 65535, got %q", c.Address)
 	}
 	if strings.ContainsAny(c.User, "\x00\n") {
-		return fmt.Errorf("ssh: user must be a login name, got %q", c.User)
+		return fmt.Errorf("user must be a login name, got %q", c.User)
 	}
 	if k := c.KeepaliveMs; math.IsNaN(k) || math.IsInf(k, 0) || k <= 0 {
-		return errors.New("ssh: keepaliveMs must be a positive finite number")
+		return errors.New("keepaliveMs must be a positive finite number")
 	}
 	if m := c.MaxConnections; m != math.Trunc(m) || m < 1 || m > 64 {
-		return errors.New("ssh: maxConnections must be an integer from 1 to 64")
+		return errors.New("maxConnections must be an integer from 1 to 64")
 	}
 	if c.SpillBudgetBytes <= 0 {
-		return fmt.Errorf("ssh: spillBudgetBytes must be a positive integer, got %d", c.SpillBudgetBytes)
-	}
-	return nil
-}
-
-// InvalidValue words a wrongly typed number like any other bad value of its key.
-func (c *Config) InvalidValue(key, got string) error {
-	switch key {
-	case "keepaliveMs":
-		return errors.New("ssh: keepaliveMs must be a positive finite number, got " + got)
-	case "maxConnections":
-		return errors.New("ssh: maxConnections must be an integer from 1 to 64, got " + got)
-	case "spillBudgetBytes":
-		return errors.New("ssh: spillBudgetBytes must be a positive integer, got " + got)
+		return fmt.Errorf("spillBudgetBytes must be a positive integer, got %d", c.SpillBudgetBytes)
 	}
 	return nil
 }

@@ -19,9 +19,6 @@ import (
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
 
-// Service is the name the Host is provided under.
-const Service = "ssh"
-
 // ErrClosed is returned by a Host that was closed (its row was disposed).
 var ErrClosed = errors.New("ssh: service closed")
 
@@ -135,7 +132,7 @@ type group struct {
 // not connected yet (see Connect).
 func New(cfg *Config, opts Options) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	set, err := cfg.resolve()
 	if err != nil {

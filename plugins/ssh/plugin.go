@@ -8,16 +8,19 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
+// Service is the key the Host is provided under.
+var Service = container.NewKey[*Host]("ssh")
+
 // Plugin declares the ssh service. Its activation owns one Host: it connects once (an
 // untrusted host key or a refused login fails the activation), reports the connection
 // state as the row's status detail, and closes the Host when it ends, which kills every
 // remote command still running. Executor reloads never touch it.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    Name,
-	Provide: []string{Service},
-	Config:  func() any { return DefaultConfig() },
-	Apply: func(a *container.Activation, config any) error {
-		h, err := New(config.(*Config), Options{Logger: a.Logger(), OnState: a.SetDetail})
+	Provide: container.Keys{Service},
+	Config:  DefaultConfig,
+	Apply: func(a *container.Activation, cfg *Config) error {
+		h, err := New(cfg, Options{Logger: a.Logger(), OnState: a.SetDetail})
 		if err != nil {
 			return err
 		}
@@ -31,9 +34,9 @@ var Plugin = container.Plugin{
 		}
 		a.Defer(h.Close)
 		a.OnSessionEnd(h.EndSession)
-		return a.Provide(Service, h)
+		return Service.Provide(a, h)
 	},
-}
+})
 
 // activationWait bounds how long activation waits for the first connection.
 const activationWait = 10 * time.Second
@@ -41,4 +44,4 @@ const activationWait = 10 * time.Second
 var errSlowHost = errors.New("the host has not answered yet; still connecting in the background")
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

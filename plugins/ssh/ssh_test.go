@@ -37,8 +37,12 @@ func TestConfigValidation(t *testing.T) {
 		cfg := ssh.DefaultConfig()
 		cfg.Address = "build-1:22"
 		c.tune(cfg)
-		if err := cfg.Validate(); err == nil || err.Error() != c.want {
+		// Validate words the key; New (like the container) names the plugin in front.
+		if err := cfg.Validate(); err == nil || "ssh: "+err.Error() != c.want {
 			t.Errorf("Validate() = %v, want %q", err, c.want)
+		}
+		if _, err := ssh.New(cfg, ssh.Options{}); err == nil || err.Error() != c.want {
+			t.Errorf("New() = %v, want %q", err, c.want)
 		}
 	}
 	// Through the container: a string where a number belongs names the key the same way.
@@ -102,7 +106,7 @@ func TestStrictHostKeys(t *testing.T) {
 		if row.State != container.StateFailed || row.Error != want {
 			t.Errorf("status with %s: %s %q\nwant failed %q", filepath.Base(kh), row.State, row.Error, want)
 		}
-		if _, ok := container.Lookup[any](rt, ssh.Service); ok {
+		if _, ok := container.Lookup(rt, ssh.Service); ok {
 			t.Error("an untrusted host was provided as the ssh service")
 		}
 		rt.Close()

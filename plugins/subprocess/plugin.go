@@ -6,6 +6,9 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
+// Service is the key the Supervisor is provided under.
+var Service = container.NewKey[*Supervisor]("subprocess")
+
 // Isolation modes of Config.Isolation.
 const (
 	// IsolationAuto uses a cgroup v2 per command where the hierarchy is writable and
@@ -27,13 +30,14 @@ type Config struct {
 	SpillBudgetBytes int64 `yaml:"spillBudgetBytes"`
 }
 
-// Validate checks the isolation mode and the spill budget.
+// Validate checks the isolation mode and the spill budget (the container prefixes its
+// messages with "subprocess: ").
 func (c *Config) Validate() error {
 	if c.Isolation != IsolationAuto && c.Isolation != IsolationProcessGroup {
-		return fmt.Errorf("subprocess: isolation must be %q or %q, got %q", IsolationAuto, IsolationProcessGroup, c.Isolation)
+		return fmt.Errorf("isolation must be %q or %q, got %q", IsolationAuto, IsolationProcessGroup, c.Isolation)
 	}
 	if c.SpillBudgetBytes <= 0 {
-		return fmt.Errorf("subprocess: spillBudgetBytes must be a positive integer, got %d", c.SpillBudgetBytes)
+		return fmt.Errorf("spillBudgetBytes must be a positive integer, got %d", c.SpillBudgetBytes)
 	}
 	return nil
 }
@@ -42,13 +46,12 @@ func (c *Config) Validate() error {
 // activation (profile teardown, harness exit) closes it, which kills and reaps every
 // process tree it still owns. Executor reloads never touch it. When a harness session
 // ends, the spill files of its processes (Spec.Owner = the session id) are deleted.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "subprocess",
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
-	Provide: []string{Service},
-	Config:  func() any { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: DefaultSpillBudgetBytes} },
-	Apply: func(a *container.Activation, config any) error {
-		cfg := config.(*Config)
+	Provide: container.Keys{Service},
+	Config:  func() *Config { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: DefaultSpillBudgetBytes} },
+	Apply: func(a *container.Activation, cfg *Config) error {
 		sup := New(Options{
 			DisableCgroups:    cfg.Isolation == IsolationProcessGroup,
 			SpillRoot:         cfg.SpillRoot,
@@ -61,9 +64,9 @@ var Plugin = container.Plugin{
 		a.Defer(sup.Close)
 		// A session's spill files go with it (Spec.Owner is the session id).
 		a.OnSessionEnd(sup.Spool().EndOwner)
-		return a.Provide(Service, sup)
+		return Service.Provide(a, sup)
 	},
-}
+})
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)

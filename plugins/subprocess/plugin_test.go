@@ -31,7 +31,7 @@ func newRuntime(t *testing.T) *container.Runtime {
 func TestPluginReportsIsolationAndOwnsTheSupervisor(t *testing.T) {
 	proctest.NoLeftovers(t)
 	if subprocess.Plugin.Name != "subprocess" || len(subprocess.Plugin.Aliases) != 1 || subprocess.Plugin.Aliases[0] != "@deepseek-ai/dsh-subprocess" ||
-		len(subprocess.Plugin.Provide) != 1 || subprocess.Plugin.Provide[0] != subprocess.Service || subprocess.Service != "subprocess" {
+		len(subprocess.Plugin.Provide) != 1 || subprocess.Plugin.Provide[0] != subprocess.Service || subprocess.Service.Name() != "subprocess" {
 		t.Errorf("declaration: %+v", subprocess.Plugin)
 	}
 	for _, c := range []struct {
@@ -50,10 +50,9 @@ func TestPluginReportsIsolationAndOwnsTheSupervisor(t *testing.T) {
 			t.Errorf("row %+v; want active with detail %q…", row, c.prefix)
 		}
 		t.Logf("detail: %s", row.Detail)
-		v, ok := container.Lookup[any](rt, subprocess.Service)
-		sup, isSup := v.(*subprocess.Supervisor)
-		if !ok || !isSup {
-			t.Fatalf("service %T", v)
+		sup, ok := container.Lookup(rt, subprocess.Service)
+		if !ok {
+			t.Fatalf("no subprocess service: %+v", rt.Status())
 		}
 		if c.config == nil && sup.UsesCgroups() && !strings.HasPrefix(row.Detail, "process isolation: cgroup v2 at /") {
 			t.Errorf("detail %q with cgroups in use", row.Detail)
@@ -93,8 +92,8 @@ func TestPluginSessionEndDeletesTheSessionsSpills(t *testing.T) {
 	if err := rt.Compose("test", []container.Row{{ID: "subprocess", Plugin: "subprocess", Config: map[string]any{"spillRoot": t.TempDir()}}}); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := container.Lookup[any](rt, subprocess.Service)
-	sup := v.(*subprocess.Supervisor)
+	v, _ := container.Lookup(rt, subprocess.Service)
+	sup := v
 	spill := func(owner string) *subprocess.Process {
 		spec := zeros([]int{5000})
 		spec.Owner = owner

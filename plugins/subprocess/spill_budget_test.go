@@ -454,8 +454,8 @@ func TestPluginSpillBudgetConfig(t *testing.T) {
 		if err := rt.Compose("test", []container.Row{{ID: "subprocess", Plugin: "subprocess", Config: c.config}}); err != nil {
 			t.Fatal(err)
 		}
-		v, _ := container.Lookup[any](rt, subprocess.Service)
-		if sup := v.(*subprocess.Supervisor); sup.SpillBudget() != c.want {
+		v, _ := container.Lookup(rt, subprocess.Service)
+		if sup := v; sup.SpillBudget() != c.want {
 			t.Errorf("config %v: budget %d, want %d", c.config, sup.SpillBudget(), c.want)
 		}
 	}
@@ -474,8 +474,9 @@ func TestPluginSpillBudgetConfig(t *testing.T) {
 			t.Errorf("spillBudgetBytes %v: Compose error %v; want %q", c.value, err, c.want)
 		}
 	}
-	if err := (&subprocess.Config{Isolation: "auto"}).Validate(); err == nil ||
-		err.Error() != "subprocess: spillBudgetBytes must be a positive integer, got 0" {
+	rt := newRuntime(t)
+	if err := rt.Validate([]container.Row{{ID: "subprocess", Plugin: "subprocess", Config: map[string]any{"spillBudgetBytes": 0}}}); err == nil ||
+		err.Error() != `row "subprocess": subprocess: spillBudgetBytes must be a positive integer, got 0` {
 		t.Errorf("Validate of a zero budget: %v", err)
 	}
 }

@@ -18,9 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Service is the name the Supervisor is provided under.
-const Service = "subprocess"
-
 // MaxGraceMs is the largest grace period a spawn accepts.
 const MaxGraceMs = 2147483647
 

@@ -28,8 +28,8 @@ func BenchmarkBashTrue(b *testing.B) {
 		}
 	})
 	// The executor alone (resolve → execute → result), to attribute the tool layer's cost.
-	v, _ := container.Lookup[any](h.rt, shell.Service)
-	ex := v.(shell.Executor)
+	v, _ := container.Lookup(h.rt, shell.Service)
+	ex := v
 	b.Run("executor-only", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -127,7 +127,7 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 }
 
 func (t *bashTool) jobs() (*jobs.Runtime, bool) {
-	return container.Lookup[*jobs.Runtime](t.services, jobs.Service)
+	return container.Lookup(t.services, jobs.Service)
 }
 
 func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, error) {
@@ -193,7 +193,7 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 	if t.sandbox == "" {
 		return nil, nil, nil
 	}
-	resolver, haveResolver := container.Lookup[shell.PolicyResolver](t.services, shell.PolicyService)
+	resolver, haveResolver := container.Lookup(t.services, shell.PolicyService)
 	effective := t.sandbox
 	var current shell.SandboxPolicy
 	if haveResolver {
@@ -235,7 +235,7 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 func (t *bashTool) approve(ctx context.Context, session *container.Session, a bashArgs) *failure {
 	m := a.escalate
 	fail := func(format string) *failure { f := failure(fmt.Sprintf(format, m)); return &f }
-	approver, ok := container.Lookup[approval.Approver](t.services, approval.Service)
+	approver, ok := container.Lookup(t.services, approval.Service)
 	if !ok {
 		return fail("sandbox escalation to %q requires approval, but no approval service is composed")
 	}

@@ -226,34 +226,36 @@ func (a *fakeApprover) Request(_ context.Context, req approval.Request) approval
 	return a.outcome
 }
 
+// fakeShellConfig lets a test restart the fake executor's row (a new gen).
+type fakeShellConfig struct {
+	Gen int `yaml:"gen"`
+}
+
 // fakeShellPlugin provides exec as `shell` (and, when it confines, a sandboxPolicy).
 func fakeShellPlugin(exec *fakeExec) container.Plugin {
-	provide := []string{shell.Service}
+	provide := container.Keys{shell.Service}
 	if exec.mode != "" {
 		provide = append(provide, shell.PolicyService)
 	}
-	return container.Plugin{
-		Name:    "fake-shell",
-		Provide: provide,
-		Config: func() any {
-			return &struct {
-				Gen int `yaml:"gen"`
-			}{}
-		},
-		Apply: func(a *container.Activation, _ any) error {
+	return container.Define(container.Declaration[*fakeShellConfig]{
+		Name:      "fake-shell",
+		Provide:   provide,
+		Exclusive: container.Keys{shell.Service},
+		Config:    func() *fakeShellConfig { return &fakeShellConfig{} },
+		Apply: func(a *container.Activation, _ *fakeShellConfig) error {
 			if exec.mode != "" {
-				if err := a.Provide(shell.PolicyService, fakePolicy{def: exec.mode}); err != nil {
+				if err := shell.PolicyService.Provide(a, fakePolicy{def: exec.mode}); err != nil {
 					return err
 				}
 			}
-			return a.Provide(shell.Service, exec)
+			return shell.Service.Provide(a, exec)
 		},
-	}
+	})
 }
 
 func fakeApprovalPlugin(a *fakeApprover) container.Plugin {
-	return container.Plugin{Name: "fake-approval", Provide: []string{approval.Service},
-		Apply: func(act *container.Activation, _ any) error { return act.Provide(approval.Service, a) }}
+	return container.Define(container.Declaration[container.NoConfig]{Name: "fake-approval", Provide: container.Keys{approval.Service},
+		Apply: func(act *container.Activation, _ container.NoConfig) error { return approval.Service.Provide(act, a) }})
 }
 
 // notices records completion notices of a session.
@@ -328,11 +330,11 @@ func newHarness(t testing.TB, s setup) *harness {
 	if err := rt.Compose("test", rows); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, tools.Service)
+	v, ok := container.Lookup(rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}
-	return &harness{rt: rt, exec: exec, tools: v.(*tools.Registry)}
+	return &harness{rt: rt, exec: exec, tools: v}
 }
 
 func (h *harness) call(t testing.TB, s *container.Session, args string) tools.Result {

@@ -73,11 +73,11 @@ func newReal(t testing.TB, s realSetup) *realHarness {
 	if err := rt.Compose("integration", realRows(h, s)); err != nil {
 		t.Fatal(err)
 	}
-	v, ok := container.Lookup[any](rt, tools.Service)
+	v, ok := container.Lookup(rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}
-	h.tools = v.(*tools.Registry)
+	h.tools = v
 	if !s.noBashRow {
 		if _, ok := h.tools.Tool("bash"); !ok {
 			t.Fatalf("bash tool not registered: %+v", rt.Status())
@@ -411,8 +411,8 @@ func TestRealMountExecutorRegistersTool(t *testing.T) {
 	if _, ok := h.tools.Tool("bash"); ok {
 		t.Fatal("bash tool without an executor")
 	}
-	pv, _ := container.Lookup[any](h.rt, prompt.Service)
-	prompts := pv.(*prompt.Registry)
+	pv, _ := container.Lookup(h.rt, prompt.Service)
+	prompts := pv
 	jobsPrompt := sectionText(prompts, "tool:jobs")
 	if got := prompts.Compose(nil); jobsPrompt == "" || got != jobsPrompt {
 		t.Fatalf("prompt without bash = %q", got)
@@ -455,11 +455,11 @@ func TestRealLossyBackgroundRead(t *testing.T) {
 
 // Item 8: a contributor's variable reaches commands while its plugin is active.
 func TestRealContributorEnv(t *testing.T) {
-	contrib := container.Plugin{
+	contrib := container.Define(container.Declaration[container.NoConfig]{
 		Name:   "env-contrib",
-		Inject: []string{shellenv.Service},
-		Apply: func(a *container.Activation, _ any) error {
-			reg, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
+		Inject: container.Keys{shellenv.Service},
+		Apply: func(a *container.Activation, _ container.NoConfig) error {
+			reg, err := container.Injected(a, shellenv.Service)
 			if err != nil {
 				return err
 			}
@@ -468,7 +468,7 @@ func TestRealContributorEnv(t *testing.T) {
 					return map[string]string{"DSH_TEST_VALUE": "for-" + call.Session.ID}, nil
 				}})
 		},
-	}
+	})
 	cat, err := container.NewCatalog(tools.Plugin, prompt.Plugin, subprocess.Plugin, bashlocal.Plugin,
 		shellenv.Plugin, jobs.Plugin, toolbash.Plugin, contrib)
 	if err != nil {
@@ -480,8 +480,8 @@ func TestRealContributorEnv(t *testing.T) {
 	if err := rt.Compose("integration", append(realRows(h, realSetup{}), container.Row{ID: "contrib", Plugin: "env-contrib"})); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := container.Lookup[any](rt, tools.Service)
-	h.tools = v.(*tools.Registry)
+	v, _ := container.Lookup(rt, tools.Service)
+	h.tools = v
 	s, _ := newSession("s7", h.cwd)
 	expect(t, h.call(t, s, "bash", bashArgs(`echo "${DSH_TEST_VALUE-unset}"`)), "for-s7\n", false)
 	if err := rt.Unmount("contrib"); err != nil {

@@ -17,16 +17,16 @@ const toolName = "bash"
 const promptText = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
 
 // Plugin declares the bash tool.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "tool-bash",
 	Aliases: []string{"@deepseek-ai/dsh-tool-bash"},
-	Inject:  []string{tools.Service, shell.Service, prompt.Service, shellenv.Service},
-	Config:  func() any { return DefaultConfig() },
+	Inject:  container.Keys{tools.Service, shell.Service, prompt.Service, shellenv.Service},
+	Config:  DefaultConfig,
 	Apply:   apply,
-}
+})
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Config is the tool-bash row's config.
 type Config struct {
@@ -38,21 +38,20 @@ type Config struct {
 // DefaultConfig returns the config with its defaults applied.
 func DefaultConfig() *Config { return &Config{EnableRunInBackground: true} }
 
-func apply(a *container.Activation, config any) error {
-	cfg := config.(*Config)
-	reg, err := container.Injected[*tools.Registry](a, tools.Service)
+func apply(a *container.Activation, cfg *Config) error {
+	reg, err := container.Injected(a, tools.Service)
 	if err != nil {
 		return err
 	}
-	exec, err := container.Injected[shell.Executor](a, shell.Service)
+	exec, err := container.Injected(a, shell.Service)
 	if err != nil {
 		return err
 	}
-	prompts, err := container.Injected[*prompt.Registry](a, prompt.Service)
+	prompts, err := container.Injected(a, prompt.Service)
 	if err != nil {
 		return err
 	}
-	env, err := container.Injected[*shellenv.Registry](a, shellenv.Service)
+	env, err := container.Injected(a, shellenv.Service)
 	if err != nil {
 		return err
 	}

@@ -54,8 +54,8 @@ func TestSandboxRealExecutor(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := container.Lookup[any](rt, tools.Service)
-	reg := v.(*tools.Registry)
+	v, _ := container.Lookup(rt, tools.Service)
+	reg := v
 	call := func(s *container.Session, tool string, args map[string]any) tools.Result {
 		return reg.CallMap(context.Background(), tool, args, s)
 	}

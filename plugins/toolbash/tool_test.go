@@ -244,8 +244,8 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("tool-bash row = %+v", row)
 		}
 	}
-	pv, _ := container.Lookup[any](h.rt, prompt.Service)
-	prompts := pv.(*prompt.Registry)
+	pv, _ := container.Lookup(h.rt, prompt.Service)
+	prompts := pv
 	if err := h.rt.Mount(container.Row{ID: "bash", Plugin: "fake-shell"}); err != nil {
 		t.Fatal(err)
 	}

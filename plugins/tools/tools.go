@@ -15,21 +15,21 @@ import (
 	"github.com/dsh-dev/dsh/container"
 )
 
-// Service is the name the registry is provided under.
-const Service = "tools"
+// Service is the key the registry is provided under.
+var Service = container.NewKey[*Registry]("tools")
 
 // Plugin declares the tools registry.
-var Plugin = container.Plugin{
+var Plugin = container.Define(container.Declaration[container.NoConfig]{
 	Name:    "tools",
 	Aliases: []string{"@deepseek-ai/dsh-tools"},
-	Provide: []string{Service},
-	Apply: func(a *container.Activation, _ any) error {
-		return a.Provide(Service, NewRegistry())
+	Provide: container.Keys{Service},
+	Apply: func(a *container.Activation, _ container.NoConfig) error {
+		return Service.Provide(a, NewRegistry())
 	},
-}
+})
 
 // Module registers Plugin in the catalog.
-var Module = container.Declare(Plugin)
+var Module = container.ModuleOf(Plugin)
 
 // Tool is one model-facing tool.
 type Tool struct {

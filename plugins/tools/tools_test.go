@@ -50,11 +50,11 @@ type harness struct {
 func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	t.Helper()
 	h := &harness{}
-	register := container.Plugin{
+	register := container.Define(container.Declaration[container.NoConfig]{
 		Name:   "echo",
-		Inject: []string{tools.Service},
-		Apply: func(a *container.Activation, _ any) error {
-			reg, err := container.Injected[*tools.Registry](a, tools.Service)
+		Inject: container.Keys{tools.Service},
+		Apply: func(a *container.Activation, _ container.NoConfig) error {
+			reg, err := container.Injected(a, tools.Service)
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 				},
 			})
 		},
-	}
+	})
 	cat, err := container.NewCatalog(append([]container.Plugin{tools.Plugin, register}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +97,11 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 
 func (h *harness) registry(t *testing.T) *tools.Registry {
 	t.Helper()
-	v, ok := container.Lookup[any](h.rt, tools.Service)
+	v, ok := container.Lookup(h.rt, tools.Service)
 	if !ok {
 		t.Fatal("no tools service")
 	}
-	return v.(*tools.Registry)
+	return v
 }
 
 func (h *harness) call(t *testing.T, args string) tools.Result {
@@ -264,15 +264,15 @@ func TestRegistrationOwnedByActivation(t *testing.T) {
 // registering a name twice fails loudly: the second registrant's activation
 // fails with the reason, the first keeps its tool.
 func TestDuplicateToolNameFails(t *testing.T) {
-	dup := container.Plugin{Name: "dup", Inject: []string{tools.Service}, Apply: func(a *container.Activation, _ any) error {
-		reg, err := container.Injected[*tools.Registry](a, tools.Service)
+	dup := container.Define(container.Declaration[container.NoConfig]{Name: "dup", Inject: container.Keys{tools.Service}, Apply: func(a *container.Activation, _ container.NoConfig) error {
+		reg, err := container.Injected(a, tools.Service)
 		if err != nil {
 			return err
 		}
 		return reg.Register(a, tools.Tool{Name: "bash", Execute: func(context.Context, tools.Call) (tools.Result, error) {
 			return tools.Result{Text: "impostor"}, nil
 		}})
-	}}
+	}})
 	h := newHarness(t, dup)
 	var st container.RowStatus
 	for _, rs := range h.rt.Status().Rows {

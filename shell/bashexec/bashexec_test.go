@@ -41,7 +41,7 @@ func TestDefaultConfig(t *testing.T) {
 		c.MaxSpillBytes != 67108864 || c.GraceMs != 3000 {
 		t.Errorf("DefaultConfig() = %+v", c)
 	}
-	if err := c.Check("bash-local"); err != nil {
+	if err := c.Check(); err != nil {
 		t.Errorf("defaults do not validate: %v", err)
 	}
 }
@@ -54,32 +54,34 @@ func TestConfigCheckMessages(t *testing.T) {
 		"maxSpillBytes":  func(c *bashexec.Config, v float64) { c.MaxSpillBytes = v },
 		"graceMs":        func(c *bashexec.Config, v float64) { c.GraceMs = v },
 	}
-	for _, name := range []string{"bash-local", "bash-sandbox"} {
-		for key, set := range keys {
-			for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
-				c := bashexec.DefaultConfig()
-				set(&c, bad)
-				want := name + ": " + key + " must be a positive finite number"
-				if err := c.Check(name); err == nil || err.Error() != want {
-					t.Errorf("%s=%v: %v, want %q", key, bad, err, want)
-				}
+	for key, set := range keys {
+		for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
+			c := bashexec.DefaultConfig()
+			set(&c, bad)
+			want := key + " must be a positive finite number"
+			if err := c.Check(); err == nil || err.Error() != want {
+				t.Errorf("%s=%v: %v, want %q", key, bad, err, want)
 			}
 		}
-		c := bashexec.DefaultConfig()
-		c.GraceMs = 2147483648
-		if err := c.Check(name); err == nil || err.Error() != name+": graceMs must be no greater than 2147483647" {
-			t.Errorf("graceMs too large: %v", err)
-		}
-		c.GraceMs = 2147483647
-		if err := c.Check(name); err != nil {
-			t.Errorf("graceMs at the limit: %v", err)
-		}
 	}
+	c := bashexec.DefaultConfig()
+	c.GraceMs = 2147483648
+	if err := c.Check(); err == nil || err.Error() != "graceMs must be no greater than 2147483647" {
+		t.Errorf("graceMs too large: %v", err)
+	}
+	c.GraceMs = 2147483647
+	if err := c.Check(); err != nil {
+		t.Errorf("graceMs at the limit: %v", err)
+	}
+	// New names the executor in front of Check's messages (the container does the same
+	// for a plugin's config).
 	sup := subprocess.New(subprocess.Options{DisableCgroups: true})
 	defer sup.Close()
-	if _, err := bashexec.New(bashexec.Local(sup), bashexec.Config{}, bashexec.Options{Name: "bash-sandbox"}); err == nil ||
-		err.Error() != "bash-sandbox: timeoutMs must be a positive finite number" {
-		t.Errorf("New with a zero config: %v", err)
+	for _, name := range []string{"bash-local", "bash-sandbox"} {
+		if _, err := bashexec.New(bashexec.Local(sup), bashexec.Config{}, bashexec.Options{Name: name}); err == nil ||
+			err.Error() != name+": timeoutMs must be a positive finite number" {
+			t.Errorf("New with a zero config: %v", err)
+		}
 	}
 }
 

@@ -16,25 +16,26 @@ const maxGraceMs = subprocess.MaxGraceMs
 //	type Config struct {
 //		bashexec.Config `yaml:",inline"`
 //	}
-//	func (c *Config) Validate() error { return c.Config.Check("bash-local") }
+//	func (c *Config) Validate() error { return c.Config.Check() }
 //
 // Numbers are float64 so that NaN, infinities and fractions reach Check and are
-// reported with the executor's own message rather than a decoder's.
+// reported with the executor's own message rather than a decoder's; their `valid` tags
+// word a value of another type the same way (the container reads them).
 type Config struct {
 	// Cwd is the default working directory; "" means the harness's working directory.
 	// A relative Cwd is resolved against the harness's working directory.
 	Cwd string `yaml:"cwd"`
 	// TimeoutMs is the default timeout of a call.
-	TimeoutMs float64 `yaml:"timeoutMs"`
+	TimeoutMs float64 `yaml:"timeoutMs" valid:"a positive finite number"`
 	// MaxTimeoutMs caps requested timeouts (a larger request is clamped).
-	MaxTimeoutMs float64 `yaml:"maxTimeoutMs"`
+	MaxTimeoutMs float64 `yaml:"maxTimeoutMs" valid:"a positive finite number"`
 	// MaxOutputBytes is the in-memory tail kept per stream.
-	MaxOutputBytes float64 `yaml:"maxOutputBytes"`
+	MaxOutputBytes float64 `yaml:"maxOutputBytes" valid:"a positive finite number"`
 	// MaxSpillBytes caps each stream's spill file.
-	MaxSpillBytes float64 `yaml:"maxSpillBytes"`
+	MaxSpillBytes float64 `yaml:"maxSpillBytes" valid:"a positive finite number"`
 	// GraceMs is the time between SIGTERM and SIGKILL, and the drain bound after the
 	// leader exits.
-	GraceMs float64 `yaml:"graceMs"`
+	GraceMs float64 `yaml:"graceMs" valid:"a positive finite number"`
 }
 
 // DefaultConfig returns the defaults: timeoutMs 120000, maxTimeoutMs 600000,
@@ -50,12 +51,13 @@ func DefaultConfig() Config {
 	}
 }
 
-// Check validates c; name prefixes every message: a key that is not a positive finite
-// number is "<name>: <key> must be a positive finite number"; graceMs above
-// 2147483647 is "<name>: graceMs must be no greater than 2147483647"; a default
-// timeoutMs above maxTimeoutMs (it would be clamped on every call) is
-// "<name>: timeoutMs (<t>) must be no greater than maxTimeoutMs (<m>)".
-func (c Config) Check(name string) error {
+// Check validates c: a key that is not a positive finite number is "<key> must be a
+// positive finite number"; graceMs above 2147483647 is "graceMs must be no greater
+// than 2147483647"; a default timeoutMs above maxTimeoutMs (it would be clamped on every
+// call) is "timeoutMs (<t>) must be no greater than maxTimeoutMs (<m>)". The container
+// prefixes a plugin's config errors with its name ("bash-local: …"); New prefixes them
+// with Options.Name.
+func (c Config) Check() error {
 	for _, f := range [...]struct {
 		key string
 		v   float64
@@ -67,25 +69,14 @@ func (c Config) Check(name string) error {
 		{"graceMs", c.GraceMs},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v <= 0 {
-			return fmt.Errorf("%s: %s must be a positive finite number", name, f.key)
+			return fmt.Errorf("%s must be a positive finite number", f.key)
 		}
 	}
 	if c.GraceMs > maxGraceMs {
-		return fmt.Errorf("%s: graceMs must be no greater than %d", name, maxGraceMs)
+		return fmt.Errorf("graceMs must be no greater than %d", maxGraceMs)
 	}
 	if c.TimeoutMs > c.MaxTimeoutMs {
-		return fmt.Errorf("%s: timeoutMs (%v) must be no greater than maxTimeoutMs (%v)", name, c.TimeoutMs, c.MaxTimeoutMs)
-	}
-	return nil
-}
-
-// InvalidValue words the error for a numeric key given a value of another type, e.g.
-// `bash-local: timeoutMs must be a positive finite number, got the string "5000"`
-// (got describes the value as the config decoder does); nil for other keys.
-func (c Config) InvalidValue(name, key, got string) error {
-	switch key {
-	case "timeoutMs", "maxTimeoutMs", "maxOutputBytes", "maxSpillBytes", "graceMs":
-		return fmt.Errorf("%s: %s must be a positive finite number, got %s", name, key, got)
+		return fmt.Errorf("timeoutMs (%v) must be no greater than maxTimeoutMs (%v)", c.TimeoutMs, c.MaxTimeoutMs)
 	}
 	return nil
 }

@@ -17,21 +17,28 @@
 //	type Config struct {
 //		bashexec.Config `yaml:",inline"`
 //	}
-//	func (c *Config) Validate() error { return c.Config.Check("bash-nice") }
+//	func (c *Config) Validate() error { return c.Config.Check() }
 //
-//	Apply: func(a *container.Activation, config any) error {
-//		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
-//		…
-//		ex, err := bashexec.New(bashexec.Local(sup), config.(*Config).Config, bashexec.Options{
-//			Name: "bash-nice",
-//			Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
-//				cmd.Argv = append([]string{"nice", "-n", "10"}, cmd.Argv...)
-//				return nil, nil
-//			},
-//		})
-//		…
-//		return a.Provide(shell.Service, ex)
-//	}
+//	var Plugin = container.Define(container.Declaration[*Config]{
+//		Name:      "bash-nice",
+//		Inject:    container.Keys{subprocess.Service},
+//		Provide:   container.Keys{shell.Service},
+//		Exclusive: container.Keys{shell.Service}, // one executor per profile
+//		Config:    func() *Config { return &Config{Config: bashexec.DefaultConfig()} },
+//		Apply: func(a *container.Activation, cfg *Config) error {
+//			sup, err := container.Injected(a, subprocess.Service)
+//			…
+//			ex, err := bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
+//				Name: "bash-nice",
+//				Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
+//					cmd.Argv = append([]string{"nice", "-n", "10"}, cmd.Argv...)
+//					return nil, nil
+//				},
+//			})
+//			…
+//			return shell.Service.Provide(a, ex)
+//		},
+//	})
 //
 // and package shelltest proves it honours the seam (package toolbashtest, that the bash
 // tool shows it to the model as it should).

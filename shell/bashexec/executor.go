@@ -110,7 +110,8 @@ type PrepareFunc func(ctx context.Context, spec shell.ExecSpec, cmd *Command) (F
 
 // Options customise an Executor.
 type Options struct {
-	// Name prefixes errors and validation messages ("bash-local", "bash-sandbox").
+	// Name prefixes errors and validation messages ("bash-local", "bash-sandbox"): the
+	// executor's catalog name.
 	Name string
 	// SandboxMode is what Executor.SandboxMode reports: "" for a non-confining
 	// executor, else its default mode.
@@ -144,8 +145,8 @@ func New(sp Spawner, cfg Config, opts Options) (*Executor, error) {
 	if sp == nil {
 		return nil, fmt.Errorf("%s: no spawner", opts.Name)
 	}
-	if err := cfg.Check(opts.Name); err != nil {
-		return nil, err
+	if err := cfg.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", opts.Name, err)
 	}
 	if opts.BaseDir == nil {
 		opts.BaseDir = os.Getwd

@@ -92,22 +92,23 @@ func compose(t *testing.T, target Target, tune func(*bashexec.Config)) *composit
 
 // executorPlugin provides ex as the shell service (and policy, when it confines).
 func executorPlugin(ex shell.Executor, policy shell.PolicyResolver) container.Plugin {
-	provide := []string{shell.Service}
+	provide := container.Keys{shell.Service}
 	if policy != nil {
 		provide = append(provide, shell.PolicyService)
 	}
-	return container.Plugin{
-		Name:    "toolbashtest-executor",
-		Provide: provide,
-		Apply: func(a *container.Activation, _ any) error {
+	return container.Define(container.Declaration[container.NoConfig]{
+		Name:      "toolbashtest-executor",
+		Provide:   provide,
+		Exclusive: container.Keys{shell.Service},
+		Apply: func(a *container.Activation, _ container.NoConfig) error {
 			if policy != nil {
-				if err := a.Provide(shell.PolicyService, policy); err != nil {
+				if err := shell.PolicyService.Provide(a, policy); err != nil {
 					return err
 				}
 			}
-			return a.Provide(shell.Service, ex)
+			return shell.Service.Provide(a, ex)
 		},
-	}
+	})
 }
 
 func (c *composition) call(tool string, args map[string]any) tools.Result {

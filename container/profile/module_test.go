@@ -1,11 +1,10 @@
-package container_test
+package profile_test
 
 import (
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -15,56 +14,8 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/container/profile"
 )
-
-// Item 1: plugin declarations arrive through fx (one module per plugin package), the
-// catalog is sorted by name whatever the declaration order, and official specifiers
-// work as aliases.
-func TestCatalogFromFx(t *testing.T) {
-	j := &journal{}
-	var cat *container.Catalog
-	app := fx.New(
-		container.Module,
-		fx.Supply(container.ModuleOptions{Logger: quiet}),
-		container.Declare(plug(j, "zeta", nil, nil, nil)),
-		container.Declare(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"}, Provide: []string{"shell"},
-			Apply: func(a *container.Activation, _ any) error { return a.Provide("shell", 1) }}),
-		container.Declare(plug(j, "alpha", nil, nil, nil)),
-		fx.Populate(&cat),
-	)
-	mustNil(t, app.Err())
-	var names []string
-	for _, p := range cat.Plugins() {
-		names = append(names, p.Name)
-	}
-	if !slices.Equal(names, []string{"alpha", "bash-local", "zeta"}) {
-		t.Fatalf("catalog order %q", names)
-	}
-	p, ok := cat.Lookup("@deepseek-ai/dsh-bash-local")
-	if !ok || p.Name != "bash-local" {
-		t.Fatalf("alias lookup: %v %q", ok, p.Name)
-	}
-	if got := cat.Providers("shell"); !slices.Equal(got, []string{"bash-local"}) {
-		t.Fatalf("providers %q", got)
-	}
-}
-
-// Item 1: a duplicate plugin name or alias fails fx.New.
-func TestDuplicateDeclarationFailsFxNew(t *testing.T) {
-	j := &journal{}
-	a := plug(j, "a", nil, nil, nil)
-	for name, second := range map[string]container.Plugin{
-		"name":          plug(j, "a", nil, nil, nil),
-		"alias":         {Name: "b", Aliases: []string{"@test/a"}, Apply: a.Apply},
-		"alias as name": {Name: "@test/a", Apply: a.Apply},
-	} {
-		t.Run(name, func(t *testing.T) {
-			app := fx.New(container.Module, fx.Supply(container.ModuleOptions{Logger: quiet}),
-				container.Declare(a), container.Declare(second))
-			wantErrContains(t, app.Err(), "catalog: name", "is declared by both")
-		})
-	}
-}
 
 // The fx lifecycle: OnStart composes the profile (official specifiers as names),
 // OnStop disposes every fiber in reverse activation order; with Watch, edits reload.
@@ -89,18 +40,18 @@ plugins:
 	values := &journal{}
 	var rt *container.Runtime
 	app := fx.New(
-		container.Module,
-		fx.Supply(container.ModuleOptions{Profile: path, Builtins: builtins, Watch: true, Debounce: 10 * time.Millisecond, Logger: quiet}),
-		container.Declare(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Activation, c *testConfig) { values.add("%s", c.Value) })),
-		container.Declare(plug(j, "local", nil, []string{"shell"}, nil)),
-		container.Declare(plug(j, "side", nil, nil, nil)),
+		profile.Module,
+		fx.Supply(profile.ModuleOptions{Profile: path, Builtins: builtins, Watch: true, Debounce: 10 * time.Millisecond, Logger: quiet}),
+		container.ModuleOf(plug(j, "tool", []string{"shell"}, nil, func(_ *container.Activation, c *testConfig) { values.Add("%s", c.Value) })),
+		container.ModuleOf(plug(j, "local", nil, []string{"shell"}, nil)),
+		container.ModuleOf(plug(j, "side", nil, nil, nil)),
 		fx.Populate(&rt),
 	)
 	mustNil(t, app.Err())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mustNil(t, app.Start(ctx))
-	wantEntries(t, j.take(), "apply bash", "apply side", "apply tool from bash")
+	wantEntries(t, j.Take(), "apply bash", "apply side", "apply tool from bash")
 	if st := rt.Status(); st.Profile != path || rowStatus(t, rt, "bash").Plugin != "local" {
 		t.Fatalf("status %+v", st)
 	}
@@ -112,12 +63,12 @@ plugins:
     name: tool
     config: {value: two}
 `)
-	waitFor(t, 10*time.Second, "reload", func() bool { return j.count("apply tool from bash") == 1 })
-	wantEntries(t, j.take(), "dispose tool", "apply tool from bash")
-	wantEntries(t, values.take(), "one", "two")
+	waitFor(t, 10*time.Second, "reload", func() bool { return j.Count("apply tool from bash") == 1 })
+	wantEntries(t, j.Take(), "dispose tool", "apply tool from bash")
+	wantEntries(t, values.Take(), "one", "two")
 
 	mustNil(t, app.Stop(ctx))
-	wantEntries(t, j.take(), "dispose tool", "dispose side", "dispose bash")
+	wantEntries(t, j.Take(), "dispose tool", "dispose side", "dispose bash")
 }
 
 // An invalid profile fails the start, with the file, row and key.
@@ -125,9 +76,9 @@ func TestModuleStartFailsOnInvalidProfile(t *testing.T) {
 	j := &journal{}
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, path, "plugins:\n  - id: x\n    name: nope\n")
-	app := fx.New(container.Module,
-		fx.Supply(container.ModuleOptions{Profile: path, Logger: quiet}),
-		container.Declare(plug(j, "p", nil, nil, nil)))
+	app := fx.New(profile.Module,
+		fx.Supply(profile.ModuleOptions{Profile: path, Logger: quiet}),
+		container.ModuleOf(plug(j, "p", nil, nil, nil)))
 	mustNil(t, app.Err())
 	err := app.Start(context.Background())
 	wantErrContains(t, err, path+`: row "x": module not found: nope`)
@@ -137,7 +88,7 @@ func TestModuleStartFailsOnInvalidProfile(t *testing.T) {
 // Without options the module still builds an (empty) runtime.
 func TestModuleWithoutOptions(t *testing.T) {
 	var rt *container.Runtime
-	app := fx.New(container.Module, fx.NopLogger, fx.Populate(&rt))
+	app := fx.New(profile.Module, fx.NopLogger, fx.Populate(&rt))
 	mustNil(t, app.Err())
 	mustNil(t, app.Start(context.Background()))
 	if len(rt.Status().Rows) != 0 {
@@ -159,17 +110,17 @@ func TestModuleStartDeadlineWithHungApply(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	disposed := make(chan struct{})
-	hung := container.Plugin{Name: "hung", Apply: func(a *container.Activation, _ any) error {
+	hung := container.Define(container.Declaration[container.NoConfig]{Name: "hung", Apply: func(a *container.Activation, _ container.NoConfig) error {
 		close(entered)
 		<-release
 		a.Defer(func() { close(disposed) })
 		return nil
-	}}
+	}})
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	writeFile(t, path, "plugins:\n  - id: stuck\n    name: hung\n")
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
-	app := fx.New(container.Module, fx.Supply(container.ModuleOptions{Profile: path, Logger: logger}), container.Declare(hung))
+	app := fx.New(profile.Module, fx.Supply(profile.ModuleOptions{Profile: path, Logger: logger}), container.ModuleOf(hung))
 	mustNil(t, app.Err())
 	// The start deadline passes while the apply hangs.
 	ctx, cancel := context.WithCancel(context.Background())

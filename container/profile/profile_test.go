@@ -1,4 +1,4 @@
-package container_test
+package profile_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/container/profile"
 )
 
 // builtins mimics the embedded profiles package: default, sandbox (extends default),
@@ -43,7 +44,7 @@ plugins:
 	"loop.yaml": {Data: []byte("extends: loop\n")},
 }
 
-func rowsOf(p *container.Profile) []string {
+func rowsOf(p *profile.Profile) []string {
 	var out []string
 	for _, r := range p.Rows {
 		s := r.ID + "=" + r.Plugin
@@ -55,7 +56,7 @@ func rowsOf(p *container.Profile) []string {
 	return out
 }
 
-func row(t *testing.T, p *container.Profile, id string) container.Row {
+func row(t *testing.T, p *profile.Profile, id string) container.Row {
 	t.Helper()
 	for _, r := range p.Rows {
 		if r.ID == id {
@@ -67,7 +68,7 @@ func row(t *testing.T, p *container.Profile, id string) container.Row {
 }
 
 func TestLoadBuiltin(t *testing.T) {
-	l := container.NewProfileLoader(builtins)
+	l := profile.NewLoader(builtins)
 	p, err := l.Load("default")
 	mustNil(t, err)
 	if p.Name != "default" || p.Path != "" || len(p.Files) != 0 {
@@ -96,7 +97,7 @@ func TestLoadBuiltin(t *testing.T) {
 // The DESIGN example: extends default + {id: bash, name: bash-sandbox} swaps the
 // executor and nothing else; the new plugin's config replaces the old one's.
 func TestExtendsSwapsExecutorOnly(t *testing.T) {
-	l := container.NewProfileLoader(builtins)
+	l := profile.NewLoader(builtins)
 	p, err := l.Load("sandbox")
 	mustNil(t, err)
 	if got := rowsOf(p); !slices.Equal(got, []string{"tools=tools", "bash=bash-sandbox", "tool-bash=tool-bash"}) {
@@ -143,7 +144,7 @@ plugins:
     name: one
   - name: two
 `)
-	l := container.NewProfileLoader(builtins)
+	l := profile.NewLoader(builtins)
 	p, err := l.Load(leaf)
 	mustNil(t, err)
 	if got := rowsOf(p); !slices.Equal(got, []string{
@@ -186,12 +187,12 @@ plugins:
 
 // A patch naming the same plugin by an alias merges (with a catalog to tell).
 func TestExtendsAliasIsSamePlugin(t *testing.T) {
-	cat, err := container.NewCatalog(container.Plugin{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"},
-		Apply: func(*container.Activation, any) error { return nil }})
+	cat, err := container.NewCatalog(container.Define(container.Declaration[container.NoConfig]{Name: "bash-local", Aliases: []string{"@deepseek-ai/dsh-bash-local"},
+		Apply: func(*container.Activation, container.NoConfig) error { return nil }}))
 	mustNil(t, err)
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	writeFile(t, path, "extends: default\nplugins:\n  - id: bash\n    name: '@deepseek-ai/dsh-bash-local'\n    config: {timeoutMs: 5}\n")
-	l := &container.ProfileLoader{Builtins: builtins, Catalog: cat}
+	l := &profile.Loader{Builtins: builtins, Catalog: cat}
 	p, err := l.Load(path)
 	mustNil(t, err)
 	want := map[string]any{"timeoutMs": 5, "limits": map[string]any{"a": 1, "b": 2}}
@@ -207,7 +208,7 @@ func TestProfileErrors(t *testing.T) {
 		writeFile(t, p, content)
 		return p
 	}
-	l := container.NewProfileLoader(builtins)
+	l := profile.NewLoader(builtins)
 	cases := []struct {
 		name    string
 		content string
@@ -273,7 +274,7 @@ func TestProfileErrors(t *testing.T) {
 	wantErrContains(t, err, `profile "defualt": not a built-in profile (default, loop, minimal, sandbox) and no file of that name exists`)
 	_, err = l.Load("")
 	wantErrContains(t, err, "no profile given")
-	_, err = container.NewProfileLoader(nil).Load("default")
+	_, err = profile.NewLoader(nil).Load("default")
 	wantErrContains(t, err, `profile "default": not a built-in profile () and no file`)
 }
 
@@ -283,11 +284,11 @@ func TestLoadedProfileValidation(t *testing.T) {
 	j := &journal{}
 	rt := newRuntime(t,
 		plug(j, "tools", nil, []string{"tools"}, nil),
-		plug(j, "bash-local", []string{"tools"}, []string{"shell"}, nil),
+		exclusive(plug(j, "bash-local", []string{"tools"}, []string{"shell"}, nil), "shell"),
 		plug(j, "bash-sandbox", nil, []string{"shell"}, nil),
 		plug(j, "tool-bash", []string{"shell"}, nil, nil),
 	)
-	l := container.NewProfileLoader(builtins)
+	l := profile.NewLoader(builtins)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.yaml")
 	writeFile(t, path, `
@@ -332,7 +333,7 @@ func TestDigest(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.yaml")
 	writeFile(t, path, "extends: default\n")
-	l := container.NewProfileLoader(builtins)
+	l := profile.NewLoader(builtins)
 	a, err := l.Load(path)
 	mustNil(t, err)
 	b, err := l.Load(path)
@@ -382,7 +383,7 @@ func FuzzLoadProfile(f *testing.F) {
 		for k, v := range builtins {
 			fs[k] = v
 		}
-		l := &container.ProfileLoader{Builtins: fs, Catalog: cat}
+		l := &profile.Loader{Builtins: fs, Catalog: cat}
 		p, err := l.Load("fuzz")
 		if err != nil {
 			if err.Error() == "" {

@@ -1,4 +1,4 @@
-package container
+package profile
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/dsh-dev/dsh/container"
 )
 
 // DefaultDebounce is how long a Reloader waits after the last change before reloading.
@@ -36,8 +38,8 @@ type ReloadOptions struct {
 // failed reload leaves the last good composition running; its error is logged and
 // recorded in Status.LastReloadError until a later reload succeeds.
 type Reloader struct {
-	rt       *Runtime
-	loader   *ProfileLoader
+	rt       *container.Runtime
+	loader   *Loader
 	spec     string // the profile file's absolute path
 	name     string // the profile's name in status, as first given
 	debounce time.Duration
@@ -60,7 +62,7 @@ type Reloader struct {
 // NewReloader starts watching current (the profile the runtime is running, as loaded by
 // loader) and reloading it into rt on change. A built-in profile has no file to watch:
 // that is an error. Close stops it.
-func NewReloader(rt *Runtime, loader *ProfileLoader, current *Profile, opts ReloadOptions) (*Reloader, error) {
+func NewReloader(rt *container.Runtime, loader *Loader, current *Profile, opts ReloadOptions) (*Reloader, error) {
 	if current == nil || current.Path == "" {
 		return nil, errors.New("reload: only a profile file can be watched (built-in profiles do not change)")
 	}
@@ -164,20 +166,20 @@ func (r *Reloader) Reload() (err error) {
 	}
 	if err == nil && p.Digest == r.good.Digest {
 		// What is on disk is what runs (perhaps again, after a failed edit was undone).
-		r.rt.setReloadError("")
+		r.rt.SetLastReloadError(nil)
 		return nil
 	}
 	if err == nil {
-		err = r.rt.compose(r.name, p.Rows, p.Files)
+		err = r.rt.ComposeFiles(r.name, p.Files, p.Rows)
 	}
 	if err != nil {
 		r.log.Error("profile reload failed; the last good composition keeps running", "err", err)
-		r.rt.setReloadError(err.Error())
+		r.rt.SetLastReloadError(err)
 		return err
 	}
 	r.good = p
 	r.rewatch(nil) // stop watching directories only the old profile needed
-	r.rt.setReloadError("")
+	r.rt.SetLastReloadError(nil)
 	r.log.Info("profile reloaded", "files", len(p.Files))
 	warnStuck(r.log, r.rt, p.Rows)
 	return nil

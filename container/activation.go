@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -30,8 +29,8 @@ type Activation struct {
 	id     string // the row id, fixed for the activation (the fiber's row may be rewritten)
 	ctx    context.Context
 	cancel context.CancelFunc
-	// replaced is what this row ran before a reload replaced it, or nil.
-	replaced *Replaced
+	// replaced is the config this row ran before a reload replaced it, or nil.
+	replaced any
 
 	logOnce sync.Once
 	log     *slog.Logger // built on first use: most activations never log
@@ -61,10 +60,8 @@ func (a *Activation) Logger() *slog.Logger {
 	return a.log
 }
 
-// Provide publishes service under name. name must be in the plugin's Provide list; the
-// service becomes visible to others when Apply returns successfully. Provide is only
-// valid while Apply runs.
-func (a *Activation) Provide(name string, service any) error {
+// provide records service under name for when Apply returns (Provide).
+func (a *Activation) provide(name string, service any) error {
 	if !a.fiber.plugin.provides(name) {
 		return fmt.Errorf("%s: provide %q: not in the plugin's declared provide list", a.fiber.plugin.Name, name)
 	}
@@ -88,7 +85,7 @@ func (a *Activation) Provide(name string, service any) error {
 
 // service returns an injected service (one listed in the plugin's Inject).
 func (a *Activation) service(name string) (any, error) {
-	if !slices.Contains(a.fiber.plugin.Inject, name) {
+	if !slices.Contains(a.fiber.plugin.inject, name) {
 		return nil, fmt.Errorf("%s: service %q is not in the plugin's inject list", a.fiber.plugin.Name, name)
 	}
 	v, ok := a.rt.lookup(name)
@@ -146,18 +143,16 @@ func (a *Activation) OnSessionEnd(fn func(sessionID string)) {
 	}
 }
 
-// Replaced is what a row ran before a profile reload replaced it: the plugin's name and
-// its decoded config value (the type the plugin's Config function returns).
-type Replaced struct {
-	Plugin string
-	Config any
+// ReplacedConfig returns the config this row ran with before a profile reload replaced
+// it (another config, or another plugin under the same row id), when that config was a
+// C: so a plugin can tell what the reload changed — a sandbox that widens, an approval
+// policy that stops asking — and say so. ok is false for a row's first activation, for
+// reactivations that no reload caused, and when the row ran a plugin of another config
+// type.
+func ReplacedConfig[C any](a *Activation) (config C, ok bool) {
+	config, ok = a.replaced.(C)
+	return config, ok
 }
-
-// Replaced returns what this row ran before a profile reload replaced it (another
-// config, or another plugin under the same row id), so a plugin can tell what the
-// reload changed — a sandbox that widens, an approval policy that stops asking — and
-// say so; nil for a row's first activation and for reactivations that no reload caused.
-func (a *Activation) Replaced() *Replaced { return a.replaced }
 
 // ProfileFiles are the files of the running composition's profile: its own file, then
 // each base it extends, as read (none for a built-in profile). They may change with a
@@ -173,42 +168,6 @@ func (a *Activation) SetDetail(detail string) {
 	if a.fiber.act == a {
 		a.fiber.detail = detail
 	}
-}
-
-// Injected returns the service name that a plugin injects, as a T. It is how Apply
-// gets what its plugin declared in Inject: the service exists for as long as the
-// activation lasts (when its provider goes away, this activation ends first). Asking
-// for a service the plugin does not inject, or for the wrong type, is an error.
-func Injected[T any](a *Activation, name string) (T, error) {
-	var zero T
-	v, err := a.service(name)
-	if err != nil {
-		return zero, err
-	}
-	t, ok := v.(T)
-	if !ok {
-		return zero, fmt.Errorf("%s: injected service %q is %T, want %v", a.fiber.plugin.Name, name, v, reflect.TypeFor[T]())
-	}
-	return t, nil
-}
-
-// Services is where Lookup looks: a *Runtime (for code outside plugins: the CLI, tests)
-// or an *Activation (for a plugin at call time).
-type Services interface {
-	lookup(name string) (any, bool)
-}
-
-// Lookup returns the service currently provided under name, if it exists and is a T.
-// Plugins use it at call time for services they use without injecting them (jobs,
-// approval), which may come and go; Injected is for the ones they inject.
-func Lookup[T any](from Services, name string) (T, bool) {
-	var zero T
-	v, ok := from.lookup(name)
-	if !ok {
-		return zero, false
-	}
-	t, ok := v.(T)
-	return t, ok
 }
 
 // end cancels the activation, waits for its goroutines, then runs its disposers in

@@ -1,4 +1,4 @@
-package container_test
+package profile_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/container/profile"
 )
 
 // reloadRig is a runtime composed from a profile file, with a Reloader on it.
@@ -17,30 +18,30 @@ type reloadRig struct {
 	dir     string
 	path    string
 	rt      *container.Runtime
-	loader  *container.ProfileLoader
-	rl      *container.Reloader
+	loader  *profile.Loader
+	rl      *profile.Reloader
 	j       *journal // apply/dispose
 	values  *journal // "<id>=<config value>" as each apply saw it
 	mu      sync.Mutex
 	results []error // every reload attempt's outcome
 }
 
-func newReloadRig(t *testing.T, profile string) *reloadRig {
+func newReloadRig(t *testing.T, content string) *reloadRig {
 	t.Helper()
 	g := &reloadRig{t: t, dir: t.TempDir(), j: &journal{}, values: &journal{}}
 	g.path = filepath.Join(g.dir, "harness.yaml")
-	writeFile(t, g.path, profile)
-	see := func(a *container.Activation, c *testConfig) { g.values.add("%s=%s", a.ID(), c.Value) }
+	writeFile(t, g.path, content)
+	see := func(a *container.Activation, c *testConfig) { g.values.Add("%s=%s", a.ID(), c.Value) }
 	g.rt = newRuntime(t,
 		plug(g.j, "prov", nil, []string{"x"}, see),
 		plug(g.j, "dep", []string{"x"}, nil, see),
 		plug(g.j, "other", nil, nil, see),
 	)
-	g.loader = container.NewProfileLoader(builtins)
+	g.loader = profile.NewLoader(builtins)
 	p, err := g.loader.Load(g.path)
 	mustNil(t, err)
 	mustNil(t, g.rt.Compose(p.Name, p.Rows))
-	g.rl, err = container.NewReloader(g.rt, g.loader, p, container.ReloadOptions{
+	g.rl, err = profile.NewReloader(g.rt, g.loader, p, profile.ReloadOptions{
 		Debounce: 20 * time.Millisecond,
 		Logger:   quiet,
 		OnReload: func(err error) {
@@ -52,8 +53,8 @@ func newReloadRig(t *testing.T, profile string) *reloadRig {
 	mustNil(t, err)
 	t.Cleanup(func() { mustNil(t, g.rl.Close()) })
 	g.waitAttempts(1) // the check the reloader makes when it starts
-	g.j.take()
-	g.values.take()
+	g.j.Take()
+	g.values.Take()
 	return g
 }
 
@@ -77,7 +78,7 @@ func (g *reloadRig) waitAttempts(n int) {
 // waitValue waits until an apply of row id has seen config value v.
 func (g *reloadRig) waitValue(id, v string) {
 	g.t.Helper()
-	waitFor(g.t, 10*time.Second, "apply of "+id+" with value "+v, func() bool { return g.values.count(id+"="+v) > 0 })
+	waitFor(g.t, 10*time.Second, "apply of "+id+" with value "+v, func() bool { return g.values.Count(id+"="+v) > 0 })
 }
 
 // renameSave writes content the way editors do: a temporary file renamed over the
@@ -123,7 +124,7 @@ func TestReloadAppliesNewConfig(t *testing.T) {
 	g := newReloadRig(t, rigProfile)
 	g.edit("two")
 	waitFor(t, 10*time.Second, "dependent back", func() bool { return rowStatus(t, g.rt, "dep").State == container.StateActive })
-	wantEntries(t, g.j.take(), "dispose dep", "dispose prov", "apply prov", "apply dep from prov")
+	wantEntries(t, g.j.Take(), "dispose dep", "dispose prov", "apply prov", "apply dep from prov")
 	if err := g.lastResult(); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestReloadSkipsIdenticalContent(t *testing.T) {
 	writeFile(t, g.path, rigProfile)
 	g.waitAttempts(n + 1)
 	mustNil(t, g.lastResult())
-	wantEntries(t, g.j.take())
+	wantEntries(t, g.j.Take())
 }
 
 // Item 10: rows added, disabled and removed in an edit are mounted and disposed.
@@ -158,7 +159,7 @@ plugins:
     config: {value: added}
 `)
 	g.waitValue("more", "added")
-	wantEntries(t, g.j.take(), "dispose other", "dispose dep", "apply more")
+	wantEntries(t, g.j.Take(), "dispose other", "dispose dep", "apply more")
 	var ids []string
 	for _, rs := range g.rt.Status().Rows {
 		ids = append(ids, rs.ID)
@@ -220,7 +221,7 @@ func TestReloadDeleteAndRestoreSameContent(t *testing.T) {
 	g.waitReloadError()
 	writeFile(t, g.path, rigProfile)
 	g.waitErrorCleared()
-	wantEntries(t, g.j.take())
+	wantEntries(t, g.j.Take())
 }
 
 // Item 10: an invalid edit keeps the last good composition running and records the
@@ -230,7 +231,7 @@ func TestReloadInvalidEditKeepsLastGood(t *testing.T) {
 	for _, bad := range []struct{ content, want string }{
 		{"plugins: [\n", g.path + ": line 1, column 10: invalid YAML:"},
 		{strings.Replace(rigProfile, "name: other", "name: nope", 1), g.path + `: row "other": module not found: nope`},
-		{strings.Replace(rigProfile, "value: one", "value: one, limit: -1", 1), g.path + `: row "prov": limit must not be negative, got -1`},
+		{strings.Replace(rigProfile, "value: one", "value: one, limit: -1", 1), g.path + `: row "prov": prov: limit must not be negative, got -1`},
 		{strings.Replace(rigProfile, "value: one", "valeu: one", 1), g.path + `: row "prov": config: unknown key "valeu"`},
 		{strings.Replace(rigProfile, "    name: dep", "    name: dep\n    colour: red", 1), g.path + `: row "dep": unknown key "colour"`},
 	} {
@@ -246,7 +247,7 @@ func TestReloadInvalidEditKeepsLastGood(t *testing.T) {
 				t.Fatalf("%s is %s after an invalid edit", id, st)
 			}
 		}
-		wantEntries(t, g.j.take())
+		wantEntries(t, g.j.Take())
 	}
 	g.edit("fixed")
 	g.waitErrorCleared()
@@ -287,9 +288,9 @@ func TestReloadWatchesBases(t *testing.T) {
 // Built-in profiles are not watched.
 func TestReloaderRefusesBuiltins(t *testing.T) {
 	rt := newRuntime(t)
-	p, err := container.NewProfileLoader(builtins).Load("minimal")
+	p, err := profile.NewLoader(builtins).Load("minimal")
 	mustNil(t, err)
-	_, err = container.NewReloader(rt, container.NewProfileLoader(builtins), p, container.ReloadOptions{})
+	_, err = profile.NewReloader(rt, profile.NewLoader(builtins), p, profile.ReloadOptions{})
 	wantErrContains(t, err, "built-in profiles do not change")
 }
 
@@ -299,8 +300,8 @@ func TestReloadByHandAndClose(t *testing.T) {
 	g := newReloadRig(t, rigProfile)
 	writeFile(t, g.path, strings.Replace(rigProfile, "value: one", "value: manual", 1))
 	mustNil(t, g.rl.Reload())
-	if g.values.count("prov=manual") != 1 {
-		t.Fatalf("manual reload did not apply: %q", g.values.take())
+	if g.values.Count("prov=manual") != 1 {
+		t.Fatalf("manual reload did not apply: %q", g.values.Take())
 	}
 	mustNil(t, g.rl.Close())
 	mustNil(t, g.rl.Close())

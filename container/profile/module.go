@@ -1,4 +1,4 @@
-package container
+package profile
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
+
+	"github.com/dsh-dev/dsh/container"
 )
 
 // ModuleOptions configure Module; supply them with fx.Supply. Without them Module builds
@@ -29,7 +31,7 @@ type ModuleOptions struct {
 	// events are logged at debug level, its errors at error level.
 	Logger *slog.Logger
 	// Runtime configures the runtime; its Logger defaults to Logger.
-	Runtime Options
+	Runtime container.Options
 }
 
 type moduleIn struct {
@@ -49,15 +51,11 @@ func (in moduleIn) options() ModuleOptions {
 	return o
 }
 
-type catalogIn struct {
-	fx.In
-	Plugins []Plugin `group:"plugins"`
-}
-
-// Module wires the runtime into an fx application: it builds the *Catalog from every
-// plugin declared with Declare (a duplicate name or alias fails fx.New), provides the
-// *Runtime and the *ProfileLoader, logs fx events on slog, and ties the composition to
-// the application's lifecycle:
+// Module wires a runtime composed from a profile into an fx application: it builds the
+// *container.Catalog from every plugin a container.ModuleOf contributed (container.Module:
+// a duplicate name or alias fails fx.New), provides the *container.Runtime and the
+// *Loader, logs fx events on slog, and ties the composition to the application's
+// lifecycle:
 //   - OnStart loads the profile, validates and composes it (an invalid profile fails
 //     the start; a plugin that fails to apply is only that row's failure) and, with
 //     Watch, starts a Reloader. It returns once the composition is mounted, or with an
@@ -65,17 +63,17 @@ type catalogIn struct {
 //   - OnStop stops the reloader, then closes the runtime: every fiber is disposed in
 //     reverse activation order.
 //
-// Configure it with fx.Supply(container.ModuleOptions{...}).
+// Configure it with fx.Supply(profile.ModuleOptions{...}).
 var Module = fx.Options(
+	container.Module,
 	fx.WithLogger(func(in moduleIn) fxevent.Logger {
 		l := &fxevent.SlogLogger{Logger: in.options().Logger}
 		l.UseLogLevel(slog.LevelDebug)
 		l.UseErrorLevel(slog.LevelDebug) // fx returns every error it logs; the caller reports it once
 		return l
 	}),
-	fx.Module("container",
+	fx.Module("profile",
 		fx.Provide(
-			newModuleCatalog,
 			newModuleRuntime,
 			newModuleLoader,
 		),
@@ -83,21 +81,17 @@ var Module = fx.Options(
 	),
 )
 
-func newModuleCatalog(in catalogIn) (*Catalog, error) {
-	return NewCatalog(in.Plugins...)
+func newModuleRuntime(c *container.Catalog, in moduleIn) *container.Runtime {
+	return container.NewRuntime(c, in.options().Runtime)
 }
 
-func newModuleRuntime(c *Catalog, in moduleIn) *Runtime {
-	return NewRuntime(c, in.options().Runtime)
-}
-
-func newModuleLoader(c *Catalog, in moduleIn) *ProfileLoader {
-	l := NewProfileLoader(in.options().Builtins)
+func newModuleLoader(c *container.Catalog, in moduleIn) *Loader {
+	l := NewLoader(in.options().Builtins)
 	l.Catalog = c
 	return l
 }
 
-func startModule(lc fx.Lifecycle, rt *Runtime, loader *ProfileLoader, in moduleIn) {
+func startModule(lc fx.Lifecycle, rt *container.Runtime, loader *Loader, in moduleIn) {
 	opts := in.options()
 	var reloader *Reloader
 	lc.Append(fx.Hook{
@@ -111,7 +105,7 @@ func startModule(lc fx.Lifecycle, rt *Runtime, loader *ProfileLoader, in moduleI
 			}
 			// Compose runs plugin code: honour the start deadline even if an apply hangs.
 			done := make(chan error, 1)
-			go func() { done <- rt.ComposeProfile(p) }()
+			go func() { done <- rt.ComposeFiles(p.Name, p.Files, p.Rows) }()
 			select {
 			case err = <-done:
 			case <-ctx.Done():
@@ -144,10 +138,10 @@ func startModule(lc fx.Lifecycle, rt *Runtime, loader *ProfileLoader, in moduleI
 	})
 }
 
-func loadingRows(rt *Runtime) []string {
+func loadingRows(rt *container.Runtime) []string {
 	var ids []string
 	for _, rs := range rt.Status().Rows {
-		if rs.State == StateLoading {
+		if rs.State == container.StateLoading {
 			ids = append(ids, fmt.Sprintf("%q", rs.ID))
 		}
 	}
@@ -156,7 +150,7 @@ func loadingRows(rt *Runtime) []string {
 
 // warnStuck logs the rows of a composition that can never activate: a row waiting for
 // a service no enabled row provides is easy to miss, because nothing fails.
-func warnStuck(log *slog.Logger, rt *Runtime, rows []Row) {
+func warnStuck(log *slog.Logger, rt *container.Runtime, rows []container.Row) {
 	if err := rt.CheckActivation(rows); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			log.Warn("profile row stays pending: " + line)
