@@ -13,8 +13,8 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/container/profile"
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // The fx lifecycle: OnStart composes the profile (official specifiers as names),
