@@ -1,6 +1,7 @@
 // Package proctest holds test helpers for packages that spawn processes: polling with a
-// deadline, process liveness by pid, descriptor-leak checks, a leftover-process check,
-// and the paired benchmark against the raw spawn floor. Tests only; production code
+// deadline, waiting for a process to settle, process liveness by pid, descriptor-leak
+// checks, a leftover-process check, a log buffer, and the paired benchmark against the
+// raw spawn floor. Tests only; production code
 // must not import it.
 //
 // Leftover detection works by marking the environment: Main sets a unique
@@ -13,17 +14,25 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // MarkerVar is the environment variable that marks this test run's processes.
@@ -56,6 +65,80 @@ func Main(m *testing.M, opts ...goleak.Option) {
 	}
 	os.Exit(code)
 }
+
+// Settler is a process that settles: the subprocess and ssh Process types, and the
+// executor core's.
+type Settler interface {
+	Pid() int
+	Done() <-chan struct{}
+	Exit() (proc.Exit, bool)
+}
+
+// AwaitExit waits up to d for p to settle and returns how it ended, failing t if it
+// does not settle in time or reports no exit once settled.
+func AwaitExit(t testing.TB, p Settler, d time.Duration) proc.Exit {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(d):
+		t.Fatalf("process %d did not settle within %v", p.Pid(), d)
+	}
+	ex, ok := p.Exit()
+	if !ok {
+		t.Fatal("Exit() not ok after Done")
+	}
+	return ex
+}
+
+// ExitState is Running until x has settled (its Exit reports false), then its exit's
+// State.
+func ExitState(x interface{ Exit() (proc.Exit, bool) }) proc.State {
+	ex, ok := x.Exit()
+	if !ok {
+		return proc.Running
+	}
+	return ex.State()
+}
+
+// Code is the exit's code, or -1 when it has none.
+func Code(ex proc.Exit) int {
+	if ex.Code == nil {
+		return -1
+	}
+	return *ex.Code
+}
+
+// SeqOutput is what `seq 1 n` prints.
+func SeqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// LogBuffer collects log output for assertions; Logger logs into it.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything logged so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Logger is a text logger writing into b.
+func (b *LogBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // WaitFor polls cond until it holds, failing t after d.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
@@ -242,4 +325,73 @@ func Median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// DiskUsage sums the sizes of the files in dir ("" = none yet); files deleted while it
+// looks are skipped.
+func DiskUsage(t testing.TB, dir string) int64 {
+	t.Helper()
+	sum, _ := fileSizes(t, dir)
+	return sum
+}
+
+// DiskSample sums the sizes of the files in dir while they are being written and
+// deleted. Spill files only grow until deleted and their names are never reused, so
+// if every counted file still exists after the scan, each existed at the moment the
+// scan ended with at least the counted size: the sum is at most what the directory
+// held at that one moment. ok is false when a counted file vanished (sample discarded).
+func DiskSample(t testing.TB, dir string) (sum int64, ok bool) {
+	t.Helper()
+	sum, counted := fileSizes(t, dir)
+	for _, path := range counted {
+		if _, err := os.Lstat(path); err != nil {
+			return 0, false
+		}
+	}
+	return sum, true
+}
+
+// fileSizes sums the sizes of the files below dir ("" = none yet) and lists the files
+// it counted; files deleted while it looks are skipped.
+func fileSizes(t testing.TB, dir string) (sum int64, counted []string) {
+	t.Helper()
+	for _, path := range SpillFiles(t, dir) {
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += fi.Size()
+		counted = append(counted, path)
+	}
+	return sum, counted
+}
+
+// SpillFiles lists the files below dir (in its owner directories), sorted; files and
+// directories deleted while it looks are skipped.
+func SpillFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	if dir == "" {
+		return nil
+	}
+	var names []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			names = append(names, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	return names
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // A box is one session sandbox: the dsh binary started once per session (and per
@@ -84,7 +85,7 @@ func openBox(sup *subprocess.Supervisor, conf boxConfig, tmp, stage string, ws *
 		theirs.Close()
 		return nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
 	}
-	diag := subprocess.Capture{MaxBytes: 4096}
+	diag := proc.Capture{MaxBytes: 4096}
 	proc, err := sup.Spawn(context.Background(), subprocess.Spec{
 		Argv:    []string{exe, SessionArg},
 		Stdout:  diag,
@@ -208,7 +209,7 @@ func (b *box) read() {
 		case launch.MsgExited:
 			if c, ok := b.cmds[r.ID]; ok {
 				delete(b.cmds, r.ID)
-				c.exit <- subprocess.ExitStatus{Code: r.Code, Signal: syscall.Signal(r.Signal)}
+				c.exit <- proc.WaitExit(r.Code, syscall.Signal(r.Signal))
 			}
 		}
 		b.mu.Unlock()
@@ -288,7 +289,7 @@ func (b *box) kill() {
 	b.proc.Kill()
 }
 
-// cmdStarter starts one command in a box (a subprocess.Starter).
+// cmdStarter starts one command in a box (a proc.Starter).
 type cmdStarter struct {
 	box     *box
 	policy  launch.Policy
@@ -299,18 +300,18 @@ type cmdStarter struct {
 	stub atomic.Bool
 }
 
-// boxCmd is a command started in a box (a subprocess.Started).
+// boxCmd is a command started in a box (a proc.Started).
 type boxCmd struct {
 	box  *box
 	id   uint64
 	pid  int
-	exit chan subprocess.ExitStatus
+	exit chan proc.Exit
 	once sync.Once
 }
 
 // Start asks the sandbox to start req confined to the starter's policy. The leader's
 // host pid comes from its pidfd (the sandbox sees it under its own PID namespace).
-func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
+func (st *cmdStarter) Start(req proc.StartRequest) (proc.Started, error) {
 	b := st.box
 	b.mu.Lock()
 	if b.err != nil || b.closed {
@@ -319,13 +320,13 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 			err = errors.New("bash-sandbox: the session sandbox was closed")
 		}
 		b.mu.Unlock()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: err}
 	}
 	b.nextID++
 	id := b.nextID
 	reply := make(chan boxReply, 1)
 	b.waiting[id] = reply
-	c := &boxCmd{box: b, id: id, exit: make(chan subprocess.ExitStatus, 1)}
+	c := &boxCmd{box: b, id: id, exit: make(chan proc.Exit, 1)}
 	b.cmds[id] = c
 	b.live++
 	b.mu.Unlock()
@@ -348,26 +349,26 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 	if err := b.conn.Send(m.Encode(), fds...); err != nil {
 		b.forget(id)
 		b.fail()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
 	}
 	rep, ok := <-reply
 	if !ok {
 		b.forget(id)
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: b.failure()}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: b.failure()}
 	}
 	if rep.r.Type == launch.MsgFailed {
 		closeAll(rep.fds)
 		b.forget(id)
 		r := rep.r
 		if r.Errno != 0 {
-			return nil, &subprocess.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
+			return nil, &proc.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
 		}
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
 	}
 	if len(rep.fds) != 1 {
 		closeAll(rep.fds)
 		b.forget(id)
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
 	}
 	st.stub.Store(rep.r.Stub)
 	pid, err := pidfdPid(rep.fds[0])
@@ -376,7 +377,7 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 		// It runs, and cannot be signalled by host pid: end it through its sandbox.
 		b.forget(id)
 		b.fail()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: err}
 	}
 	c.pid = pid
 	return c, nil
@@ -407,10 +408,10 @@ func (b *box) failure() error {
 func (c *boxCmd) Pid() int { return c.pid }
 
 // Wait returns the leader's exit as the sandbox reported it, or the box's failure.
-func (c *boxCmd) Wait() (subprocess.ExitStatus, error) {
+func (c *boxCmd) Wait() (proc.Exit, error) {
 	st, ok := <-c.exit
 	if !ok {
-		return subprocess.ExitStatus{}, c.box.failure()
+		return proc.Exit{}, c.box.failure()
 	}
 	return st, nil
 }
@@ -457,7 +458,7 @@ func closeAll(fds []int) {
 	}
 }
 
-// sandboxStarter starts the session sandbox process itself (a subprocess.Starter): the
+// sandboxStarter starts the session sandbox process itself (a proc.Starter): the
 // dsh binary as this process's direct child, with the control socket as its fd 3, in
 // new user, mount, PID, IPC and UTS namespaces (and a network namespace when the
 // network is denied) unless the backend is Landlock-only.
@@ -484,7 +485,7 @@ const (
 	capSysResource = 24
 )
 
-func (st *sandboxStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
+func (st *sandboxStarter) Start(req proc.StartRequest) (proc.Started, error) {
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
 	if st.namespaces {
@@ -532,7 +533,7 @@ func (st *sandboxStarter) Start(req subprocess.StartRequest) (subprocess.Started
 // dumpable serialises the forks that need this process dumpable for a moment.
 var dumpable sync.Mutex
 
-// child is a direct child of this process (a subprocess.Started).
+// child is a direct child of this process (a proc.Started).
 type child struct {
 	pid   int
 	pidfd int
@@ -541,7 +542,7 @@ type child struct {
 func (c *child) Pid() int { return c.pid }
 
 // Wait waits for the exit without reaping (launch.AwaitExit).
-func (c *child) Wait() (subprocess.ExitStatus, error) {
+func (c *child) Wait() (proc.Exit, error) {
 	var pidfd *os.File
 	if c.pidfd >= 0 && syscall.SetNonblock(c.pidfd, true) == nil {
 		pidfd = os.NewFile(uintptr(c.pidfd), "pidfd")
@@ -550,9 +551,9 @@ func (c *child) Wait() (subprocess.ExitStatus, error) {
 	}
 	code, sig, err := launch.AwaitExit(c.pid, pidfd)
 	if err != nil {
-		return subprocess.ExitStatus{}, fmt.Errorf("wait for the session sandbox: %w", err)
+		return proc.Exit{}, fmt.Errorf("wait for the session sandbox: %w", err)
 	}
-	return subprocess.ExitStatus{Code: code, Signal: syscall.Signal(sig)}, nil
+	return proc.WaitExit(code, syscall.Signal(sig)), nil
 }
 
 // Release reaps the child.

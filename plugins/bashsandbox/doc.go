@@ -30,7 +30,7 @@
 // binary is initialised (MaybeRunLauncher, called first thing in main, is the
 // documented dispatch; embedders call it in their own main, test packages in TestMain).
 // The Supervisor starts it like any command — in a cgroup of the harness's subtree,
-// captured, killed when the Supervisor closes — through a subprocess.Starter that adds
+// captured, killed when the Supervisor closes — through a proc.Starter that adds
 // the namespaces:
 //
 //   - new user, mount, PID, IPC and UTS namespaces, and a network namespace (with only

@@ -248,7 +248,7 @@ func (s *session) box(sup *subprocess.Supervisor, conf boxConfig, owner string, 
 }
 
 // ownerSpill returns the spill directory of owner's streams — made now, and kept until
-// the session ends (subprocess.Spool.OwnerDir) — for the session sandbox to show its
+// the session ends (proc.Spool.OwnerDir) — for the session sandbox to show its
 // commands, read-only, at the path its results name (the namespace backend hides the
 // spill root, and the host's /tmp, from them): its canonical path and the directory.
 // Nothing when it cannot be made: no spill path would then be reported either.

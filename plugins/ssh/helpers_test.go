@@ -14,7 +14,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	"github.com/dsh-dev/dsh/plugins/ssh"
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -71,7 +71,7 @@ func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) (*ssh.Ho
 	return h, st
 }
 
-var capture = subprocess.Capture{MaxBytes: 64000, SpillMaxBytes: 1 << 20}
+var capture = proc.Capture{MaxBytes: 64000, SpillMaxBytes: 1 << 20}
 
 func spec(command string) ssh.Spec {
 	return ssh.Spec{Command: command, Dir: "/", Stdout: capture, Stderr: capture, GraceMs: 500}
@@ -86,36 +86,15 @@ func start(t *testing.T, h *ssh.Host, s ssh.Spec) *ssh.Process {
 	return p
 }
 
-func wait(t *testing.T, p *ssh.Process, d time.Duration) ssh.Exit {
-	t.Helper()
-	select {
-	case <-p.Done():
-	case <-time.After(d):
-		t.Fatalf("the command did not settle within %s", d)
-	}
-	ex, ok := p.Exit()
-	if !ok {
-		t.Fatal("Exit not settled after Done")
-	}
-	return ex
-}
-
-func run(t *testing.T, h *ssh.Host, s ssh.Spec) (ssh.Exit, string, string) {
+func run(t *testing.T, h *ssh.Host, s ssh.Spec) (proc.Exit, string, string) {
 	t.Helper()
 	p := start(t, h, s)
-	ex := wait(t, p, 30*time.Second)
+	ex := proctest.AwaitExit(t, p, 30*time.Second)
 	return ex, p.Stdout().Output().Text, p.Stderr().Output().Text
 }
 
-func code(ex ssh.Exit) int {
-	if ex.Code == nil {
-		return -1
-	}
-	return *ex.Code
-}
-
 // readUntil polls the stream until it holds want.
-func readUntil(t *testing.T, s *subprocess.Stream, want string) {
+func readUntil(t *testing.T, s *proc.Stream, want string) {
 	t.Helper()
 	proctest.WaitFor(t, 20*time.Second, "output "+want, func() bool { return strings.Contains(s.Output().Text, want) })
 }

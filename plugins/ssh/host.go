@@ -16,7 +16,7 @@ import (
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Service is the name the Host is provided under.
@@ -95,7 +95,7 @@ type Host struct {
 	log     *slog.Logger
 	onState func(string)
 	client  *xssh.ClientConfig
-	spool   *subprocess.Spool
+	spool   *proc.Spool
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -168,7 +168,7 @@ func New(cfg *Config, opts Options) (*Host, error) {
 		h.log = slog.Default()
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.spool = subprocess.NewSpool(subprocess.SpoolOptions{Root: cfg.SpillRoot, BudgetBytes: cfg.SpillBudgetBytes, Logger: h.log})
+	h.spool = proc.NewSpool(proc.SpoolOptions{Root: cfg.SpillRoot, BudgetBytes: cfg.SpillBudgetBytes, Logger: h.log})
 	h.client = &xssh.ClientConfig{
 		User:              set.user,
 		Auth:              []xssh.AuthMethod{xssh.PublicKeys(signer)},
@@ -241,7 +241,7 @@ func (probeKey) Verify([]byte, *xssh.Signature) error { return errors.New("probe
 func (h *Host) EndSession(id string) { h.spool.EndOwner(id) }
 
 // Spool is the capture of the remote commands' output (spill files are kept locally).
-func (h *Host) Spool() *subprocess.Spool { return h.spool }
+func (h *Host) Spool() *proc.Spool { return h.spool }
 
 // Address is the configured host:port.
 func (h *Host) Address() string { return h.set.address }
@@ -794,7 +794,7 @@ func (h *Host) Close() {
 	h.notifyLocked()
 	h.mu.Unlock()
 	for _, p := range live {
-		p.kill(subprocess.ReasonDispose, true)
+		p.kill(proc.ReasonDispose, true)
 	}
 	h.mu.Lock()
 	remnants := h.remnants

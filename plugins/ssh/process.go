@@ -14,7 +14,7 @@ import (
 
 	xssh "golang.org/x/crypto/ssh"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Spec describes one remote command.
@@ -34,32 +34,15 @@ type Spec struct {
 	// empty stdin.
 	Stdin []byte
 	// Stdout and Stderr bound the capture of each stream (kept locally).
-	Stdout, Stderr subprocess.Capture
+	Stdout, Stderr proc.Capture
 	// GraceMs is the time between SIGTERM and SIGKILL to the remote process group, and
-	// how long output may drain after the command exited (0 < GraceMs ≤ MaxGraceMs).
+	// how long output may drain after the command exited (0 < GraceMs ≤ proc.MaxGraceMs).
 	GraceMs int64
-	// Deadline, when non-zero, kills the command when it passes (Exit.TimedOut).
+	// Deadline, when non-zero, kills the command when it passes (Exit.Reason
+	// proc.ReasonTimeout).
 	Deadline time.Time
 	// Owner is the session the command belongs to ("" for none).
 	Owner string
-}
-
-// Exit is how a settled remote command ended.
-type Exit struct {
-	// Code is the command's exit code; nil when a signal ended it, or when its fate is
-	// unknown (Err).
-	Code *int
-	// Signal is the signal that ended the command ("SIGTERM"…), or "".
-	Signal string
-	// TimedOut and Aborted say what started killing the command before it exited (the
-	// first cause wins; never both).
-	TimedOut, Aborted bool
-	// Killed is true when a signal ended the command, or Kill, the deadline, the
-	// context, the Host's Close or a lost connection ended it.
-	Killed bool
-	// Err is an infrastructure failure that ended the call without an exit status: a
-	// *LostError when the connection broke.
-	Err error
 }
 
 // Process is one remote command and its captured output. All methods are safe for
@@ -73,7 +56,7 @@ type Process struct {
 	graceMs int64
 	stdin   []byte
 
-	stdout, stderr *subprocess.Stream
+	stdout, stderr *proc.Stream
 
 	startOnce sync.Once
 	started   chan struct{} // the start line arrived, or stdout ended without it
@@ -91,13 +74,13 @@ type Process struct {
 	exited      bool
 	code        *int
 	signal      string
-	reason      subprocess.Reason
+	reason      proc.Reason
 	killing     bool
 	killDone    chan struct{}
 	lost        error
 	settling    bool
 	settled     bool
-	exit        Exit
+	exit        proc.Exit
 	deadline    *time.Timer
 	stopCtx     func() bool
 	drain       *time.Timer
@@ -107,11 +90,11 @@ type Process struct {
 // Start runs spec on the host and returns once the remote command has started (its pid
 // is known). Invalid input and an already-cancelled ctx fail before anything runs
 // (nothing is sent); a closed Host fails with ErrClosed. A start that belongs to the
-// call failing is a *subprocess.SpawnError: a working directory the remote cannot
+// call failing is a *proc.SpawnError: a working directory the remote cannot
 // enter ("spawn failed: chdir <dir>: ENOENT …"), a remote without bash, or no
 // connection ("spawn failed: connect <address>: <cause>"). When the deadline passes
 // while every channel is busy, the returned process has settled, timed out, without
-// running. Cancelling ctx later kills the command (Exit.Aborted); pass a context
+// running. Cancelling ctx later kills the command (proc.ReasonAbort); pass a context
 // without cancellation to detach it.
 func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := checkSpec(spec); err != nil {
@@ -136,7 +119,7 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		ctl, err := c.control()
 		if err != nil {
 			h.release(c)
-			if errors.As(err, new(*subprocess.SpawnError)) {
+			if errors.As(err, new(*proc.SpawnError)) {
 				return nil, err // no bash on the host
 			}
 			return nil, h.cannotStart(err)
@@ -215,10 +198,10 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		p.mu.Lock()
 		if !p.exited && !p.settling {
 			if !spec.Deadline.IsZero() {
-				p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(subprocess.ReasonTimeout, false) })
+				p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(proc.ReasonTimeout, false) })
 			}
 			if ctx.Done() != nil {
-				p.stopCtx = context.AfterFunc(ctx, func() { p.kill(subprocess.ReasonAbort, false) })
+				p.stopCtx = context.AfterFunc(ctx, func() { p.kill(proc.ReasonAbort, false) })
 			}
 		}
 		p.mu.Unlock()
@@ -247,11 +230,8 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 // cannotStart is a failure to reach the host for a command, as the spawn failure it is
 // for the caller: "spawn failed: connect <address>: <cause>".
 func (h *Host) cannotStart(err error) error {
-	return &subprocess.SpawnError{Op: "connect", Path: h.set.address, Err: err}
+	return &proc.SpawnError{Op: "connect", Path: h.set.address, Err: err}
 }
-
-// MaxGraceMs is the largest grace period a command accepts.
-const MaxGraceMs = subprocess.MaxGraceMs
 
 func checkSpec(spec Spec) error {
 	if spec.Command == "" || strings.IndexByte(spec.Command, 0) >= 0 {
@@ -260,7 +240,7 @@ func checkSpec(spec Spec) error {
 	if !strings.HasPrefix(spec.Dir, "/") || strings.IndexByte(spec.Dir, 0) >= 0 {
 		return fmt.Errorf("invalid dir: expected an absolute remote path, got %q", spec.Dir)
 	}
-	if err := subprocess.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
+	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return err
 	}
 	for k, v := range spec.Env {
@@ -300,7 +280,7 @@ func appendEnv(args []string, env map[string]string) []string {
 func (h *Host) expired(spec Spec) *Process {
 	p := &Process{h: h, stdout: h.spool.NewStream(spec.Owner, spec.Stdout), stderr: h.spool.NewStream(spec.Owner, spec.Stderr),
 		started: make(chan struct{}), done: make(chan struct{}), settled: true,
-		exit: Exit{TimedOut: true, Killed: true}}
+		exit: proc.Exit{Reason: proc.ReasonTimeout}}
 	p.stdout.Close()
 	p.stderr.Close()
 	close(p.started)
@@ -317,10 +297,10 @@ func (p *Process) Pid() int {
 }
 
 // Stdout is the captured standard output.
-func (p *Process) Stdout() *subprocess.Stream { return p.stdout }
+func (p *Process) Stdout() *proc.Stream { return p.stdout }
 
 // Stderr is the captured standard error.
-func (p *Process) Stderr() *subprocess.Stream { return p.stderr }
+func (p *Process) Stderr() *proc.Stream { return p.stderr }
 
 // Done is closed when the command has settled: it exited and its output reached EOF
 // or the drain bound (graceMs after the exit) passed, and, if it was being killed, the
@@ -329,7 +309,7 @@ func (p *Process) Stderr() *subprocess.Stream { return p.stderr }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit returns how the command ended, and false while it has not settled.
-func (p *Process) Exit() (Exit, bool) {
+func (p *Process) Exit() (proc.Exit, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exit, p.settled
@@ -338,11 +318,11 @@ func (p *Process) Exit() (Exit, bool) {
 // Kill ends the command's remote process group: SIGTERM now, SIGKILL after the grace
 // period to whatever is left — even when the command itself already exited. It returns
 // false once the command has settled; calling it again is harmless.
-func (p *Process) Kill() bool { return p.kill(subprocess.ReasonKill, true) }
+func (p *Process) Kill() bool { return p.kill(proc.ReasonKill, true) }
 
 // kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
 // while the command runs; after it exited, the drain bound alone ends the call.
-func (p *Process) kill(why subprocess.Reason, explicit bool) bool {
+func (p *Process) kill(why proc.Reason, explicit bool) bool {
 	p.mu.Lock()
 	if p.settling || p.settled || (p.exited && !explicit) {
 		p.mu.Unlock()
@@ -731,12 +711,7 @@ func (p *Process) settle() {
 	}
 
 	p.mu.Lock()
-	ex := Exit{
-		Code:     p.code,
-		Signal:   p.signal,
-		TimedOut: p.reason == subprocess.ReasonTimeout,
-		Aborted:  p.reason == subprocess.ReasonAbort,
-	}
+	ex := proc.Exit{Code: p.code, Signal: p.signal, Reason: p.reason}
 	switch {
 	case p.exited:
 	case lost != nil:
@@ -744,7 +719,6 @@ func (p *Process) settle() {
 	case p.pid != 0:
 		ex.Err = fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
 	}
-	ex.Killed = ex.Signal != "" || p.reason != subprocess.ReasonNone || ex.Err != nil
 	note := ""
 	if ex.Err != nil && p.pid != 0 {
 		note = ex.Err.Error() + "\n"
@@ -810,5 +784,5 @@ func (p *Process) spawnFailure() error {
 
 // spawnError is the local form of a remote start failure.
 func spawnError(op, path string, errno syscall.Errno) error {
-	return &subprocess.SpawnError{Op: op, Path: path, Err: errno}
+	return &proc.SpawnError{Op: op, Path: path, Err: errno}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Isolation modes of Config.Isolation.
@@ -23,7 +24,7 @@ type Config struct {
 	// system temp directory).
 	SpillRoot string `yaml:"spillRoot"`
 	// SpillBudgetBytes bounds the total size of the spill files (default
-	// DefaultSpillBudgetBytes, 1 GiB); see Options.SpillBudgetBytes.
+	// proc.DefaultSpillBudgetBytes, 1 GiB); see Options.SpillBudgetBytes.
 	SpillBudgetBytes int64 `yaml:"spillBudgetBytes"`
 }
 
@@ -46,7 +47,7 @@ var Plugin = container.Plugin{
 	Name:    "subprocess",
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
 	Provide: []string{Service},
-	Config:  func() any { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: DefaultSpillBudgetBytes} },
+	Config:  func() any { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: proc.DefaultSpillBudgetBytes} },
 	Apply: func(a *container.Activation, config any) error {
 		cfg := config.(*Config)
 		sup := New(Options{

@@ -4,93 +4,17 @@ import (
 	"errors"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
-// Reason says why the supervisor ended a process.
-type Reason int
-
-const (
-	// ReasonNone: the process ended by itself.
-	ReasonNone Reason = iota
-	// ReasonTimeout: Spec.Deadline passed.
-	ReasonTimeout
-	// ReasonAbort: the spawn context was cancelled.
-	ReasonAbort
-	// ReasonKill: Process.Kill was called.
-	ReasonKill
-	// ReasonDispose: the supervisor was closed.
-	ReasonDispose
-)
-
-// String is the reason's name: "none", "timeout", "abort", "kill" or "dispose".
-func (r Reason) String() string {
-	switch r {
-	case ReasonTimeout:
-		return "timeout"
-	case ReasonAbort:
-		return "abort"
-	case ReasonKill:
-		return "kill"
-	case ReasonDispose:
-		return "dispose"
-	}
-	return "none"
-}
-
-// State is a process's lifecycle state.
-type State int
-
-const (
-	// Running: the process has not settled yet (its output may still be draining).
-	Running State = iota
-	// Completed: the leader exited by itself.
-	Completed
-	// Killed: a signal ended the leader, or the supervisor killed the tree.
-	Killed
-)
-
-// String is the state's name: "running", "completed" or "killed".
-func (s State) String() string {
-	switch s {
-	case Completed:
-		return "completed"
-	case Killed:
-		return "killed"
-	}
-	return "running"
-}
-
-// Exit is how a settled process ended.
-type Exit struct {
-	// Code is the leader's exit code; nil when a signal ended it.
-	Code *int
-	// Signal is the signal that ended the leader ("SIGTERM"…), or "".
-	Signal string
-	// Reason is why the supervisor started killing the tree before the leader exited
-	// (the first cause wins), or ReasonNone.
-	Reason Reason
-	// Cause is the error behind Reason: ErrTimedOut, the context's cause, ErrKilled or
-	// ErrDisposed.
-	Cause error
-}
-
-// State is Killed when a signal ended the leader or the supervisor killed it,
-// Completed otherwise.
-func (e Exit) State() State {
-	if e.Signal != "" || e.Reason != ReasonNone {
-		return Killed
-	}
-	return Completed
-}
-
-// Sentinel causes recorded in Exit.Cause.
+// Sentinel causes the Supervisor records in proc.Exit.Cause.
 var (
 	ErrTimedOut = errors.New("subprocess: deadline exceeded")
 	ErrKilled   = errors.New("subprocess: killed")
@@ -106,7 +30,7 @@ type Process struct {
 	pidfd int // -1 when the kernel has no pidfds: the leader is reaped with wait4
 	// started, when set, is the leader a Spec.Start started: its exit and its reaping
 	// come from there.
-	started Started
+	started proc.Started
 	note    string // appended to stderr when the process settles (a lost leader)
 	grace   time.Duration
 	cg      *cgroup     // nil when the tree is tracked by its process group only
@@ -114,7 +38,7 @@ type Process struct {
 	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
 	watchdog *watchdogProc
 
-	stdout, stderr *Stream
+	stdout, stderr *proc.Stream
 	rOut, rErr     *os.File // parent ends of the output pipes
 	wIn            *os.File // parent end of the stdin pipe, or nil
 	stdin          []byte
@@ -139,7 +63,7 @@ type Process struct {
 	settling   bool // no more kills accepted
 	settled    bool
 	killing    bool // SIGTERM sent, escalation armed
-	exit       Exit
+	exit       proc.Exit
 	deadline   *time.Timer
 	escalation *time.Timer
 	escalateAt time.Time // when escalation fires
@@ -152,10 +76,10 @@ type Process struct {
 func (p *Process) Pid() int { return p.pid }
 
 // Stdout is the captured standard output.
-func (p *Process) Stdout() *Stream { return p.stdout }
+func (p *Process) Stdout() *proc.Stream { return p.stdout }
 
 // Stderr is the captured standard error.
-func (p *Process) Stderr() *Stream { return p.stderr }
+func (p *Process) Stderr() *proc.Stream { return p.stderr }
 
 // Done is closed when the process has settled: the leader exited, the output pipes
 // reached EOF or the drain bound (graceMs after the leader's exit) passed, and, if the
@@ -171,18 +95,18 @@ func (p *Process) Stderr() *Stream { return p.stderr }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exit returns how the process ended, and false while it has not settled.
-func (p *Process) Exit() (Exit, bool) {
+func (p *Process) Exit() (proc.Exit, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exit, p.settled
 }
 
 // State reports Running until the process has settled, then Completed or Killed.
-func (p *Process) State() State {
+func (p *Process) State() proc.State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.settled {
-		return Running
+		return proc.Running
 	}
 	return p.exit.State()
 }
@@ -193,11 +117,11 @@ func (p *Process) State() State {
 // It returns false once the process has settled; calling it again is harmless. If the
 // leader already exited by itself, Kill still ends what is left of its tree but the
 // exit status stays the leader's own.
-func (p *Process) Kill() bool { return p.kill(ReasonKill, ErrKilled, true) }
+func (p *Process) Kill() bool { return p.kill(proc.ReasonKill, ErrKilled, true) }
 
 // kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
 // while the leader runs; after it exited, the drain bound alone ends the call.
-func (p *Process) kill(reason Reason, cause error, explicit bool) bool {
+func (p *Process) kill(reason proc.Reason, cause error, explicit bool) bool {
 	p.mu.Lock()
 	if p.settling || (p.exited && !explicit) {
 		p.mu.Unlock()
@@ -306,7 +230,7 @@ const maxTreePoll = 50 * time.Millisecond
 // readLoop copies one pipe into its stream until EOF, or until the drain deadline
 // passes; then whatever the pipe still buffers is taken without waiting, so that a
 // reader scheduled late never loses bytes the command wrote before it exited.
-func (p *Process) readLoop(f *os.File, s *Stream) {
+func (p *Process) readLoop(f *os.File, s *proc.Stream) {
 	defer p.readers.Done()
 	// Start with a small buffer; a stream that fills it gets the large one, and one that
 	// keeps filling that (bulkAfter reads in a row) gets a bulk buffer and a pipe as
@@ -369,7 +293,7 @@ func growPipe(f *os.File) {
 const maxFinalDrain = 1 << 20
 
 // drainBuffered reads what the pipe holds right now, without blocking.
-func drainBuffered(f *os.File, s *Stream, buf []byte) {
+func drainBuffered(f *os.File, s *proc.Stream, buf []byte) {
 	if f.SetReadDeadline(time.Time{}) != nil {
 		return
 	}
@@ -416,16 +340,7 @@ func (p *Process) wait() {
 
 	p.mu.Lock()
 	p.exited = true
-	switch {
-	case status.signal != 0:
-		p.exit.Signal = unix.SignalName(status.signal)
-		if p.exit.Signal == "" {
-			p.exit.Signal = "SIG" + strconv.Itoa(int(status.signal))
-		}
-	default:
-		code := status.code
-		p.exit.Code = &code
-	}
+	p.exit.Code, p.exit.Signal = status.Code, status.Signal
 	deadline, stopCtx := p.deadline, p.stopCtx
 	p.mu.Unlock()
 	if deadline != nil && deadline.Stop() {

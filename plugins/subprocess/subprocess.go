@@ -16,13 +16,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Service is the name the Supervisor is provided under.
 const Service = "subprocess"
-
-// MaxGraceMs is the largest grace period a spawn accepts.
-const MaxGraceMs = 2147483647
 
 // Options configure a Supervisor. The zero value is ready to use.
 type Options struct {
@@ -30,10 +29,10 @@ type Options struct {
 	// writable (for tests, or hosts whose cgroup setup must not be touched).
 	DisableCgroups bool
 	// SpillRoot is the directory in which the Supervisor's Spool creates its private
-	// spill directory (default os.TempDir()); see SpoolOptions.Root.
+	// spill directory (default os.TempDir()); see proc.SpoolOptions.Root.
 	SpillRoot string
 	// SpillBudgetBytes bounds the total size of the spill files (≤ 0 means
-	// DefaultSpillBudgetBytes); see SpoolOptions.BudgetBytes.
+	// proc.DefaultSpillBudgetBytes); see proc.SpoolOptions.BudgetBytes.
 	SpillBudgetBytes int64
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
@@ -61,44 +60,20 @@ type Spec struct {
 	// Stdin, when non-nil, is written to the child once and closed; nil means /dev/null.
 	Stdin []byte
 	// Stdout and Stderr bound the capture of each stream.
-	Stdout, Stderr Capture
+	Stdout, Stderr proc.Capture
 	// GraceMs is how long a killed tree gets between SIGTERM and SIGKILL, and how long
 	// the output pipes may drain after the leader exits (0 < GraceMs ≤ MaxGraceMs).
 	GraceMs int64
 	// Deadline, when non-zero, kills the tree when it passes (Exit.Reason
-	// ReasonTimeout). The spawn context aborts it (ReasonAbort).
+	// proc.ReasonTimeout). The spawn context aborts it (proc.ReasonAbort).
 	Deadline time.Time
 	// Owner is the harness session the process runs for ("" = none): its spill files
 	// go to that owner's directory of the Spool, and count as its own in the budget.
 	Owner string
 	// Start, when set, starts the leader in place of the Supervisor's own fork and
 	// exec (see Starter); the Supervisor owns the tree all the same.
-	Start Starter
+	Start proc.Starter
 }
-
-// SpawnError is an operating-system failure to start a process (missing working
-// directory, program not found…). Its message reads "spawn failed: …" and names the
-// errno, e.g. "spawn failed: chdir /nope: ENOENT (no such file or directory)".
-type SpawnError struct {
-	// Op is the step that failed: "chdir", "exec", "pipe"…
-	Op string
-	// Path is the file or directory involved ("" when none).
-	Path string
-	// Err is the underlying error, usually a syscall.Errno.
-	Err error
-}
-
-// Error is "spawn failed: <op> <path>: <cause>"; a cause with an errno names it, as in
-// "ENOENT (no such file or directory)".
-func (e *SpawnError) Error() string {
-	if e.Path == "" {
-		return "spawn failed: " + e.Op + ": " + errnoText(e.Err)
-	}
-	return "spawn failed: " + e.Op + " " + e.Path + ": " + errnoText(e.Err)
-}
-
-// Unwrap returns Err, for errors.Is and errors.As.
-func (e *SpawnError) Unwrap() error { return e.Err }
 
 // Supervisor owns every process tree it spawns. It is the `subprocess` service value.
 type Supervisor struct {
@@ -119,7 +94,7 @@ type Supervisor struct {
 	closing    bool        // Close started: no more sweeps are scheduled
 	sweepTimer *time.Timer // the next sweep, if one is scheduled
 	sweepAt    time.Time   // when it runs
-	spool      *Spool
+	spool      *proc.Spool
 	watchdog   *watchdogProc // nil if it could not start
 
 	paths sync.Map // program name + PATH → absolute path (see lookPath)
@@ -162,7 +137,7 @@ func New(opts Options) *Supervisor {
 		s.log = slog.Default()
 	}
 	closeInheritedFDs()
-	s.spool = NewSpool(SpoolOptions{Root: opts.SpillRoot, BudgetBytes: opts.SpillBudgetBytes, Logger: s.log})
+	s.spool = proc.NewSpool(proc.SpoolOptions{Root: opts.SpillRoot, BudgetBytes: opts.SpillBudgetBytes, Logger: s.log})
 	if opts.DisableCgroups {
 		s.isolation = "process group only (cgroups disabled by configuration)"
 	} else if root, err := newCgroupRoot(s.log); err != nil {
@@ -201,10 +176,11 @@ func (s *Supervisor) SpillDir() string { return s.spool.Dir() }
 // Spool is where the Supervisor's processes capture their output. Other executors may
 // capture through it too (Spool.NewStream), sharing its directory and budget; it is
 // closed with the Supervisor.
-func (s *Supervisor) Spool() *Spool { return s.spool }
+func (s *Supervisor) Spool() *proc.Spool { return s.spool }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
-// fail before anything runs; an operating-system failure to start is a *SpawnError.
+// fail before anything runs; an operating-system failure to start is a
+// *proc.SpawnError.
 // Cancelling ctx later kills the tree (Exit.Reason ReasonAbort); pass a context without
 // cancellation to detach the process from the caller.
 func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
@@ -216,7 +192,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 			return nil, errors.New("invalid argv: an argument contains a NUL byte")
 		}
 	}
-	if err := CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
+	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return nil, err
 	}
 	if err := checkEnv(spec.Env, spec.DshEnv); err != nil {
@@ -236,7 +212,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if !strings.Contains(prog, "/") {
 		lp, err := s.lookPath(prog)
 		if err != nil {
-			return nil, &SpawnError{Op: "exec", Path: prog, Err: err}
+			return nil, &proc.SpawnError{Op: "exec", Path: prog, Err: err}
 		}
 		prog = lp
 	}
@@ -260,13 +236,13 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if spec.Stdin == nil {
 		null, err := s.devNull()
 		if err != nil {
-			return nil, &SpawnError{Op: "open", Path: os.DevNull, Err: err}
+			return nil, &proc.SpawnError{Op: "open", Path: os.DevNull, Err: err}
 		}
 		childIn = null // shared by every spawn; not closed here
 	} else {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return nil, &SpawnError{Op: "pipe", Err: err}
+			return nil, &proc.SpawnError{Op: "pipe", Err: err}
 		}
 		childIn, p.wIn, p.stdin = r, w, spec.Stdin
 		closeAfterStart = append(closeAfterStart, childIn)
@@ -275,7 +251,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if err != nil {
 		cleanup()
 		p.closeParentEnds()
-		return nil, &SpawnError{Op: "pipe", Err: err}
+		return nil, &proc.SpawnError{Op: "pipe", Err: err}
 	}
 	p.rOut = rOut
 	closeAfterStart = append(closeAfterStart, wOut)
@@ -283,7 +259,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if err != nil {
 		cleanup()
 		p.closeParentEnds()
-		return nil, &SpawnError{Op: "pipe", Err: err}
+		return nil, &proc.SpawnError{Op: "pipe", Err: err}
 	}
 	p.rErr = rErr
 	closeAfterStart = append(closeAfterStart, wErr)
@@ -349,7 +325,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		if cg != nil {
 			_ = cg.remove()
 		}
-		var se *SpawnError
+		var se *proc.SpawnError
 		if errors.As(err, &se) {
 			return nil, se
 		}
@@ -369,8 +345,8 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		s.watchdog.track(pid)
 	}
 	id := strconv.FormatUint(p.id, 10)
-	p.stdout = s.spool.newStream(spec.Owner, spec.Stdout, id+"-stdout.log")
-	p.stderr = s.spool.newStream(spec.Owner, spec.Stderr, id+"-stderr.log")
+	p.stdout = s.spool.NewNamedStream(spec.Owner, spec.Stdout, id+"-stdout.log")
+	p.stderr = s.spool.NewNamedStream(spec.Owner, spec.Stderr, id+"-stderr.log")
 
 	s.mu.Lock()
 	s.live[p] = struct{}{}
@@ -388,14 +364,14 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		p.callbacks.Add(1)
 		p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() {
 			defer p.callbacks.Done()
-			p.kill(ReasonTimeout, ErrTimedOut, false)
+			p.kill(proc.ReasonTimeout, ErrTimedOut, false)
 		})
 	}
 	if ctx.Done() != nil {
 		p.callbacks.Add(1)
 		p.stopCtx = context.AfterFunc(ctx, func() {
 			defer p.callbacks.Done()
-			p.kill(ReasonAbort, context.Cause(ctx), false)
+			p.kill(proc.ReasonAbort, context.Cause(ctx), false)
 		})
 	}
 	p.mu.Unlock()
@@ -415,20 +391,20 @@ func (p *Process) closeParentEnds() {
 func spawnError(err error, dir, prog string) error {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
-		return &SpawnError{Op: "exec", Path: prog, Err: err}
+		return &proc.SpawnError{Op: "exec", Path: prog, Err: err}
 	}
 	if dir != "" {
 		if fi, serr := os.Stat(dir); serr != nil {
 			var se syscall.Errno
 			if errors.As(serr, &se) {
-				return &SpawnError{Op: "chdir", Path: dir, Err: se}
+				return &proc.SpawnError{Op: "chdir", Path: dir, Err: se}
 			}
-			return &SpawnError{Op: "chdir", Path: dir, Err: serr}
+			return &proc.SpawnError{Op: "chdir", Path: dir, Err: serr}
 		} else if !fi.IsDir() {
-			return &SpawnError{Op: "chdir", Path: dir, Err: syscall.ENOTDIR}
+			return &proc.SpawnError{Op: "chdir", Path: dir, Err: syscall.ENOTDIR}
 		}
 	}
-	return &SpawnError{Op: "exec", Path: prog, Err: errno}
+	return &proc.SpawnError{Op: "exec", Path: prog, Err: errno}
 }
 
 // cgroupSpawnFault, when set (by tests), returns the error with which a spawn into a
@@ -477,7 +453,7 @@ func (s *Supervisor) cgroupFailed(what string, err error) {
 	s.cgFailures++
 	n := s.cgFailures
 	s.mu.Unlock()
-	reason := what + ": " + errnoText(err)
+	reason := what + ": " + proc.ErrnoText(err)
 	if n < maxCgroupFailures {
 		s.log.Warn("subprocess: no cgroup for this command; it runs under its process group only", "err", reason)
 		return
@@ -645,7 +621,7 @@ func (s *Supervisor) Close() {
 		}
 		s.mu.Unlock()
 		for _, p := range live {
-			p.kill(ReasonDispose, ErrDisposed, true)
+			p.kill(proc.ReasonDispose, ErrDisposed, true)
 		}
 		for _, p := range live {
 			<-p.retired
@@ -874,26 +850,4 @@ func outputPipe() (r, w *os.File, err error) {
 func (s *Supervisor) devNull() (*os.File, error) {
 	s.nullOnce.Do(func() { s.null, s.nullErr = os.Open(os.DevNull) })
 	return s.null, s.nullErr
-}
-
-// CheckLimits checks the bounds of a spawn — graceMs in (0, MaxGraceMs], each stream's
-// capture with a positive MaxBytes and a non-negative SpillMaxBytes — with the messages
-// Spawn gives; an executor that runs commands elsewhere (a remote host) checks its own
-// spawns with it.
-func CheckLimits(graceMs int64, stdout, stderr Capture) error {
-	if graceMs <= 0 || graceMs > MaxGraceMs {
-		return fmt.Errorf("invalid graceMs: expected 0 < graceMs <= %d, got %d", MaxGraceMs, graceMs)
-	}
-	for _, c := range [...]struct {
-		name string
-		c    Capture
-	}{{"stdout", stdout}, {"stderr", stderr}} {
-		if c.c.MaxBytes <= 0 {
-			return fmt.Errorf("invalid %s capture: maxBytes must be positive, got %d", c.name, c.c.MaxBytes)
-		}
-		if c.c.SpillMaxBytes < 0 {
-			return fmt.Errorf("invalid %s capture: spillMaxBytes must not be negative, got %d", c.name, c.c.SpillMaxBytes)
-		}
-	}
-	return nil
 }
