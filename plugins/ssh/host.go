@@ -794,7 +794,7 @@ func (h *Host) Close() {
 	h.notifyLocked()
 	h.mu.Unlock()
 	for _, p := range live {
-		p.kill(proc.ReasonDispose, true)
+		p.tear.Kill(proc.ReasonDispose, ErrClosed, true)
 	}
 	h.mu.Lock()
 	remnants := h.remnants
@@ -811,7 +811,7 @@ func (h *Host) Close() {
 		}
 	}
 	for _, p := range live {
-		<-p.done
+		<-p.Done()
 	}
 	wg.Wait()
 	h.mu.Lock()

@@ -58,10 +58,14 @@ type Process struct {
 
 	stdout, stderr *proc.Stream
 
+	// tear is the command's life: kill → escalate → drain → settle (see
+	// proc.Teardown). Its kill is an order to the connection's control shell, which
+	// escalates on the remote host by itself (remoteTree).
+	tear proc.Teardown
+
 	startOnce sync.Once
-	started   chan struct{} // the start line arrived, or stdout ended without it
-	abandoned chan struct{} // closed when the command is given up before it started
-	done      chan struct{}
+	started   chan struct{}  // the start line arrived, or stdout ended without it
+	abandoned chan struct{}  // closed when the command is given up before it started
 	io        sync.WaitGroup // the readers and the stdin writer
 
 	mu          sync.Mutex
@@ -71,20 +75,10 @@ type Process struct {
 	startClosed bool
 	preStderr   []byte // what the login shell wrote on stderr before the script ran
 	errLast     byte   // the last byte of the command's stderr
-	exited      bool
-	code        *int
-	signal      string
-	reason      proc.Reason
-	killing     bool
-	killDone    chan struct{}
-	lost        error
-	settling    bool
-	settled     bool
-	exit        proc.Exit
-	deadline    *time.Timer
-	stopCtx     func() bool
-	drain       *time.Timer
-	cut         bool // the output was still open graceMs after the exit
+	// killDone is made by the kill (remoteTree.Terminate) and closed once the remote
+	// kill order finished.
+	killDone chan struct{}
+	lost     error // the LostError of a connection that broke while the command ran
 }
 
 // Start runs spec on the host and returns once the remote command has started (its pid
@@ -151,8 +145,8 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 			stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
 			started:   make(chan struct{}),
 			abandoned: make(chan struct{}),
-			done:      make(chan struct{}),
 		}
+		p.tear.Init(time.Duration(spec.GraceMs)*time.Millisecond, (*remoteTree)(p))
 		// Registered before the exec request: a Close from now on kills it.
 		h.mu.Lock()
 		c.idleRefusals = 0
@@ -195,16 +189,7 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		} else {
 			_ = ch.CloseWrite()
 		}
-		p.mu.Lock()
-		if !p.exited && !p.settling {
-			if !spec.Deadline.IsZero() {
-				p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(proc.ReasonTimeout, false) })
-			}
-			if ctx.Done() != nil {
-				p.stopCtx = context.AfterFunc(ctx, func() { p.kill(proc.ReasonAbort, false) })
-			}
-		}
-		p.mu.Unlock()
+		p.tear.Arm(ctx, spec.Deadline, nil)
 
 		select {
 		case <-p.started:
@@ -220,7 +205,7 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		case serr != nil:
 			return nil, serr
 		case pid == 0:
-			<-p.done
+			<-p.tear.Done()
 			return nil, p.spawnFailure()
 		}
 		return p, nil
@@ -279,12 +264,12 @@ func appendEnv(args []string, env map[string]string) []string {
 // it never ran, and reports a timeout without a signal.
 func (h *Host) expired(spec Spec) *Process {
 	p := &Process{h: h, stdout: h.spool.NewStream(spec.Owner, spec.Stdout), stderr: h.spool.NewStream(spec.Owner, spec.Stderr),
-		started: make(chan struct{}), done: make(chan struct{}), settled: true,
-		exit: proc.Exit{Reason: proc.ReasonTimeout}}
+		started: make(chan struct{})}
+	p.tear.Init(time.Duration(spec.GraceMs)*time.Millisecond, (*remoteTree)(p))
 	p.stdout.Close()
 	p.stderr.Close()
 	close(p.started)
-	close(p.done)
+	p.tear.Abandon(proc.ReasonTimeout, nil)
 	return p
 }
 
@@ -306,36 +291,26 @@ func (p *Process) Stderr() *proc.Stream { return p.stderr }
 // or the drain bound (graceMs after the exit) passed, and, if it was being killed, the
 // remote kill sequence finished (the group is gone, or got SIGKILL after graceMs); or
 // its connection broke.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.tear.Done() }
 
 // Exit returns how the command ended, and false while it has not settled.
-func (p *Process) Exit() (proc.Exit, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit, p.settled
-}
+func (p *Process) Exit() (proc.Exit, bool) { return p.tear.Exit() }
 
 // Kill ends the command's remote process group: SIGTERM now, SIGKILL after the grace
 // period to whatever is left — even when the command itself already exited. It returns
 // false once the command has settled; calling it again is harmless.
-func (p *Process) Kill() bool { return p.kill(proc.ReasonKill, true) }
+func (p *Process) Kill() bool { return p.tear.Kill(proc.ReasonKill, nil, true) }
 
-// kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
-// while the command runs; after it exited, the drain bound alone ends the call.
-func (p *Process) kill(why proc.Reason, explicit bool) bool {
+// remoteTree is the Process as its teardown reaches it (a proc.Tree): through kill
+// orders on its connection's control channel, and by closing its channel.
+type remoteTree Process
+
+// Terminate orders the remote kill — SIGTERM to the group, SIGKILL after graceMs to
+// what is left — once the pid is known (onStart sends the order when the start line
+// arrives); a command that did not start has nothing to kill.
+func (t *remoteTree) Terminate() {
+	p := (*Process)(t)
 	p.mu.Lock()
-	if p.settling || p.settled || (p.exited && !explicit) {
-		p.mu.Unlock()
-		return false
-	}
-	if p.killing {
-		p.mu.Unlock()
-		return true
-	}
-	p.killing = true
-	if !p.exited {
-		p.reason = why
-	}
 	p.killDone = make(chan struct{})
 	pid, failed := p.pid, p.startClosed && p.pid == 0
 	p.mu.Unlock()
@@ -348,8 +323,25 @@ func (p *Process) kill(why proc.Reason, explicit bool) bool {
 		// The start line has not arrived yet: onStart sends the order when it does.
 		go p.awaitStart()
 	}
+}
+
+// Escalate does nothing: the kill order escalates on the remote host by itself.
+func (t *remoteTree) Escalate() {}
+
+// AwaitGone waits for the kill order to finish on the remote: the group is gone, or
+// got SIGKILL after graceMs.
+func (t *remoteTree) AwaitGone(time.Time, <-chan struct{}) bool {
+	p := (*Process)(t)
+	p.mu.Lock()
+	killDone := p.killDone
+	p.mu.Unlock()
+	<-killDone
 	return true
 }
+
+// Cut ends the drain: the channel is closed (a `cmd &` left behind may hold the
+// output open).
+func (t *remoteTree) Cut() { t.ch.Close() }
 
 // errNotStarted: a command killed before its start line did not start in time.
 var errNotStarted = errors.New("the command had not started")
@@ -386,7 +378,7 @@ func (p *Process) sendKill() {
 func (p *Process) orphaned(lerr *LostError) (group, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.exited || p.settled {
+	if !p.tear.LeaderRuns() {
 		return group{}, false
 	}
 	p.lost = lerr
@@ -510,8 +502,8 @@ func (p *Process) onStart(st *start, err error) (first bool) {
 		} else if st != nil {
 			p.pid, p.birth = st.pid, st.birth
 		}
-		send := p.killing && p.pid != 0
-		failed := p.killing && p.pid == 0
+		send := p.killDone != nil && p.pid != 0
+		failed := p.killDone != nil && p.pid == 0
 		p.mu.Unlock()
 		close(p.started)
 		switch {
@@ -595,7 +587,7 @@ func (p *Process) run(reqs <-chan *xssh.Request) {
 		switch r.Type {
 		case "exit-status":
 			if code, ok := exitStatus(r); ok {
-				p.onExit(&code, "")
+				p.tear.Exited(proc.Exited(code))
 			}
 		case "exit-signal":
 			var m struct {
@@ -605,7 +597,7 @@ func (p *Process) run(reqs <-chan *xssh.Request) {
 				Lang       string
 			}
 			if xssh.Unmarshal(r.Payload, &m) == nil {
-				p.onExit(nil, signalName(m.Signal))
+				p.tear.Exited(proc.Exit{Signal: signalName(m.Signal)})
 			}
 		}
 		if r.WantReply {
@@ -633,95 +625,85 @@ func signalName(s string) string {
 	return "SIG" + s
 }
 
-// onExit records the command's exit and bounds the drain: the output gets at most the
-// grace period to reach EOF (a `cmd &` left behind may hold it open), then the
-// channel is closed.
-func (p *Process) onExit(code *int, signal string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exited {
-		return
-	}
-	p.exited = true
-	p.code, p.signal = code, signal
-	if p.deadline != nil {
-		p.deadline.Stop()
-	}
-	if p.stopCtx != nil {
-		p.stopCtx()
-	}
-	p.drain = time.AfterFunc(time.Duration(p.graceMs)*time.Millisecond, func() {
-		p.mu.Lock()
-		p.cut = true
-		p.mu.Unlock()
-		p.ch.Close()
-	})
+// settle fixes the outcome once the channel closed and the output is complete: it
+// waits for a kill order in flight, releases the channel and the command's place on
+// its connection, and closes Done.
+func (p *Process) settle() {
+	from := p.tear.Settling()
+	lost := p.awaitVerdict(from)
+	cut := p.tear.AwaitKill()
+	p.ch.Close()
+	remnant := p.unregister(from, cut)
+	err := p.failure(from, lost)
+	p.closeStreams(err)
+	p.forget(remnant)
+	p.tear.Settle(err)
 }
 
-// settle builds the exit once the channel closed and the output is complete, waits for
-// a kill order in flight, and releases the channel.
-func (p *Process) settle() {
+// awaitVerdict waits, when the channel closed without an exit status, for the
+// connection's verdict: usually it broke (the library closes the channels before it
+// reports the loss), and then the loss is reported as such and the remote command is
+// remembered for killing. It returns the connection's LostError, or nil.
+func (p *Process) awaitVerdict(from proc.Phase) error {
 	p.mu.Lock()
-	if p.drain != nil {
-		p.drain.Stop()
-	}
-	if p.deadline != nil {
-		p.deadline.Stop()
-	}
-	if p.stopCtx != nil {
-		p.stopCtx()
-	}
-	p.settling = true
-	lost, exited, failed := p.lost, p.exited, p.startErr != nil
+	lost, failed := p.lost, p.startErr != nil
 	p.mu.Unlock()
-	if lost == nil && !exited && !failed {
-		// The channel closed without an exit status: usually because the connection
-		// broke (the library closes the channels before it reports the loss). Wait for
-		// the verdict, so that the loss is reported as such and the remote command
-		// is remembered for killing.
-		select {
-		case <-p.c.dead:
-		case <-time.After(time.Second):
-		}
-		if lerr := p.c.lostErr(); lerr != nil {
-			p.mu.Lock()
-			if !p.exited {
-				lost = lerr
-				p.lost = lerr
-			}
-			p.mu.Unlock()
-		}
+	if lost != nil || from.Exited() || failed {
+		return lost
+	}
+	select {
+	case <-p.c.dead:
+	case <-time.After(time.Second):
+	}
+	lerr := p.c.lostErr()
+	if lerr == nil {
+		return nil
 	}
 	p.mu.Lock()
-	killDone := p.killDone
+	p.lost = lerr
 	p.mu.Unlock()
-	if killDone != nil {
-		<-killDone
-	}
-	p.ch.Close()
+	return lerr
+}
+
+// unregister tells the control shell that the command ended — unless its output was
+// cut after its exit and nothing killed it: then something it left running holds the
+// output (`cmd &`), and that remnant stays registered and is ended when the Host
+// closes, as locally. It reports such a remnant.
+func (p *Process) unregister(from proc.Phase, cut bool) (remnant bool) {
 	p.mu.Lock()
-	// A command whose output was cut after its exit left something running that holds
-	// it (`cmd &`): that remnant is ended when the Host closes, as locally, and stays
-	// registered with the control shell meanwhile.
-	remnant := p.cut && !p.killing && p.pid != 0
 	pid := p.pid
 	p.mu.Unlock()
+	remnant = cut && !from.Killing() && pid != 0
 	if pid != 0 && !remnant {
 		p.c.tell("u " + strconv.Itoa(pid) + "\n")
 	}
+	return remnant
+}
 
+// failure is the infrastructure failure that ended the command without an exit
+// status: the lost connection, or a channel that closed without one; nil when the
+// command exited (or never started).
+func (p *Process) failure(from proc.Phase, lost error) error {
 	p.mu.Lock()
-	ex := proc.Exit{Code: p.code, Signal: p.signal, Reason: p.reason}
+	defer p.mu.Unlock()
 	switch {
-	case p.exited:
+	case from.Exited():
+		return nil
 	case lost != nil:
-		ex.Err = lost
+		return lost
 	case p.pid != 0:
-		ex.Err = fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
+		return fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
 	}
+	return nil
+}
+
+// closeStreams ends the captured output; a failure of a command that started is the
+// last line of its stderr, so that a background job shows it.
+func (p *Process) closeStreams(failure error) {
+	p.mu.Lock()
 	note := ""
-	if ex.Err != nil && p.pid != 0 {
-		note = ex.Err.Error() + "\n"
+	if failure != nil && p.pid != 0 {
+		note = failure.Error() + "\n"
 		if p.errLast != 0 && p.errLast != '\n' {
 			note = "\n" + note
 		}
@@ -732,11 +714,19 @@ func (p *Process) settle() {
 	}
 	p.stdout.Close()
 	p.stderr.Close()
+}
 
+// forget releases the command's place on its connection, remembering a remnant's
+// group to kill when the Host closes.
+func (p *Process) forget(remnant bool) {
+	p.mu.Lock()
+	g := group{pid: p.pid, birth: p.birth, graceMs: p.graceMs}
+	p.mu.Unlock()
 	h := p.h
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if remnant {
-		h.remnants = append(h.remnants, group{pid: p.pid, birth: p.birth, graceMs: p.graceMs})
+		h.remnants = append(h.remnants, g)
 		if len(h.remnants) > maxRemnants {
 			h.remnants = h.remnants[len(h.remnants)-maxRemnants:]
 		}
@@ -745,36 +735,30 @@ func (p *Process) settle() {
 	delete(p.c.procs, p)
 	p.c.used--
 	h.notifyLocked()
-	h.mu.Unlock()
-
-	p.mu.Lock()
-	p.exit = ex
-	p.settled = true
-	p.mu.Unlock()
-	close(p.done)
 }
 
 // spawnFailure explains a command that ended before its start line: the login shell
 // found no bash, or failed otherwise.
 func (p *Process) spawnFailure() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exit.Err != nil {
-		return p.exit.Err
+	ex, _ := p.tear.Exit()
+	if ex.Err != nil {
+		return ex.Err
 	}
-	if p.code != nil && *p.code == 127 {
+	if ex.Code != nil && *ex.Code == 127 {
 		return spawnError("exec", "bash", syscall.ENOENT)
 	}
+	p.mu.Lock()
 	msg := strings.TrimSpace(string(p.preStderr))
+	p.mu.Unlock()
 	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 		msg = msg[i+1:]
 	}
 	status := "no exit status"
 	switch {
-	case p.code != nil:
-		status = fmt.Sprintf("exit status %d", *p.code)
-	case p.signal != "":
-		status = "signal " + p.signal
+	case ex.Code != nil:
+		status = fmt.Sprintf("exit status %d", *ex.Code)
+	case ex.Signal != "":
+		status = "signal " + ex.Signal
 	}
 	if msg != "" {
 		status += ": " + msg

@@ -45,10 +45,10 @@ type Process struct {
 
 	readers   sync.WaitGroup
 	stdinDone chan struct{}
-	callbacks sync.WaitGroup // armed timers and context hooks
-	escalated chan struct{}
-	done      chan struct{}
 	retired   chan struct{} // closed once retire has run
+
+	// tear is the process's life: kill → escalate → drain → settle (see proc.Teardown).
+	tear proc.Teardown
 
 	// sigMu orders every signal to the tree with the leader's release and the cgroup's
 	// recycling: the group is signalled by number only while the leader is an unreaped
@@ -57,17 +57,6 @@ type Process struct {
 	reaped   bool // the leader was reaped (here or, wrongly, elsewhere): its id may be reused
 	cgFreed  bool // the cgroup was recycled or removed
 	termSent bool // the tree got its SIGTERM
-
-	mu         sync.Mutex
-	exited     bool // leader exited (it stays a zombie until release)
-	settling   bool // no more kills accepted
-	settled    bool
-	killing    bool // SIGTERM sent, escalation armed
-	exit       proc.Exit
-	deadline   *time.Timer
-	escalation *time.Timer
-	escalateAt time.Time // when escalation fires
-	stopCtx    func() bool
 }
 
 // Pid is the leader's process id; it is also the id of the process group and session
@@ -92,24 +81,13 @@ func (p *Process) Stderr() *proc.Stream { return p.stderr }
 // process-group mode every tree that was not killed) stays a zombie until a sweep of
 // the Supervisor finds its tree empty (the first within a fraction of a second), so
 // that the group id cannot be reused while the Supervisor may still signal it.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.tear.Done() }
 
 // Exit returns how the process ended, and false while it has not settled.
-func (p *Process) Exit() (proc.Exit, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit, p.settled
-}
+func (p *Process) Exit() (proc.Exit, bool) { return p.tear.Exit() }
 
 // State reports Running until the process has settled, then Completed or Killed.
-func (p *Process) State() proc.State {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.settled {
-		return proc.Running
-	}
-	return p.exit.State()
-}
+func (p *Process) State() proc.State { return p.tear.State() }
 
 // Kill ends the tree: SIGTERM now — to every process of the cgroup in cgroup mode, to
 // the process group otherwise; each process gets it once — then, after the grace
@@ -117,38 +95,30 @@ func (p *Process) State() proc.State {
 // It returns false once the process has settled; calling it again is harmless. If the
 // leader already exited by itself, Kill still ends what is left of its tree but the
 // exit status stays the leader's own.
-func (p *Process) Kill() bool { return p.kill(proc.ReasonKill, ErrKilled, true) }
+func (p *Process) Kill() bool { return p.tear.Kill(proc.ReasonKill, ErrKilled, true) }
 
-// kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
-// while the leader runs; after it exited, the drain bound alone ends the call.
-func (p *Process) kill(reason proc.Reason, cause error, explicit bool) bool {
-	p.mu.Lock()
-	if p.settling || (p.exited && !explicit) {
-		p.mu.Unlock()
-		return false
-	}
-	if p.killing {
-		p.mu.Unlock()
-		return true
-	}
-	p.killing = true
-	if !p.exited {
-		p.exit.Reason, p.exit.Cause = reason, cause
-	}
-	p.callbacks.Add(1)
-	p.escalateAt = time.Now().Add(p.grace)
-	p.escalation = time.AfterFunc(p.grace, p.escalate)
-	p.mu.Unlock()
-	p.signal(syscall.SIGTERM)
-	return true
+// tree is the Process as its teardown reaches it (a proc.Tree): by signals to its
+// cgroup and process group, and by read deadlines on its output pipes.
+type tree Process
+
+func (t *tree) Terminate() { (*Process)(t).signal(syscall.SIGTERM) }
+
+// Escalate SIGKILLs whatever is left of the tree, even when the leader already exited:
+// the group and the cgroup may still have members.
+func (t *tree) Escalate() { (*Process)(t).signal(syscall.SIGKILL) }
+
+func (t *tree) AwaitGone(escalateAt time.Time, escalated <-chan struct{}) bool {
+	return (*Process)(t).awaitTreeGone(escalateAt, escalated)
 }
 
-// escalate SIGKILLs whatever is left of the tree after the grace period, even when the
-// leader already exited: the group and the cgroup may still have members.
-func (p *Process) escalate() {
-	defer p.callbacks.Done()
-	p.signal(syscall.SIGKILL)
-	close(p.escalated)
+// Cut ends the drain: the pipes' reads stop at once (a read deadline in the past).
+func (t *tree) Cut() {
+	now := time.Now()
+	for _, f := range [...]*os.File{t.rOut, t.rErr} {
+		if f.SetReadDeadline(now) != nil {
+			_ = f.Close() // not pollable: closing is the only way to stop the read
+		}
+	}
 }
 
 // signal sends sig to the tree. In cgroup mode that is every process of the cgroup,
@@ -201,7 +171,7 @@ func (p *Process) treeAlive() bool {
 // through inotify in the runtime's poller); a process group does not, so it is looked
 // at again after 1, 2, 4… up to 50 ms. A member that has closed its pipes may still be
 // exiting, so a single look right after the pipes' EOF is not enough.
-func (p *Process) awaitTreeGone(escalateAt time.Time) bool {
+func (p *Process) awaitTreeGone(escalateAt time.Time, escalated <-chan struct{}) bool {
 	if p.cg != nil {
 		if gone, ok := awaitCgroupEmpty(p.cg.path, escalateAt); ok {
 			return gone
@@ -216,7 +186,7 @@ func (p *Process) awaitTreeGone(escalateAt time.Time) bool {
 		}
 		t.Reset(delay)
 		select {
-		case <-p.escalated:
+		case <-escalated:
 			return false
 		case <-t.C:
 		}
@@ -336,39 +306,32 @@ func (p *Process) writeStdin() {
 
 // wait settles the process once its leader exited. It runs in its own goroutine.
 func (p *Process) wait() {
-	status := p.awaitExit()
-
-	p.mu.Lock()
-	p.exited = true
-	p.exit.Code, p.exit.Signal = status.Code, status.Signal
-	deadline, stopCtx := p.deadline, p.stopCtx
-	p.mu.Unlock()
-	if deadline != nil && deadline.Stop() {
-		p.callbacks.Done()
-	}
-	if stopCtx != nil && stopCtx() {
-		p.callbacks.Done()
-	}
+	p.tear.Exited(p.awaitExit())
 	if p.wIn != nil {
 		_ = p.wIn.Close()
 	}
-
-	// The leader is gone: its pipes get at most the grace period to drain, so an
-	// orphan holding them cannot keep the call open.
-	p.callbacks.Add(1)
-	drain := time.AfterFunc(p.grace, func() {
-		defer p.callbacks.Done()
-		now := time.Now()
-		for _, f := range [...]*os.File{p.rOut, p.rErr} {
-			if f.SetReadDeadline(now) != nil {
-				_ = f.Close() // not pollable: closing is the only way to stop the read
-			}
-		}
-	})
+	// The pipes reach EOF, or the drain bound cuts them (tree.Cut): an orphan holding
+	// them cannot keep the call open.
 	p.readers.Wait()
-	if drain.Stop() {
-		p.callbacks.Done()
+	p.closeStreams()
+	killing := p.tear.Settling().Killing()
+	// A killed tree settles as soon as it is gone, or else once the SIGKILL escalation
+	// has run.
+	p.tear.AwaitKill()
+	if killing {
+		p.release() // before Done, as promised there
 	}
+	p.tear.Settle(nil)
+	// Whoever waited for the result goes first: on one processor, the response to a
+	// tool call is written before the pipes are closed and the leader reaped below.
+	runtime.Gosched()
+	p.retire(killing)
+	close(p.retired)
+}
+
+// closeStreams ends the captured output: the note of a lost leader is its last line,
+// and from now on the budget may delete the spill files to make room for newer output.
+func (p *Process) closeStreams() {
 	if p.note != "" {
 		note := p.note
 		if t := p.stderr.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
@@ -376,40 +339,11 @@ func (p *Process) wait() {
 		}
 		_, _ = p.stderr.Write([]byte(note))
 	}
-	// From now on the budget may delete the spill files to make room for newer output.
 	p.stdout.Close()
 	p.stderr.Close()
 	if p.stdinDone != nil {
 		<-p.stdinDone
 	}
-
-	p.mu.Lock()
-	p.settling = true
-	killing, escalation, escalateAt := p.killing, p.escalation, p.escalateAt
-	p.mu.Unlock()
-	if killing {
-		// The tree got SIGTERM: settle as soon as it is gone, or else once the SIGKILL
-		// escalation has run.
-		if p.awaitTreeGone(escalateAt) && escalation.Stop() {
-			p.callbacks.Done()
-		} else {
-			<-p.escalated
-		}
-	}
-	p.callbacks.Wait()
-
-	if killing {
-		p.release() // before Done, as promised there
-	}
-	p.mu.Lock()
-	p.settled = true
-	p.mu.Unlock()
-	close(p.done)
-	// Whoever waited for the result goes first: on one processor, the response to a
-	// tool call is written before the pipes are closed and the leader reaped below.
-	runtime.Gosched()
-	p.retire(killing)
-	close(p.retired)
 }
 
 // retire releases what a settled process still holds. Its pipes are closed. Its leader

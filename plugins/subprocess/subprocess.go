@@ -218,13 +218,12 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	}
 
 	p := &Process{
-		sup:       s,
-		id:        s.seq.Add(1),
-		grace:     time.Duration(spec.GraceMs) * time.Millisecond,
-		escalated: make(chan struct{}),
-		done:      make(chan struct{}),
-		retired:   make(chan struct{}),
+		sup:     s,
+		id:      s.seq.Add(1),
+		grace:   time.Duration(spec.GraceMs) * time.Millisecond,
+		retired: make(chan struct{}),
 	}
+	p.tear.Init(p.grace, (*tree)(p))
 
 	var closeAfterStart []*os.File
 	cleanup := func() {
@@ -359,22 +358,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		p.stdinDone = make(chan struct{})
 		go p.writeStdin()
 	}
-	p.mu.Lock()
-	if !spec.Deadline.IsZero() {
-		p.callbacks.Add(1)
-		p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() {
-			defer p.callbacks.Done()
-			p.kill(proc.ReasonTimeout, ErrTimedOut, false)
-		})
-	}
-	if ctx.Done() != nil {
-		p.callbacks.Add(1)
-		p.stopCtx = context.AfterFunc(ctx, func() {
-			defer p.callbacks.Done()
-			p.kill(proc.ReasonAbort, context.Cause(ctx), false)
-		})
-	}
-	p.mu.Unlock()
+	p.tear.Arm(ctx, spec.Deadline, ErrTimedOut)
 	go p.wait()
 	return p, nil
 }
@@ -621,7 +605,7 @@ func (s *Supervisor) Close() {
 		}
 		s.mu.Unlock()
 		for _, p := range live {
-			p.kill(proc.ReasonDispose, ErrDisposed, true)
+			p.tear.Kill(proc.ReasonDispose, ErrDisposed, true)
 		}
 		for _, p := range live {
 			<-p.retired
