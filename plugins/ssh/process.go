@@ -68,18 +68,32 @@ type Process struct {
 	abandoned chan struct{}  // closed when the command is given up before it started
 	io        sync.WaitGroup // the readers and the stdin writer
 
-	mu          sync.Mutex
-	pid         int
-	birth       string
-	startErr    error
-	startClosed bool
-	preStderr   []byte // what the login shell wrote on stderr before the script ran
-	errLast     byte   // the last byte of the command's stderr
+	mu        sync.Mutex
+	start     startState
+	pid       int    // the remote leader, once started: also its group's and session's id
+	birth     string // the leader's start time, once started ("" without /proc)
+	startErr  error  // why the command did not start, when known
+	preStderr []byte // what the login shell wrote on stderr before the script ran
+	errLast   byte   // the last byte of the command's stderr
 	// killDone is made by the kill (remoteTree.Terminate) and closed once the remote
 	// kill order finished.
 	killDone chan struct{}
 	lost     error // the LostError of a connection that broke while the command ran
 }
+
+// startState is how far a command's start has come. onStart moves it, once:
+//
+//	startPending --start line-->                   startDone   (pid and birth known)
+//	startPending --a failure, or EOF before it-->  startFailed (startErr says why, when known)
+//
+// Its teardown (proc.Teardown) tracks the rest of the command's life.
+type startState int
+
+const (
+	startPending startState = iota
+	startDone
+	startFailed
+)
 
 // Start runs spec on the host and returns once the remote command has started (its pid
 // is known). Invalid input and an already-cancelled ctx fail before anything runs
@@ -197,14 +211,14 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 			return p, nil // killed (Aborted) as soon as its pid is known
 		}
 		p.mu.Lock()
-		pid, serr := p.pid, p.startErr
+		start, serr := p.start, p.startErr
 		p.mu.Unlock()
 		switch {
 		case errors.Is(serr, errNotStarted):
 			return p, nil // timed out (or aborted) before it started: it settles so
 		case serr != nil:
 			return nil, serr
-		case pid == 0:
+		case start != startDone:
 			<-p.tear.Done()
 			return nil, p.spawnFailure()
 		}
@@ -312,12 +326,12 @@ func (t *remoteTree) Terminate() {
 	p := (*Process)(t)
 	p.mu.Lock()
 	p.killDone = make(chan struct{})
-	pid, failed := p.pid, p.startClosed && p.pid == 0
+	start := p.start
 	p.mu.Unlock()
-	switch {
-	case pid != 0:
+	switch start {
+	case startDone:
 		go p.sendKill()
-	case failed:
+	case startFailed:
 		close(p.killDone)
 	default:
 		// The start line has not arrived yet: onStart sends the order when it does.
@@ -382,7 +396,7 @@ func (p *Process) orphaned(lerr *LostError) (group, bool) {
 		return group{}, false
 	}
 	p.lost = lerr
-	if p.pid == 0 {
+	if p.start != startDone {
 		return group{}, false
 	}
 	return group{pid: p.pid, birth: p.birth, graceMs: p.graceMs}, true
@@ -492,18 +506,21 @@ func keepTail(b []byte, n int) []byte {
 // onStart records the start line (st nil: stdout ended without one) or why the command
 // did not start, and sends a kill order that was waiting for the pid. Only the first
 // call counts; it reports whether this one was it.
-func (p *Process) onStart(st *start, err error) (first bool) {
+func (p *Process) onStart(st *startLine, err error) (first bool) {
 	p.startOnce.Do(func() {
 		first = true
 		p.mu.Lock()
-		p.startClosed = true
-		if err != nil {
-			p.startErr = err
-		} else if st != nil {
-			p.pid, p.birth = st.pid, st.birth
+		switch {
+		case err != nil:
+			p.start, p.startErr = startFailed, err
+		case st != nil:
+			p.start, p.pid, p.birth = startDone, st.pid, st.birth
+		default:
+			p.start = startFailed
 		}
-		send := p.killDone != nil && p.pid != 0
-		failed := p.killDone != nil && p.pid == 0
+		killing := p.killDone != nil
+		send := killing && p.start == startDone
+		failed := killing && p.start == startFailed
 		p.mu.Unlock()
 		close(p.started)
 		switch {
@@ -671,10 +688,10 @@ func (p *Process) awaitVerdict(from proc.Phase) error {
 // closes, as locally. It reports such a remnant.
 func (p *Process) unregister(from proc.Phase, cut bool) (remnant bool) {
 	p.mu.Lock()
-	pid := p.pid
+	started, pid := p.start == startDone, p.pid
 	p.mu.Unlock()
-	remnant = cut && !from.Killing() && pid != 0
-	if pid != 0 && !remnant {
+	remnant = cut && !from.Killing() && started
+	if started && !remnant {
 		p.c.tell("u " + strconv.Itoa(pid) + "\n")
 	}
 	return remnant
@@ -691,7 +708,7 @@ func (p *Process) failure(from proc.Phase, lost error) error {
 		return nil
 	case lost != nil:
 		return lost
-	case p.pid != 0:
+	case p.start == startDone:
 		return fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
 	}
 	return nil
@@ -702,7 +719,7 @@ func (p *Process) failure(from proc.Phase, lost error) error {
 func (p *Process) closeStreams(failure error) {
 	p.mu.Lock()
 	note := ""
-	if failure != nil && p.pid != 0 {
+	if failure != nil && p.start == startDone {
 		note = failure.Error() + "\n"
 		if p.errLast != 0 && p.errLast != '\n' {
 			note = "\n" + note
