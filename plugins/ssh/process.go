@@ -111,16 +111,44 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
 	}
+	ss, err := h.openSession(ctx, spec.Deadline)
+	switch {
+	case errors.Is(err, errDeadline):
+		return h.expired(spec), nil
+	case err != nil:
+		return nil, err
+	}
 	marker := newMarker()
+	p, err := h.register(ss, spec, marker)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, spec)); err != nil {
+		return nil, err
+	}
+	return p.awaitStartLine(ctx)
+}
+
+// session is a command channel open on a connection whose control channel is open.
+type session struct {
+	c    *conn
+	ctl  *control
+	ch   xssh.Channel
+	reqs <-chan *xssh.Request
+}
+
+// openSession reserves a command channel on a connection and opens it. It waits for a
+// free channel, bounded by ctx and deadline (errDeadline), and tries again when the
+// server refuses the channel (it allows fewer sessions than OpenSSH's default, or has
+// not yet freed one that just ended).
+func (h *Host) openSession(ctx context.Context, deadline time.Time) (session, error) {
 	for {
-		c, err := h.acquire(ctx, spec.Deadline)
+		c, err := h.acquire(ctx, deadline)
 		switch {
-		case errors.Is(err, errDeadline):
-			return h.expired(spec), nil
-		case err != nil && (errors.Is(err, ErrClosed) || ctx.Err() != nil):
-			return nil, err
+		case errors.Is(err, errDeadline), err != nil && (errors.Is(err, ErrClosed) || ctx.Err() != nil):
+			return session{}, err
 		case err != nil:
-			return nil, h.cannotStart(err)
+			return session{}, h.cannotStart(err)
 		}
 		// The control channel is open (it opens right after the connection): the command
 		// registers itself there before it starts.
@@ -128,102 +156,122 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 		if err != nil {
 			h.release(c)
 			if errors.As(err, new(*proc.SpawnError)) {
-				return nil, err // no bash on the host
+				return session{}, err // no bash on the host
 			}
-			return nil, h.cannotStart(err)
+			return session{}, h.cannotStart(err)
 		}
-		args := make([]string, 0, 5+len(spec.Env)+len(spec.DshEnv))
-		args = append(args, marker, ctl.registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
-		args = appendEnv(args, spec.Env)
-		args = appendEnv(args, spec.DshEnv)
-		payload := xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 		ch, reqs, err := c.client.OpenChannel("session", nil)
-		if err != nil {
-			var oe *xssh.OpenChannelError
-			if errors.As(err, &oe) {
-				if rerr := h.refused(c); rerr != nil {
-					return nil, h.cannotStart(rerr)
-				}
-				select {
-				case <-time.After(refusalPause):
-				case <-ctx.Done():
-				}
-				continue
-			}
+		if err == nil {
+			return session{c: c, ctl: ctl, ch: ch, reqs: reqs}, nil
+		}
+		if !errors.As(err, new(*xssh.OpenChannelError)) {
 			h.release(c)
-			return nil, h.cannotStart(c.failure(err))
+			return session{}, h.cannotStart(c.failure(err))
 		}
-		p := &Process{
-			h: h, c: c, ch: ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
-			stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
-			stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
-			started:   make(chan struct{}),
-			abandoned: make(chan struct{}),
+		if rerr := h.refused(c); rerr != nil {
+			return session{}, h.cannotStart(rerr)
 		}
-		p.tear.Init(time.Duration(spec.GraceMs)*time.Millisecond, (*remoteTree)(p))
-		// Registered before the exec request: a Close from now on kills it.
-		h.mu.Lock()
-		c.idleRefusals = 0
-		if h.closed || c.lost != nil {
-			err := error(ErrClosed)
-			if c.lost != nil {
-				err = h.cannotStart(c.lost)
-			}
-			h.mu.Unlock()
-			p.stdout.Close()
-			p.stderr.Close()
-			ch.Close()
-			go xssh.DiscardRequests(reqs)
-			h.release(c)
-			return nil, err
-		}
-		h.live[p] = struct{}{}
-		c.procs[p] = struct{}{}
-		h.notifyLocked()
-		h.mu.Unlock()
-		p.io.Add(2)
-		if p.stdin != nil {
-			p.io.Add(1) // the writer's, counted before run may wait
-		}
-		go p.readStdout()
-		go p.readStderr()
-		go p.run(reqs)
-
-		ok, err := ch.SendRequest("exec", true, payload)
-		if err != nil || !ok {
-			if p.stdin != nil {
-				p.io.Done()
-			}
-			serr := h.cannotStart(c.failure(errExecRefused(err)))
-			p.onStart(nil, serr) // closes the channel; the process settles
-			return nil, serr
-		}
-		if p.stdin != nil {
-			go p.writeStdin()
-		} else {
-			_ = ch.CloseWrite()
-		}
-		p.tear.Arm(ctx, spec.Deadline, nil)
-
 		select {
-		case <-p.started:
+		case <-time.After(refusalPause):
 		case <-ctx.Done():
-			return p, nil // killed (Aborted) as soon as its pid is known
 		}
-		p.mu.Lock()
-		start, serr := p.start, p.startErr
-		p.mu.Unlock()
-		switch {
-		case errors.Is(serr, errNotStarted):
-			return p, nil // timed out (or aborted) before it started: it settles so
-		case serr != nil:
-			return nil, serr
-		case start != startDone:
-			<-p.tear.Done()
-			return nil, p.spawnFailure()
+	}
+}
+
+// execPayload is the exec request of a command: the script and its arguments (see
+// execScript).
+func execPayload(marker, registry string, spec Spec) []byte {
+	args := make([]string, 0, 5+len(spec.Env)+len(spec.DshEnv))
+	args = append(args, marker, registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
+	args = appendEnv(args, spec.Env)
+	args = appendEnv(args, spec.DshEnv)
+	return xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
+}
+
+// register makes the command's Process on its channel and lists it with the Host and
+// the connection before anything runs (a Close from now on kills it); then its readers
+// and the server of its channel's requests start.
+func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) {
+	p := &Process{
+		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
+		stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
+		stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
+		started:   make(chan struct{}),
+		abandoned: make(chan struct{}),
+	}
+	p.tear.Init(time.Duration(spec.GraceMs)*time.Millisecond, (*remoteTree)(p))
+	h.mu.Lock()
+	ss.c.idleRefusals = 0
+	if h.closed || ss.c.lost != nil {
+		err := error(ErrClosed)
+		if ss.c.lost != nil {
+			err = h.cannotStart(ss.c.lost)
 		}
+		h.mu.Unlock()
+		p.stdout.Close()
+		p.stderr.Close()
+		ss.ch.Close()
+		go xssh.DiscardRequests(ss.reqs)
+		h.release(ss.c)
+		return nil, err
+	}
+	h.live[p] = struct{}{}
+	ss.c.procs[p] = struct{}{}
+	h.notifyLocked()
+	h.mu.Unlock()
+	p.io.Add(2)
+	if p.stdin != nil {
+		p.io.Add(1) // the writer's, counted before run may wait
+	}
+	go p.readStdout()
+	go p.readStderr()
+	go p.run(ss.reqs)
+	return p, nil
+}
+
+// exec sends the exec request, then the stdin (or its end), and arms the deadline and
+// the context. A refused request fails the start; the process settles.
+func (p *Process) exec(ctx context.Context, deadline time.Time, payload []byte) error {
+	ok, err := p.ch.SendRequest("exec", true, payload)
+	if err != nil || !ok {
+		if p.stdin != nil {
+			p.io.Done()
+		}
+		serr := p.h.cannotStart(p.c.failure(errExecRefused(err)))
+		p.onStart(nil, serr) // closes the channel; the process settles
+		return serr
+	}
+	if p.stdin != nil {
+		go p.writeStdin()
+	} else {
+		_ = p.ch.CloseWrite()
+	}
+	p.tear.Arm(ctx, deadline, nil)
+	return nil
+}
+
+// awaitStartLine waits for the start line. It returns the process once it started — or
+// when ctx ends first (it is killed as soon as its pid is known), or when it was
+// killed before it started (it settles so) — and else why it did not start.
+func (p *Process) awaitStartLine(ctx context.Context) (*Process, error) {
+	select {
+	case <-p.started:
+	case <-ctx.Done():
 		return p, nil
 	}
+	p.mu.Lock()
+	start, serr := p.start, p.startErr
+	p.mu.Unlock()
+	switch {
+	case errors.Is(serr, errNotStarted):
+		return p, nil
+	case serr != nil:
+		return nil, serr
+	case start != startDone:
+		<-p.tear.Done()
+		return nil, p.spawnFailure()
+	}
+	return p, nil
 }
 
 // cannotStart is a failure to reach the host for a command, as the spawn failure it is

@@ -46,43 +46,76 @@ type Spec struct {
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
 // fail before anything runs; an operating-system failure to start is a
-// *proc.SpawnError.
-// Cancelling ctx later kills the tree (Exit.Reason ReasonAbort); pass a context without
-// cancellation to detach the process from the caller.
+// *proc.SpawnError. Cancelling ctx later kills the tree (Exit.Reason
+// proc.ReasonAbort); pass a context without cancellation to detach the process from
+// the caller.
 func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
-	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
-		return nil, errors.New("invalid argv: expected a non-empty program name at argv[0]")
-	}
-	for _, a := range spec.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, errors.New("invalid argv: an argument contains a NUL byte")
-		}
-	}
-	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
+	if err := checkSpec(spec); err != nil {
 		return nil, err
 	}
-	if err := checkEnv(spec.Env, spec.DshEnv); err != nil {
-		return nil, err
+	if ctx.Err() != nil {
+		return nil, abortedBeforeSpawn(ctx)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
-	}
-
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if s.closed {
 		return nil, ErrDisposed
 	}
-
-	prog := spec.Argv[0]
-	if !strings.Contains(prog, "/") {
-		lp, err := s.lookPath(prog)
-		if err != nil {
-			return nil, &proc.SpawnError{Op: "exec", Path: prog, Err: err}
-		}
-		prog = lp
+	prog, err := s.program(spec.Argv[0])
+	if err != nil {
+		return nil, err
 	}
+	p := s.newProcess(spec)
+	var l launch
+	if err := s.plan(&l, p, spec, prog); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		l.discard(p)
+		return nil, abortedBeforeSpawn(ctx)
+	}
+	if err := s.start(&l, p, spec); err != nil {
+		return nil, err
+	}
+	s.begin(ctx, p, spec, &l)
+	return p, nil
+}
 
+// checkSpec refuses what cannot run: no program, a NUL byte in an argument, limits out
+// of range, an environment the kernel cannot carry.
+func checkSpec(spec Spec) error {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return errors.New("invalid argv: expected a non-empty program name at argv[0]")
+	}
+	for _, a := range spec.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return errors.New("invalid argv: an argument contains a NUL byte")
+		}
+	}
+	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
+		return err
+	}
+	return checkEnv(spec.Env, spec.DshEnv)
+}
+
+func abortedBeforeSpawn(ctx context.Context) error {
+	return fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
+}
+
+// program is what to start for argv[0]: the name itself when it holds a slash, else
+// its path in the harness's PATH.
+func (s *Supervisor) program(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path, err := s.lookPath(name)
+	if err != nil {
+		return "", &proc.SpawnError{Op: "exec", Path: name, Err: err}
+	}
+	return path, nil
+}
+
+func (s *Supervisor) newProcess(spec Spec) *Process {
 	p := &Process{
 		sup:     s,
 		id:      s.seq.Add(1),
@@ -90,124 +123,179 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		retired: make(chan struct{}),
 	}
 	p.tear.Init(p.grace, (*tree)(p))
+	return p
+}
 
-	var closeAfterStart []*os.File
-	cleanup := func() {
-		for _, f := range closeAfterStart {
-			f.Close()
-		}
+// launch is the plan of one start: what the leader runs, the descriptors it gets, its
+// attributes and its cgroup. It lives on Spawn's stack (it holds no pointer to
+// itself), and ForkExec is called with its attributes directly.
+type launch struct {
+	prog    string
+	argv    []string
+	starter proc.Starter // nil: the Supervisor forks and execs the leader itself
+	// child holds the leader's stdin, stdout and stderr; ownStdin says whether its
+	// stdin is a pipe of this spawn (else the shared /dev/null, never closed here).
+	child    [3]*os.File
+	ownStdin bool
+	attr     syscall.ProcAttr
+	sys      *syscall.SysProcAttr // attr.Sys
+	pidfd    *int                 // set by ForkExec when the kernel has pidfds, else -1
+	cg       *cgroup              // nil: the tree runs under its process group only
+	cgRoot   *cgroupRoot          // where cg returns when the tree is gone
+}
+
+// plan makes what the leader starts with: its stdio, its attributes (a new session,
+// the managed environment, a pidfd where the kernel has them) and its cgroup.
+func (s *Supervisor) plan(l *launch, p *Process, spec Spec, prog string) error {
+	l.prog, l.argv, l.starter = prog, spec.Argv, spec.Start
+	if err := s.stdio(l, p, spec.Stdin); err != nil {
+		return err
 	}
-	var childIn *os.File
-	if spec.Stdin == nil {
+	l.sys = &syscall.SysProcAttr{Setsid: true}
+	pidfd := -1
+	if l.pidfd = &pidfd; pidfdSupported() {
+		l.sys.PidFD = l.pidfd
+	}
+	l.attr = syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   buildEnv(spec.Env, spec.DshEnv),
+		Files: []uintptr{l.child[0].Fd(), l.child[1].Fd(), l.child[2].Fd()},
+		Sys:   l.sys,
+	}
+	l.cg, l.cgRoot = s.newCgroup(p.id)
+	if l.cg != nil {
+		l.sys.UseCgroupFD, l.sys.CgroupFD = true, l.cg.fd
+	}
+	return nil
+}
+
+// stdio makes the leader's stdin — /dev/null, or a pipe the process writes Stdin
+// into — and its output pipes (from the pool). On failure nothing is left open.
+func (s *Supervisor) stdio(l *launch, p *Process, stdin []byte) error {
+	if stdin == nil {
 		null, err := s.devNull()
 		if err != nil {
-			return nil, &proc.SpawnError{Op: "open", Path: os.DevNull, Err: err}
+			return &proc.SpawnError{Op: "open", Path: os.DevNull, Err: err}
 		}
-		childIn = null // shared by every spawn; not closed here
+		l.child[0] = null
 	} else {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return nil, &proc.SpawnError{Op: "pipe", Err: err}
+			return &proc.SpawnError{Op: "pipe", Err: err}
 		}
-		childIn, p.wIn, p.stdin = r, w, spec.Stdin
-		closeAfterStart = append(closeAfterStart, childIn)
+		l.child[0], l.ownStdin, p.wIn, p.stdin = r, true, w, stdin
 	}
-	rOut, wOut, err := s.pipes.take()
+	var err error
+	if p.rOut, l.child[1], err = s.pipes.take(); err == nil {
+		p.rErr, l.child[2], err = s.pipes.take()
+	}
 	if err != nil {
-		cleanup()
+		l.closeChildEnds()
 		p.closeParentEnds()
-		return nil, &proc.SpawnError{Op: "pipe", Err: err}
+		return &proc.SpawnError{Op: "pipe", Err: err}
 	}
-	p.rOut = rOut
-	closeAfterStart = append(closeAfterStart, wOut)
-	rErr, wErr, err := s.pipes.take()
-	if err != nil {
-		cleanup()
-		p.closeParentEnds()
-		return nil, &proc.SpawnError{Op: "pipe", Err: err}
-	}
-	p.rErr = rErr
-	closeAfterStart = append(closeAfterStart, wErr)
+	return nil
+}
 
-	sys := &syscall.SysProcAttr{Setsid: true}
-	pidfd := -1
-	if pidfdSupported() {
-		sys.PidFD = &pidfd
+// closeChildEnds closes the leader's ends of the pipes: once it started, it has them.
+func (l *launch) closeChildEnds() {
+	first := 1
+	if l.ownStdin {
+		first = 0
 	}
-	attr := &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   buildEnv(spec.Env, spec.DshEnv),
-		Files: []uintptr{childIn.Fd(), wOut.Fd(), wErr.Fd()},
-		Sys:   sys,
-	}
-	cg, cgRoot := s.newCgroup(p.id)
-	if cg != nil {
-		sys.UseCgroupFD, sys.CgroupFD = true, cg.fd
-	}
-	if err := ctx.Err(); err != nil {
-		cleanup()
-		p.closeParentEnds()
-		if cg != nil {
-			_ = cg.remove()
+	for _, f := range l.child[first:] {
+		if f != nil {
+			f.Close()
 		}
-		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
 	}
-	start := func() (int, error) {
-		if spec.Start == nil {
-			return forkExec(prog, spec.Argv, attr)
-		}
-		cgfd := -1
-		if sys.UseCgroupFD {
-			cgfd = sys.CgroupFD
-		}
-		st, err := startWith(spec.Start, prog, spec.Argv, attr, [3]*os.File{childIn, wOut, wErr}, cgfd)
-		if err != nil {
-			return 0, err
-		}
-		p.started = st
-		return st.Pid(), nil
+}
+
+// discard undoes a plan that is not started.
+func (l *launch) discard(p *Process) {
+	l.closeChildEnds()
+	p.closeParentEnds()
+	if l.cg != nil {
+		_ = l.cg.remove()
 	}
-	pid, err := start()
+}
+
+// start starts the leader as l plans — into its cgroup, or, when that may be what
+// fails, once more without it — and closes the child's ends of the pipes. A failure
+// leaves nothing behind and is returned as a *proc.SpawnError.
+func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
+	pid, err := l.startOnce(p)
 	switch {
-	case err != nil && cg != nil && cgroupFault(err):
+	case err != nil && l.cg != nil && cgroupFault(err):
 		// Spawning into the cgroup may be what failed (no clone3, a restricted
 		// hierarchy): retry once without it. If that works, the cgroup was the problem.
-		_ = cg.remove()
-		cg, cgRoot = nil, nil
-		sys.UseCgroupFD, sys.CgroupFD = false, 0
+		_ = l.cg.remove()
+		l.cg, l.cgRoot = nil, nil
+		l.sys.UseCgroupFD, l.sys.CgroupFD = false, 0
 		var retryErr error
-		pid, retryErr = start()
+		pid, retryErr = l.startOnce(p)
 		if retryErr == nil {
 			s.cgroupFailed("spawning into a cgroup failed", err)
 		}
 		err = retryErr
-	case err == nil && cg != nil:
+	case err == nil && l.cg != nil:
 		s.cgroupWorked()
 	}
-	cleanup() // the child's ends; ForkExec is done with their descriptors
+	l.closeChildEnds() // ForkExec is done with their descriptors
 	if err != nil {
 		p.closeParentEnds()
-		if cg != nil {
-			_ = cg.remove()
+		if l.cg != nil {
+			_ = l.cg.remove()
 		}
-		var se *proc.SpawnError
-		if errors.As(err, &se) {
-			return nil, se
-		}
-		if errors.Is(err, syscall.ENOENT) && prog != spec.Argv[0] {
-			s.forgetPath(spec.Argv[0]) // the program found earlier is gone
-		}
-		return nil, spawnError(err, spec.Dir, prog)
+		return s.startFailure(err, spec, l.prog)
 	}
+	p.pid = pid
+	return nil
+}
+
+// startOnce starts the leader: the Supervisor's own fork and exec, or the Starter's.
+func (l *launch) startOnce(p *Process) (int, error) {
+	if l.starter == nil {
+		return forkExec(l.prog, l.argv, &l.attr)
+	}
+	cgfd := -1
+	if l.sys.UseCgroupFD {
+		cgfd = l.sys.CgroupFD
+	}
+	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd)
+	if err != nil {
+		return 0, err
+	}
+	p.started = st
+	return st.Pid(), nil
+}
+
+// startFailure is the *proc.SpawnError of a start that failed. A program found in
+// PATH earlier that is gone now is looked up afresh next time.
+func (s *Supervisor) startFailure(err error, spec Spec, prog string) error {
+	var se *proc.SpawnError
+	if errors.As(err, &se) {
+		return se
+	}
+	if errors.Is(err, syscall.ENOENT) && prog != spec.Argv[0] {
+		s.forgetPath(spec.Argv[0])
+	}
+	return spawnError(err, spec.Dir, prog)
+}
+
+// begin hands the started tree to its owner's care: the process holds its pidfd and
+// cgroup (or the watchdog knows its group), its streams are open, the Supervisor lists
+// it, its output is read and its stdin written, its deadline and context are armed,
+// and its leader is awaited.
+func (s *Supervisor) begin(ctx context.Context, p *Process, spec Spec, l *launch) {
 	s.pipes.refill() // for the next command, while this one runs
+	p.pidfd, p.cg, p.cgRoot = *l.pidfd, l.cg, l.cgRoot
 	if p.started != nil {
-		pidfd = -1 // the Starter reports the exit
+		p.pidfd = -1 // the Starter reports the exit
 	}
-	p.pid, p.pidfd, p.cg, p.cgRoot = pid, pidfd, cg, cgRoot
-	if cg == nil {
+	if p.cg == nil {
 		// Without a cgroup, the group is what the watchdog can kill if the harness dies.
 		p.watchdog = s.watchdog
-		s.watchdog.track(pid)
+		s.watchdog.track(p.pid)
 	}
 	id := strconv.FormatUint(p.id, 10)
 	p.stdout = s.spool.NewNamedStream(spec.Owner, spec.Stdout, id+"-stdout.log")
@@ -226,7 +314,6 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	}
 	p.tear.Arm(ctx, spec.Deadline, ErrTimedOut)
 	go p.wait()
-	return p, nil
 }
 
 func (p *Process) closeParentEnds() {

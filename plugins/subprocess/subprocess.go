@@ -128,59 +128,11 @@ func (s *Supervisor) Spool() *proc.Spool { return s.spool }
 func (s *Supervisor) Close() {
 	s.closeOnce.Do(func() {
 		s.life.Lock()
-		s.closed = true
+		s.closed = true // no spawn starts from now on
 		s.life.Unlock()
-
-		s.mu.Lock()
-		s.closing = true
-		if s.sweepTimer != nil && s.sweepTimer.Stop() {
-			s.sweepers.Done()
-		}
-		s.sweepTimer = nil
-		live := make([]*Process, 0, len(s.live))
-		for p := range s.live {
-			live = append(live, p)
-		}
-		s.mu.Unlock()
-		for _, p := range live {
-			p.tear.Kill(proc.ReasonDispose, ErrDisposed, true)
-		}
-		for _, p := range live {
-			<-p.retired
-		}
-
-		s.sweeping.Lock()
-		s.mu.Lock()
-		trees := s.lingering
-		s.lingering = nil
-		home := s.cgHome
-		s.mu.Unlock()
-		endTrees(trees)
-		for _, t := range trees {
-			t.p.release()
-			if t.p.cg != nil {
-				if err := t.p.cg.remove(); err != nil {
-					s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
-				}
-			}
-		}
-		s.sweeping.Unlock()
-		s.sweepers.Wait()
-		if home != nil {
-			if err := home.close(); err != nil {
-				s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)
-			}
-		}
-		// Every process has settled: its files are retired, and now withdrawn.
-		s.spool.Close()
-		// Nothing is left for the watchdog to clean up: it exits.
-		s.watchdog.stop()
-		// No spawn can start any more (closed, under the life lock).
-		s.pipes.close()
-		s.nullOnce.Do(func() {})
-		if s.null != nil {
-			s.null.Close()
-		}
+		s.killLive()
+		s.endLingering()
+		s.releaseResources()
 		s.mu.Lock()
 		hooks := s.onClose
 		s.onClose = nil
@@ -189,6 +141,72 @@ func (s *Supervisor) Close() {
 			fn()
 		}
 	})
+}
+
+// killLive stops the sweeps, kills every live tree and waits until each has settled
+// and retired.
+func (s *Supervisor) killLive() {
+	s.mu.Lock()
+	s.closing = true
+	if s.sweepTimer != nil && s.sweepTimer.Stop() {
+		s.sweepers.Done()
+	}
+	s.sweepTimer = nil
+	live := make([]*Process, 0, len(s.live))
+	for p := range s.live {
+		live = append(live, p)
+	}
+	s.mu.Unlock()
+	for _, p := range live {
+		p.tear.Kill(proc.ReasonDispose, ErrDisposed, true)
+	}
+	for _, p := range live {
+		<-p.retired
+	}
+}
+
+// endLingering ends what finished commands left running (endTrees), reaps their
+// leaders and removes their cgroups.
+func (s *Supervisor) endLingering() {
+	s.sweeping.Lock()
+	defer s.sweeping.Unlock()
+	s.mu.Lock()
+	trees := s.lingering
+	s.lingering = nil
+	s.mu.Unlock()
+	endTrees(trees)
+	for _, t := range trees {
+		t.p.release()
+		if t.p.cg != nil {
+			if err := t.p.cg.remove(); err != nil {
+				s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
+			}
+		}
+	}
+}
+
+// releaseResources removes the harness's cgroup directory and the spill directory,
+// tells the watchdog to exit, and closes the pipe pool and /dev/null: every process
+// has settled, and no spawn can start any more.
+func (s *Supervisor) releaseResources() {
+	s.sweepers.Wait()
+	s.mu.Lock()
+	home := s.cgHome
+	s.mu.Unlock()
+	if home != nil {
+		if err := home.close(); err != nil {
+			s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)
+		}
+	}
+	// Every process has settled: its files are retired, and now withdrawn.
+	s.spool.Close()
+	// Nothing is left for the watchdog to clean up: it exits.
+	s.watchdog.stop()
+	s.pipes.close()
+	s.nullOnce.Do(func() {})
+	if s.null != nil {
+		s.null.Close()
+	}
 }
 
 // OnClose registers fn to run when Close has ended every process: for state another
