@@ -15,11 +15,12 @@ type Exit struct {
 	Code *int
 	// Signal is the signal that ended the leader ("SIGTERM"…), or "".
 	Signal string
-	// Reason is why the process's owner started killing the tree before the leader
-	// exited (the first cause wins), or ReasonNone.
+	// Reason is why the service that runs the process (the subprocess Supervisor, the
+	// ssh Host) started killing the tree before the leader exited (the first cause
+	// wins), or ReasonNone.
 	Reason Reason
-	// Cause is the error behind Reason, when the owner has one: the context's cause
-	// for ReasonAbort, the owner's sentinel otherwise (subprocess.ErrTimedOut…).
+	// Cause is the error behind Reason, when the service has one: the context's cause
+	// for ReasonAbort, the service's sentinel otherwise (subprocess.ErrTimedOut…).
 	Cause error
 	// Err, when not nil, is an infrastructure failure that ended the supervision of the
 	// process (a lost connection to a remote host): its real outcome is unknown.
@@ -50,7 +51,7 @@ func SignalName(sig syscall.Signal) string {
 	return "SIG" + strconv.Itoa(int(sig))
 }
 
-// State is Killed when a signal ended the leader, its owner killed it, or its
+// State is Killed when a signal ended the leader, its service killed it, or its
 // supervision failed (Err); Completed otherwise.
 func (e Exit) State() State {
 	if e.Signal != "" || e.Reason != ReasonNone || e.Err != nil {
@@ -59,7 +60,7 @@ func (e Exit) State() State {
 	return Completed
 }
 
-// Reason says why a process's owner ended it.
+// Reason says why the service that runs a process ended it.
 type Reason int
 
 const (
@@ -71,7 +72,8 @@ const (
 	ReasonAbort
 	// ReasonKill: the process's Kill was called.
 	ReasonKill
-	// ReasonDispose: the process's owner (the Supervisor, the ssh Host) was closed.
+	// ReasonDispose: the service that runs the process (the Supervisor, the ssh Host)
+	// was closed.
 	ReasonDispose
 )
 
@@ -98,8 +100,8 @@ const (
 	Running State = iota
 	// Completed: the leader exited by itself.
 	Completed
-	// Killed: a signal ended the leader, its owner killed the tree, or its supervision
-	// failed.
+	// Killed: a signal ended the leader, its service killed the tree, or its
+	// supervision failed.
 	Killed
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Tree is what a Teardown ends: one process tree as its owner reaches it (by signals
-// here, by orders over a connection elsewhere). The Teardown calls each method outside
+// Tree is what a Teardown ends: one process tree as the service that runs it reaches
+// it (by signals on this host, by orders over a connection to another). The Teardown calls each method outside
 // its lock, from the caller of Kill, a timer or the settling goroutine.
 type Tree interface {
 	// Terminate sends SIGTERM to every process of the tree. Kill calls it once per
@@ -38,10 +38,10 @@ type Tree interface {
 //
 // A deadline and a context (Arm) start the kill too, while the leader runs.
 //
-// The owner of the process (the subprocess Supervisor, the ssh Host) drives it: Init,
-// then Arm; Kill from anywhere at any time; and, from the one goroutine that settles
-// the process, Exited, Settling, AwaitKill and Settle, in that order. Its phase only
-// moves forward, each transition made by one method:
+// The service that runs the process (the subprocess Supervisor, the ssh Host) drives
+// it: Init, then Arm; Kill from anywhere at any time; and, from the one goroutine that
+// settles the process, Exited, Settling, AwaitKill and Settle, in that order. Its
+// phase only moves forward, each transition made by one method:
 //
 //	PhaseRunning  --Kill-->            PhaseKilling
 //	PhaseRunning  --Exited-->          PhaseExited
@@ -190,7 +190,7 @@ func (t *Teardown) Arm(ctx context.Context, deadline time.Time, timeoutCause err
 // Kill starts the kill sequence: SIGTERM now (Tree.Terminate), SIGKILL to what is left
 // after the grace period (Tree.Escalate). The exit reports reason and cause unless the
 // leader exited first. A kill that is not explicit (a deadline's, a context's) applies
-// only while the leader runs; an explicit one (a Kill call, the owner's Close) also
+// only while the leader runs; an explicit one (a Kill call, the service's Close) also
 // ends what is left of the tree after the leader exited. Kill reports false once the
 // process is settling; a second kill changes nothing and reports true.
 func (t *Teardown) Kill(reason Reason, cause error, explicit bool) bool {

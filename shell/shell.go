@@ -93,8 +93,8 @@ type ExecSpec struct {
 // projections of it.
 type Execution interface {
 	// Result waits for the command and returns how it ended. Only infrastructure
-	// failures (unusable workdir, missing bash, sandbox runner unavailable) are errors.
-	// ctx bounds the wait only; it does not kill the command.
+	// failures (unusable workdir, missing bash, a sandbox that cannot confine, a lost
+	// connection) are errors. ctx bounds the wait only; it does not kill the command.
 	Result(ctx context.Context) (RunResult, error)
 	// ReadOutput returns the output produced since the previous read (consuming).
 	ReadOutput() ProcessRead

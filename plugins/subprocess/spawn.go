@@ -282,10 +282,10 @@ func (s *Supervisor) startFailure(err error, spec Spec, prog string) error {
 	return spawnError(err, spec.Dir, prog)
 }
 
-// begin hands the started tree to its owner's care: the process holds its pidfd and
-// cgroup (or the watchdog knows its group), its streams are open, the Supervisor lists
-// it, its output is read and its stdin written, its deadline and context are armed,
-// and its leader is awaited.
+// begin takes the started tree into the Supervisor's care: the process holds its pidfd
+// and cgroup (or the watchdog knows its group), its streams are open, the Supervisor
+// lists it, its output is read and its stdin written, its deadline and context are
+// armed, and its leader is awaited.
 func (s *Supervisor) begin(ctx context.Context, p *Process, spec Spec, l *launch) {
 	s.pipes.refill() // for the next command, while this one runs
 	p.pidfd, p.cg, p.cgRoot = *l.pidfd, l.cg, l.cgRoot

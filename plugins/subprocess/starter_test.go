@@ -17,9 +17,9 @@ import (
 	"github.com/dsh-dev/dsh/proc"
 )
 
-// fakeStarter starts leaders as children of the test process, as a sandbox process
-// would as children of itself: the Supervisor never forks them, never waits for them
-// and never reaps them; everything it learns comes through Started.
+// fakeStarter starts leaders as children of the test process, as a box would as
+// children of itself: the Supervisor never forks them, never waits for them and never
+// reaps them; everything it learns comes through Started.
 type fakeStarter struct {
 	failCgroup error // Start fails with it when given a cgroup
 	fail       error // Start fails with it
