@@ -118,6 +118,33 @@ func SeqOutput(n int) string {
 	return b.String()
 }
 
+// Record collects strings from concurrent writers (state descriptions, notices).
+type Record struct {
+	mu  sync.Mutex
+	all []string
+}
+
+// Add records s.
+func (r *Record) Add(s string) {
+	r.mu.Lock()
+	r.all = append(r.all, s)
+	r.mu.Unlock()
+}
+
+// All is a copy of what was recorded, oldest first.
+func (r *Record) All() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.all)
+}
+
+// HasPrefix reports whether a recorded string starts with prefix.
+func (r *Record) HasPrefix(prefix string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.all, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
 // LogBuffer collects log output for assertions; Logger logs into it.
 type LogBuffer struct {
 	mu  sync.Mutex

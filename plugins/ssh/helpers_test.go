@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,29 +20,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// states records a Host's state descriptions.
-type states struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (s *states) add(d string) {
-	s.mu.Lock()
-	s.all = append(s.all, d)
-	s.mu.Unlock()
-}
-
-func (s *states) seen(prefix string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.all {
-		if strings.HasPrefix(d, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
 func config(srv *sshtest.Server, t *testing.T) *ssh.Config {
 	cfg := ssh.DefaultConfig()
 	cfg.Address, cfg.User, cfg.IdentityFile, cfg.KnownHostsFile = srv.Addr, srv.User, srv.IdentityFile, srv.KnownHostsFile
@@ -53,14 +29,14 @@ func config(srv *sshtest.Server, t *testing.T) *ssh.Config {
 
 // newHost returns a connected Host for srv (closed when the test ends) and its state
 // log.
-func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) (*ssh.Host, *states) {
+func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) (*ssh.Host, *proctest.Record) {
 	t.Helper()
 	cfg := config(srv, t)
 	if tune != nil {
 		tune(cfg)
 	}
-	st := &states{}
-	h, err := ssh.New(cfg, ssh.Options{Logger: quietLogger(), OnState: st.add})
+	st := &proctest.Record{}
+	h, err := ssh.New(cfg, ssh.Options{Logger: quietLogger(), OnState: st.Add})
 	if err != nil {
 		t.Fatal(err)
 	}

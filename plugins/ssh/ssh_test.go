@@ -464,8 +464,8 @@ func TestLostConnection(t *testing.T) {
 	proctest.WaitFor(t, 5*time.Second, "a connected state without orphans", func() bool {
 		return strings.HasPrefix(h.State(), "connected to ") && !strings.Contains(h.State(), "to kill")
 	})
-	if !st.seen("disconnected from ") {
-		t.Errorf("states: %v", st.all)
+	if !st.HasPrefix("disconnected from ") {
+		t.Errorf("states: %v", st.All())
 	}
 }
 
@@ -485,8 +485,8 @@ func TestKeepalive(t *testing.T) {
 		t.Errorf("exit after the host froze: %+v, want %q", ex, want)
 	}
 	proctest.WaitFor(t, 10*time.Second, "the orphan to be killed through a new connection", func() bool { return gone(p.Pid()) })
-	if !st.seen("disconnected from " + srv.User + "@" + srv.Addr + ": " + want + "; reconnecting with backoff; 1 remote command to kill when reconnected") {
-		t.Errorf("states: %q", st.all)
+	if !st.HasPrefix("disconnected from " + srv.User + "@" + srv.Addr + ": " + want + "; reconnecting with backoff; 1 remote command to kill when reconnected") {
+		t.Errorf("states: %q", st.All())
 	}
 	srv.Thaw()
 }
@@ -515,10 +515,8 @@ func TestConcurrency(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			st.mu.Lock()
-			defer st.mu.Unlock()
 			most := 0
-			for _, d := range st.all {
+			for _, d := range st.All() {
 				if n, ok := connections(d); ok {
 					most = max(most, n)
 				}
