@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // keptSpillAge is how long `dsh call` keeps the spill files it preserved.
@@ -22,7 +23,7 @@ const keptSpillAge = 7 * 24 * time.Hour
 var keptSpillName = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9a-f]{16}-[0-9A-Za-z._-]+$`)
 
 // spoolHolder is a service that captures output through a Spool of its own.
-type spoolHolder interface{ Spool() *subprocess.Spool }
+type spoolHolder interface{ Spool() *proc.Spool }
 
 // preserveSpills keeps the spill files of the call session ran, which its end would
 // delete, in dir and rewrites the result's references to them, so that the path printed
@@ -40,7 +41,7 @@ func preserveSpills(res *tools.Result, rt *container.Runtime, session, dir strin
 }
 
 // keepSessionSpills moves the session's spill files out of every spool that holds them.
-func keepSessionSpills(rt *container.Runtime, session, dir string) []subprocess.KeptSpill {
+func keepSessionSpills(rt *container.Runtime, session, dir string) []proc.KeptSpill {
 	stamp := time.Now().UTC().Format("20060102T150405") + "-" + newSessionID() + "-"
 	var holders []spoolHolder
 	if sup, ok := container.Lookup(rt, subprocess.Service); ok {
@@ -49,7 +50,7 @@ func keepSessionSpills(rt *container.Runtime, session, dir string) []subprocess.
 	if host, ok := container.Lookup(rt, ssh.Service); ok {
 		holders = append(holders, host)
 	}
-	var kept []subprocess.KeptSpill
+	var kept []proc.KeptSpill
 	for _, h := range holders {
 		kept = append(kept, h.Spool().Keep(session, dir, func(name string) string { return stamp + name })...)
 	}
@@ -58,7 +59,7 @@ func keepSessionSpills(rt *container.Runtime, session, dir string) []subprocess.
 
 // rewriteSpillPaths replaces each kept file's reported path by its new one, in the text
 // and in the structured value ("(unavailable)" and "" for a file that was not kept).
-func rewriteSpillPaths(res *tools.Result, kept []subprocess.KeptSpill) {
+func rewriteSpillPaths(res *tools.Result, kept []proc.KeptSpill) {
 	for _, k := range kept {
 		res.Text = strings.ReplaceAll(res.Text, k.From, cmp.Or(k.To, "(unavailable)"))
 	}

@@ -1,11 +1,11 @@
 // Package shell is the executor seam: the request/spec/result vocabulary that every
 // `shell` provider implements and every caller (the bash tool, jobs, other plugins)
-// uses, the sandbox policy types, and the exit-status marker contract. It holds types
-// and pure helpers only; executors live in their own plugin
+// uses, the sandbox policy types, and the exit-status marker contract. How an
+// execution ended is a [github.com/dsh-dev/dsh/proc.Exit], the exit type every layer
+// shares. It holds types and pure helpers only; executors live in their own plugin
 // packages, and the core that the bash executors share is package
 // [github.com/dsh-dev/dsh/shell/bashexec]. Package
-// [github.com/dsh-dev/dsh/shell/shelltest] checks an executor against this
-// contract.
+// [github.com/dsh-dev/dsh/shell/shelltest] checks an executor against this contract.
 //
 // # The contract every executor honours
 //
@@ -25,7 +25,7 @@
 //  3. A context that is already cancelled when Execute is called fails Execute with
 //     "<executor>: aborted before spawn: <cause>"; nothing runs.
 //  4. Execute returns one handle; foreground (Result) and background (ReadOutput,
-//     Done, Status, Kill) are projections of it, never two spawn paths. Cancelling
+//     Done, Exit, Kill) are projections of it, never two spawn paths. Cancelling
 //     Execute's context later aborts the command: its tree is killed and the result
 //     says Aborted. Aborted means exactly that — a call's own Kill, a timeout or a
 //     disposal never set it; TimedOut is set only when the deadline fired; the first

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Service is the key executors are provided under. A profile mounts exactly one.
@@ -92,8 +93,8 @@ type ExecSpec struct {
 // projections of it.
 type Execution interface {
 	// Result waits for the command and returns how it ended. Only infrastructure
-	// failures (unusable workdir, missing bash, sandbox runner unavailable) are errors.
-	// ctx bounds the wait only; it does not kill the command.
+	// failures (unusable workdir, missing bash, a sandbox that cannot confine, a lost
+	// connection) are errors. ctx bounds the wait only; it does not kill the command.
 	Result(ctx context.Context) (RunResult, error)
 	// ReadOutput returns the output produced since the previous read (consuming).
 	ReadOutput() ProcessRead
@@ -102,27 +103,11 @@ type Execution interface {
 	Kill() bool
 	// Done is closed when the command has finished and its output is complete.
 	Done() <-chan struct{}
-	// Status reports whether the command runs, completed, or was killed.
-	Status() ExitStatus
+	// Exit reports how the command ended (its State is completed or killed), and
+	// false while it runs. A start the host refused reports its failure as Err.
+	Exit() (proc.Exit, bool)
 	// Pid is the command's process id (0 if it never started).
 	Pid() int
-}
-
-// Status is an execution's lifecycle state.
-type Status string
-
-const (
-	StatusRunning   Status = "running"
-	StatusCompleted Status = "completed"
-	// StatusKilled: ended by a signal, by Kill/abort/timeout/disposal, or never started.
-	StatusKilled Status = "killed"
-)
-
-// ExitStatus is an execution's current state and, once finished, how it ended.
-type ExitStatus struct {
-	Status   Status
-	ExitCode *int   // nil while running or when a signal ended it
-	Signal   string // "SIGTERM"…, or ""
 }
 
 // RunResult is how a command ended.

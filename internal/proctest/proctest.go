@@ -1,8 +1,9 @@
 // Package proctest holds test helpers for packages that spawn processes: polling with a
-// deadline, process liveness by pid, pid files, children, descriptor-leak checks, a
-// leftover-process check, shell quoting, a goroutine-safe output sink, and the paired
-// benchmark against the raw spawn floor. Tests only (the conformance kits, which are
-// test code, included); production code must not import it.
+// deadline, waiting for a process to settle, process liveness by pid, pid files,
+// children, descriptor-leak checks, a leftover-process check, shell quoting, a
+// goroutine-safe output sink (also a log sink), and the paired benchmark against the raw
+// spawn floor. Tests only (the conformance kits, which are test code, included);
+// production code must not import it.
 //
 // Leftover detection works by marking the environment: Main sets a unique
 // DSHTEST_MARK in the test binary's environment before the tests run, every child
@@ -17,9 +18,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +33,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // MarkerVar is the environment variable that marks this test run's processes.
@@ -59,6 +66,85 @@ func Main(m *testing.M, opts ...goleak.Option) {
 		}
 	}
 	os.Exit(code)
+}
+
+// Settler is a process that settles: the subprocess and ssh Process types, and the
+// executor core's.
+type Settler interface {
+	Pid() int
+	Done() <-chan struct{}
+	Exit() (proc.Exit, bool)
+}
+
+// AwaitExit waits up to d for p to settle and returns how it ended, failing t if it
+// does not settle in time or reports no exit once settled.
+func AwaitExit(t testing.TB, p Settler, d time.Duration) proc.Exit {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(d):
+		t.Fatalf("process %d did not settle within %v", p.Pid(), d)
+	}
+	ex, ok := p.Exit()
+	if !ok {
+		t.Fatal("Exit() not ok after Done")
+	}
+	return ex
+}
+
+// ExitState is Running until x has settled (its Exit reports false), then its exit's
+// State.
+func ExitState(x interface{ Exit() (proc.Exit, bool) }) proc.State {
+	ex, ok := x.Exit()
+	if !ok {
+		return proc.Running
+	}
+	return ex.State()
+}
+
+// Code is the exit's code, or -1 when it has none.
+func Code(ex proc.Exit) int {
+	if ex.Code == nil {
+		return -1
+	}
+	return *ex.Code
+}
+
+// SeqOutput is what `seq 1 n` prints.
+func SeqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Record collects strings from concurrent writers (state descriptions, notices).
+type Record struct {
+	mu  sync.Mutex
+	all []string
+}
+
+// Add records s.
+func (r *Record) Add(s string) {
+	r.mu.Lock()
+	r.all = append(r.all, s)
+	r.mu.Unlock()
+}
+
+// All is a copy of what was recorded, oldest first.
+func (r *Record) All() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.all)
+}
+
+// HasPrefix reports whether a recorded string starts with prefix.
+func (r *Record) HasPrefix(prefix string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.all, func(s string) bool { return strings.HasPrefix(s, prefix) })
 }
 
 // WaitFor polls cond until it holds, failing t after d.
@@ -319,6 +405,9 @@ func (b *Buffer) String() string {
 	return b.buf.String()
 }
 
+// Logger logs into the buffer (text format), for assertions on log output.
+func (b *Buffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+
 // PairedWithTrue alternates run with a raw os/exec run of `bash -c true` (its output
 // read into memory), so that load from other processes affects both alike, and reports
 // the median of each and their ratio: name-median-ns, raw-median-ns and name/raw.
@@ -370,4 +459,73 @@ func Median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// DiskUsage sums the sizes of the files in dir ("" = none yet); files deleted while it
+// looks are skipped.
+func DiskUsage(t testing.TB, dir string) int64 {
+	t.Helper()
+	sum, _ := fileSizes(t, dir)
+	return sum
+}
+
+// DiskSample sums the sizes of the files in dir while they are being written and
+// deleted. Spill files only grow until deleted and their names are never reused, so
+// if every counted file still exists after the scan, each existed at the moment the
+// scan ended with at least the counted size: the sum is at most what the directory
+// held at that one moment. ok is false when a counted file vanished (sample discarded).
+func DiskSample(t testing.TB, dir string) (sum int64, ok bool) {
+	t.Helper()
+	sum, counted := fileSizes(t, dir)
+	for _, path := range counted {
+		if _, err := os.Lstat(path); err != nil {
+			return 0, false
+		}
+	}
+	return sum, true
+}
+
+// fileSizes sums the sizes of the files below dir ("" = none yet) and lists the files
+// it counted; files deleted while it looks are skipped.
+func fileSizes(t testing.TB, dir string) (sum int64, counted []string) {
+	t.Helper()
+	for _, path := range SpillFiles(t, dir) {
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += fi.Size()
+		counted = append(counted, path)
+	}
+	return sum, counted
+}
+
+// SpillFiles lists the files below dir (in its owner directories), sorted; files and
+// directories deleted while it looks are skipped.
+func SpillFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	if dir == "" {
+		return nil
+	}
+	var names []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			names = append(names, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	return names
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -46,8 +47,8 @@ func TestReloadSafety(t *testing.T) {
 	}
 	alive := func(when string) {
 		t.Helper()
-		if proctest.Gone(pid) || bg.Status().Status != shell.StatusRunning {
-			t.Fatalf("%s: pid %d gone=%v status %+v", when, pid, proctest.Gone(pid), bg.Status())
+		if proctest.Gone(pid) || proctest.ExitState(bg) != proc.Running {
+			t.Fatalf("%s: pid %d gone=%v status %+v", when, pid, proctest.Gone(pid), proctest.ExitState(bg))
 		}
 	}
 
@@ -104,7 +105,7 @@ func TestReloadSafety(t *testing.T) {
 		default:
 			t.Fatalf("pid %d not settled when disposal returned", c.x.Pid())
 		}
-		if s := c.x.Status(); s.Status != shell.StatusKilled || s.Signal != c.signal || s.ExitCode != nil {
+		if s, ok := c.x.Exit(); !ok || s.State() != proc.Killed || s.Signal != c.signal || s.Code != nil {
 			t.Errorf("pid %d status %+v, want killed by %s", c.x.Pid(), s, c.signal)
 		}
 		res, err := c.x.Result(context.Background())
@@ -119,7 +120,7 @@ func TestReloadSafety(t *testing.T) {
 		}
 	}
 	after, err := finished.Result(context.Background())
-	if err != nil || !reflect.DeepEqual(after, finishedRes) || exitCode(after) != "5" || finished.Status().Status != shell.StatusCompleted {
+	if err != nil || !reflect.DeepEqual(after, finishedRes) || exitCode(after) != "5" || proctest.ExitState(finished) != proc.Completed {
 		t.Errorf("finished handle changed: %+v → %+v (%v)", finishedRes, after, err)
 	}
 }
@@ -173,7 +174,7 @@ func TestLoad(t *testing.T) {
 		if r := x.ReadOutput(); r.Delta != want || r.Lossy {
 			t.Errorf("bg %d read %+v", i, r)
 		}
-		if s := x.Status(); s.Status != shell.StatusCompleted || s.ExitCode == nil || *s.ExitCode != 0 {
+		if s, ok := x.Exit(); !ok || s.State() != proc.Completed || s.Code == nil || *s.Code != 0 {
 			t.Errorf("bg %d status %+v", i, s)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/proctest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -208,13 +209,13 @@ func TestTimeoutAbortAndSelfKillFlags(t *testing.T) {
 			var out strings.Builder
 			proctest.WaitFor(t, 20*time.Second, "the trap to run, or the end", func() bool {
 				out.WriteString(x.ReadOutput().Delta)
-				return strings.Contains(out.String(), "term") || x.Status().Status != shell.StatusRunning
+				return strings.Contains(out.String(), "term") || proctest.ExitState(x) != proc.Running
 			})
 			if !strings.Contains(out.String(), "term") {
 				waitDone(t, x, 10*time.Second)
 				out.WriteString(x.ReadOutput().Delta)
 				if strings.Contains(out.String(), "ready") {
-					t.Fatalf("the trap was set but never ran: %+v", x.Status())
+					t.Fatalf("the trap was set but never ran: %+v", proctest.ExitState(x))
 				}
 				return false
 			}
@@ -269,7 +270,7 @@ func TestTimeoutAbortAndSelfKillFlags(t *testing.T) {
 		if _, err := x.Result(ctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Result with an expired ctx: %v", err)
 		}
-		if st := x.Status(); st.Status != shell.StatusRunning {
+		if st, ok := x.Exit(); ok {
 			t.Errorf("status %+v after the wait gave up", st)
 		}
 		x.Kill()
@@ -298,7 +299,7 @@ func TestNonexistentWorkdir(t *testing.T) {
 	t.Run("background", func(t *testing.T) {
 		x := start(t, ex, shell.ExecRequest{Command: "echo hi", Workdir: missing, Expiry: shell.ExpiryNone})
 		waitDone(t, x, time.Second)
-		if st := x.Status(); st.Status != shell.StatusKilled || st.ExitCode != nil || st.Signal != "" {
+		if st, ok := x.Exit(); !ok || st.State() != proc.Killed || st.Code != nil || st.Signal != "" {
 			t.Errorf("status %+v", st)
 		}
 		if r := x.ReadOutput(); r.Delta != "[stderr]\n"+want+"\n" || r.Lossy {
@@ -321,8 +322,8 @@ func TestConsumingReads(t *testing.T) {
 	_, ex := compose(t, nil, nil)
 	gate := filepath.Join(t.TempDir(), "gate")
 	x := start(t, ex, shell.ExecRequest{Command: `echo first; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; echo second`, Expiry: shell.ExpiryNone})
-	if x.Pid() <= 0 || x.Status().Status != shell.StatusRunning {
-		t.Errorf("pid %d status %+v", x.Pid(), x.Status())
+	if x.Pid() <= 0 || proctest.ExitState(x) != proc.Running {
+		t.Errorf("pid %d status %+v", x.Pid(), proctest.ExitState(x))
 	}
 	if got := readUntil(t, x, "first\n"); got != "first\n" {
 		t.Errorf("first read %q", got)
@@ -335,7 +336,7 @@ func TestConsumingReads(t *testing.T) {
 	if r := x.ReadOutput(); r != (shell.ProcessRead{}) {
 		t.Errorf("third read %+v", r)
 	}
-	if st := x.Status(); st.Status != shell.StatusCompleted || st.ExitCode == nil || *st.ExitCode != 0 {
+	if st, ok := x.Exit(); !ok || st.State() != proc.Completed || st.Code == nil || *st.Code != 0 {
 		t.Errorf("status %+v", st)
 	}
 
@@ -388,7 +389,7 @@ func TestKillAndGrace(t *testing.T) {
 	if x.Kill() {
 		t.Error("Kill() = true after the command finished")
 	}
-	if st := x.Status(); st.Status != shell.StatusKilled || st.Signal != "SIGTERM" || st.ExitCode != nil {
+	if st, ok := x.Exit(); !ok || st.State() != proc.Killed || st.Signal != "SIGTERM" || st.Code != nil {
 		t.Errorf("status %+v", st)
 	}
 	res, err := x.Result(context.Background())
@@ -408,7 +409,7 @@ func TestKillAndGrace(t *testing.T) {
 	if res.Signal != "SIGKILL" || !strings.Contains(res.Stdout.Text, "got-term") || time.Since(killed) < 450*time.Millisecond {
 		t.Errorf("TERM trapper: %+v after %v", res, time.Since(killed))
 	}
-	if st := trapper.Status(); st.Status != shell.StatusKilled || st.Signal != "SIGKILL" {
+	if st, ok := trapper.Exit(); !ok || st.State() != proc.Killed || st.Signal != "SIGKILL" {
 		t.Errorf("status %+v", st)
 	}
 }

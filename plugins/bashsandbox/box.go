@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // A box is the per-session sandbox process: the dsh binary started once per session
@@ -34,9 +35,9 @@ type box struct {
 	// box, and every command waiting for an answer or an exit is told.
 	lost    error
 	nextID  uint64
-	waiting map[uint64]chan boxReply              // Start requests awaiting their answer
-	exits   map[uint64]chan subprocess.ExitStatus // started commands whose exit is not known yet
-	live    int                                   // commands started and not yet released
+	waiting map[uint64]chan boxReply  // Start requests awaiting their answer
+	exits   map[uint64]chan proc.Exit // started commands whose exit is not known yet
+	live    int                       // commands started and not yet released
 }
 
 // boxState is what dsh wants of a box. It only moves forward:
@@ -94,11 +95,11 @@ const boxSetupTimeout = 30 * time.Second
 // openBox starts a box on sup for conf, built on files, with the protected paths and
 // masked files known now.
 func openBox(sup *subprocess.Supervisor, conf boxConfig, files boxFiles, protect, maskFiles []string) (*box, error) {
-	proc, conn, err := spawnBox(sup, conf)
+	process, conn, err := spawnBox(sup, conf)
 	if err != nil {
 		return nil, err
 	}
-	b := &box{conf: conf, proc: proc, conn: conn, waiting: map[uint64]chan boxReply{}, exits: map[uint64]chan subprocess.ExitStatus{}}
+	b := &box{conf: conf, proc: process, conn: conn, waiting: map[uint64]chan boxReply{}, exits: map[uint64]chan proc.Exit{}}
 	setup, fds := setupMessage(conf, files, protect, maskFiles)
 	if err := b.handshake(setup.Encode(), fds); err != nil {
 		b.kill()
@@ -128,8 +129,8 @@ func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, 
 		theirs.Close()
 		return nil, nil, fmt.Errorf("bash-sandbox: control socket: %w", err)
 	}
-	diag := subprocess.Capture{MaxBytes: 4096}
-	proc, err := sup.Spawn(context.Background(), subprocess.Spec{
+	diag := proc.Capture{MaxBytes: 4096}
+	process, err := sup.Spawn(context.Background(), subprocess.Spec{
 		Argv:    []string{exe, BoxArg},
 		Stdout:  diag,
 		Stderr:  diag,
@@ -141,7 +142,7 @@ func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, 
 		conn.Close()
 		return nil, nil, fmt.Errorf("bash-sandbox: start the session sandbox: %w", err)
 	}
-	return proc, conn, nil
+	return process, conn, nil
 }
 
 // setupMessage is the Setup a box is sent first, with its descriptors: the pinned
@@ -252,7 +253,7 @@ func (b *box) read() {
 		case launch.MsgExited:
 			if exit, ok := b.exits[r.ID]; ok {
 				delete(b.exits, r.ID)
-				exit <- subprocess.ExitStatus{Code: r.Code, Signal: syscall.Signal(r.Signal)}
+				exit <- proc.WaitExit(r.Code, syscall.Signal(r.Signal))
 			}
 		}
 		b.mu.Unlock()
@@ -345,7 +346,7 @@ func (b *box) kill() {
 // register reserves a command id for a start, with the channel its answer arrives on
 // and the one its exit will; the command counts as live until it is released (or
 // forgotten).
-func (b *box) register() (uint64, chan boxReply, chan subprocess.ExitStatus, error) {
+func (b *box) register() (uint64, chan boxReply, chan proc.Exit, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.starts() {
@@ -354,7 +355,7 @@ func (b *box) register() (uint64, chan boxReply, chan subprocess.ExitStatus, err
 	b.nextID++
 	id := b.nextID
 	reply := make(chan boxReply, 1)
-	exit := make(chan subprocess.ExitStatus, 1)
+	exit := make(chan proc.Exit, 1)
 	b.waiting[id] = reply
 	b.exits[id] = exit
 	b.live++

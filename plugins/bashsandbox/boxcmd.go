@@ -11,10 +11,10 @@ import (
 	"syscall"
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
-// cmdStarter starts one command in a box (a subprocess.Starter).
+// cmdStarter starts one command in a box (a proc.Starter).
 type cmdStarter struct {
 	box       *box
 	policy    launch.Policy
@@ -25,33 +25,33 @@ type cmdStarter struct {
 	launchFailed atomic.Bool
 }
 
-// boxCmd is a command started in a box (a subprocess.Started).
+// boxCmd is a command started in a box (a proc.Started).
 type boxCmd struct {
 	box  *box
 	id   uint64
 	pid  int
-	exit chan subprocess.ExitStatus
+	exit chan proc.Exit
 	once sync.Once
 }
 
 // Start asks the box to start req confined to the starter's policy. The leader's
 // host pid comes from its pidfd (the box sees it under its own PID namespace).
-func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
+func (st *cmdStarter) Start(req proc.StartRequest) (proc.Started, error) {
 	b := st.box
 	id, reply, exit, err := b.register()
 	if err != nil {
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: err}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: err}
 	}
 	m, fds := st.message(id, req)
 	if err := b.conn.Send(m.Encode(), fds...); err != nil {
 		b.forget(id)
 		b.fail()
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
 	}
 	rep, ok := <-reply
 	if !ok {
 		b.forget(id)
-		return nil, &subprocess.SpawnError{Op: "sandbox", Err: b.failure()}
+		return nil, &proc.SpawnError{Op: "sandbox", Err: b.failure()}
 	}
 	pid, err := st.started(id, rep)
 	if err != nil {
@@ -62,7 +62,7 @@ func (st *cmdStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 
 // message is the Start message for req, with its descriptors: stdin, stdout, stderr
 // and, when it has one, the command's cgroup.
-func (st *cmdStarter) message(id uint64, req subprocess.StartRequest) (launch.Start, []int) {
+func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, []int) {
 	m := launch.Start{
 		ID:        id,
 		Policy:    st.policy,
@@ -90,14 +90,14 @@ func (st *cmdStarter) started(id uint64, rep boxReply) (int, error) {
 		b.forget(id)
 		r := rep.r
 		if r.Errno != 0 {
-			return 0, &subprocess.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
+			return 0, &proc.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
 		}
-		return 0, &subprocess.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
+		return 0, &proc.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
 	}
 	if len(rep.fds) != 1 {
 		closeAll(rep.fds)
 		b.forget(id)
-		return 0, &subprocess.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
+		return 0, &proc.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
 	}
 	st.launchFailed.Store(rep.r.LaunchFailed)
 	pid, err := pidfdPid(rep.fds[0])
@@ -106,7 +106,7 @@ func (st *cmdStarter) started(id uint64, rep boxReply) (int, error) {
 		// It runs, and cannot be signalled by host pid: end it through its box.
 		b.forget(id)
 		b.fail()
-		return 0, &subprocess.SpawnError{Op: "sandbox", Err: err}
+		return 0, &proc.SpawnError{Op: "sandbox", Err: err}
 	}
 	return pid, nil
 }
@@ -114,10 +114,10 @@ func (st *cmdStarter) started(id uint64, rep boxReply) (int, error) {
 func (c *boxCmd) Pid() int { return c.pid }
 
 // Wait returns the leader's exit as the box reported it, or the box's failure.
-func (c *boxCmd) Wait() (subprocess.ExitStatus, error) {
+func (c *boxCmd) Wait() (proc.Exit, error) {
 	st, ok := <-c.exit
 	if !ok {
-		return subprocess.ExitStatus{}, c.box.failure()
+		return proc.Exit{}, c.box.failure()
 	}
 	return st, nil
 }

@@ -7,10 +7,10 @@ import (
 	"syscall"
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
-// boxStarter starts the box itself (a subprocess.Starter): the
+// boxStarter starts the box itself (a proc.Starter): the
 // dsh binary as this process's direct child, with the control socket as its fd 3, in
 // new user, mount, PID, IPC and UTS namespaces (and a network namespace when the
 // network is denied) unless the backend is Landlock-only.
@@ -37,7 +37,7 @@ const (
 	capSysResource = 24
 )
 
-func (st *boxStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
+func (st *boxStarter) Start(req proc.StartRequest) (proc.Started, error) {
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
 	if st.namespaces {
@@ -85,7 +85,7 @@ func (st *boxStarter) Start(req subprocess.StartRequest) (subprocess.Started, er
 // dumpable serialises the forks that need this process dumpable for a moment.
 var dumpable sync.Mutex
 
-// child is a direct child of this process (a subprocess.Started).
+// child is a direct child of this process (a proc.Started).
 type child struct {
 	pid   int
 	pidfd int
@@ -94,7 +94,7 @@ type child struct {
 func (c *child) Pid() int { return c.pid }
 
 // Wait waits for the exit without reaping (launch.AwaitExit).
-func (c *child) Wait() (subprocess.ExitStatus, error) {
+func (c *child) Wait() (proc.Exit, error) {
 	var pidfd *os.File
 	if c.pidfd >= 0 && syscall.SetNonblock(c.pidfd, true) == nil {
 		pidfd = os.NewFile(uintptr(c.pidfd), "pidfd")
@@ -103,9 +103,9 @@ func (c *child) Wait() (subprocess.ExitStatus, error) {
 	}
 	code, sig, err := launch.AwaitExit(c.pid, pidfd)
 	if err != nil {
-		return subprocess.ExitStatus{}, fmt.Errorf("wait for the session sandbox: %w", err)
+		return proc.Exit{}, fmt.Errorf("wait for the session sandbox: %w", err)
 	}
-	return subprocess.ExitStatus{Code: code, Signal: syscall.Signal(sig)}, nil
+	return proc.WaitExit(code, syscall.Signal(sig)), nil
 }
 
 // Release reaps the child.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -166,7 +167,7 @@ func probeBackend(namespaces bool) error {
 	script := `if : > "$1/written" 2>/dev/null; then echo unconfined; exit 3; fi; echo ` + probeOK
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	capture := subprocess.Capture{MaxBytes: 4096}
+	capture := proc.Capture{MaxBytes: 4096}
 	p, err := sup.Spawn(ctx, subprocess.Spec{
 		Argv:    []string{"bash", "-c", script, "bash", ws.path},
 		Dir:     ws.path,
@@ -186,7 +187,7 @@ func probeBackend(namespaces bool) error {
 	switch {
 	case ex.Code != nil && *ex.Code == 0 && out == probeOK:
 		return nil
-	case ex.Reason == subprocess.ReasonAbort:
+	case ex.Reason == proc.ReasonAbort:
 		return fmt.Errorf("the probe command did not finish within %s", probeTimeout)
 	case strings.HasPrefix(errText, LauncherFailurePrefix):
 		return fmt.Errorf("the sandbox runner failed: %s", strings.TrimPrefix(errText, LauncherFailurePrefix))

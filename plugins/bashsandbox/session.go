@@ -252,7 +252,7 @@ func (s *sessionState) adopt(b *box) {
 }
 
 // ownerSpill returns the spill directory of owner's streams — made now, and kept until
-// the session ends (subprocess.Spool.OwnerDir) — for the box to show its
+// the session ends (proc.Spool.OwnerDir) — for the box to show its
 // commands, read-only, at the path its results name (the namespace backend masks the
 // spill root, and the host's /tmp, from them): its canonical path and the directory.
 // Nothing when it cannot be made: no spill path would then be reported either.

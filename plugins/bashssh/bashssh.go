@@ -109,18 +109,5 @@ func (s spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 	if err != nil {
 		return nil, err
 	}
-	return process{p}, nil
-}
-
-// process adapts an *ssh.Process to bashexec.Process.
-type process struct{ *ssh.Process }
-
-// Exit converts: ssh.Exit has bashexec.Exit's fields, so the two cannot drift apart
-// without this failing to compile.
-func (p process) Exit() (bashexec.Exit, bool) {
-	ex, ok := p.Process.Exit()
-	if !ok {
-		return bashexec.Exit{}, false
-	}
-	return bashexec.Exit(ex), true
+	return p, nil
 }

@@ -68,22 +68,9 @@ func (w *work) hooks() jobs.Hooks {
 func (w *work) run() (jobs.Hooks, error) { return w.hooks(), nil }
 
 // notices records completion notices.
-type notices struct {
-	mu    sync.Mutex
-	texts []string
-}
+type notices struct{ proctest.Record }
 
-func (n *notices) Notify(text string) {
-	n.mu.Lock()
-	n.texts = append(n.texts, text)
-	n.mu.Unlock()
-}
-
-func (n *notices) get() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.texts...)
-}
+func (n *notices) Notify(text string) { n.Add(text) }
 
 func session(id string) (*container.Session, *notices) {
 	n := &notices{}

@@ -240,27 +240,57 @@ func ownerID(s *container.Session) string {
 // order), then calls Run and registers the job it started. If Run fails, nothing is
 // registered and no id is used.
 func (r *Runtime) Start(spec Spec) (Snapshot, error) {
-	if strings.TrimSpace(spec.Kind) == "" {
-		return Snapshot{}, errorf(ErrInvalid, "invalid job kind: expected a non-empty string")
-	}
-	if strings.TrimSpace(spec.Label) == "" {
-		return Snapshot{}, errorf(ErrInvalid, "invalid job label: expected a non-empty string")
-	}
-	if spec.Run == nil {
-		return Snapshot{}, errorf(ErrInvalid, "invalid job run: expected a function")
+	if err := checkSpec(spec); err != nil {
+		return Snapshot{}, err
 	}
 	owner := ownerID(spec.Owner)
+	if err := r.reserve(owner); err != nil {
+		return Snapshot{}, err
+	}
+	hooks, err := runWork(spec.Run)
+	return r.register(spec, owner, hooks, err)
+}
 
+// checkSpec refuses an incomplete spec: an empty kind or label, no Run.
+func checkSpec(spec Spec) error {
+	switch {
+	case strings.TrimSpace(spec.Kind) == "":
+		return errorf(ErrInvalid, "invalid job kind: expected a non-empty string")
+	case strings.TrimSpace(spec.Label) == "":
+		return errorf(ErrInvalid, "invalid job label: expected a non-empty string")
+	case spec.Run == nil:
+		return errorf(ErrInvalid, "invalid job run: expected a function")
+	}
+	return nil
+}
+
+// reserve counts a start in flight for owner (a session id, "" for none), unless the
+// runtime is closed, the owner's session has ended, or a limit is reached: the
+// owner's, then the harness's. Starts in flight count toward both limits.
+func (r *Runtime) reserve(owner string) error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
-		return Snapshot{}, ErrClosed
+		return ErrClosed
 	}
 	if _, ended := r.ended[owner]; ended {
-		r.mu.Unlock()
-		return Snapshot{}, ErrEnded
+		return ErrEnded
 	}
-	live, total := r.starting[owner], 0
+	live, total := r.liveLocked(owner)
+	if live >= r.opts.MaxConcurrentPerOwner {
+		return errorf(ErrLimit, "background job limit reached for this owner (limit: %d); use job_kill to stop an unneeded job, wait for it to finish, then retry", r.opts.MaxConcurrentPerOwner)
+	}
+	if total >= r.opts.MaxTotal {
+		return errorf(ErrLimit, "background job limit reached: %d jobs are running in this harness", r.opts.MaxTotal)
+	}
+	r.starting[owner]++
+	return nil
+}
+
+// liveLocked counts the live jobs (running, stopping or starting) of owner, and of
+// every owner.
+func (r *Runtime) liveLocked(owner string) (live, total int) {
+	live = r.starting[owner]
 	for _, n := range r.starting {
 		total += n
 	}
@@ -273,30 +303,32 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 			live++
 		}
 	}
-	if live >= r.opts.MaxConcurrentPerOwner {
-		r.mu.Unlock()
-		return Snapshot{}, errorf(ErrLimit, "background job limit reached for this owner (limit: %d); use job_kill to stop an unneeded job, wait for it to finish, then retry", r.opts.MaxConcurrentPerOwner)
-	}
-	if total >= r.opts.MaxTotal {
-		r.mu.Unlock()
-		return Snapshot{}, errorf(ErrLimit, "background job limit reached: %d jobs are running in this harness", r.opts.MaxTotal)
-	}
-	r.starting[owner]++
-	r.mu.Unlock()
+	return live, total
+}
 
-	hooks, err := runSafely(spec.Run)
-	if err == nil {
-		switch {
-		case hooks.Done == nil:
-			err = errors.New("jobs: producer returned hooks without Done")
-		case hooks.Outcome == nil:
-			err = errors.New("jobs: producer returned hooks without Outcome")
-		}
-		if err != nil {
-			callSafely(hooks.Cancel)
-		}
+// runWork calls run (a panic is its error) and checks the hooks it returned: hooks
+// without Done or Outcome are cancelled and fail the start.
+func runWork(run func() (Hooks, error)) (Hooks, error) {
+	hooks, err := runSafely(run)
+	if err != nil {
+		return hooks, err
 	}
+	switch {
+	case hooks.Done == nil:
+		err = errors.New("jobs: producer returned hooks without Done")
+	case hooks.Outcome == nil:
+		err = errors.New("jobs: producer returned hooks without Outcome")
+	}
+	if err != nil {
+		callSafely(hooks.Cancel)
+	}
+	return hooks, err
+}
 
+// register ends owner's start in flight and, unless it failed (err), registers the job
+// it started and watches it. A job whose runtime was closed, or whose owner's session
+// ended, while it was starting is cancelled instead: nobody could see or stop it.
+func (r *Runtime) register(spec Spec, owner string, hooks Hooks, err error) (Snapshot, error) {
 	r.mu.Lock()
 	r.starting[owner]--
 	if r.starting[owner] == 0 {
@@ -306,19 +338,10 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 		r.mu.Unlock()
 		return Snapshot{}, err
 	}
-	_, ended := r.ended[owner]
-	if r.closed || ended {
-		// The runtime or the owner's session ended while the job was starting: nobody
-		// could see or stop it, so it does not outlive the start.
+	if _, ended := r.ended[owner]; r.closed || ended {
 		closed := r.closed
 		r.mu.Unlock()
-		callSafely(hooks.Cancel)
-		wait := time.NewTimer(r.opts.DisposeTimeout)
-		select {
-		case <-hooks.Done:
-		case <-wait.C:
-		}
-		wait.Stop()
+		r.cancelUnseen(hooks)
 		if closed {
 			return Snapshot{}, ErrClosed
 		}
@@ -346,6 +369,18 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 
 	go r.watch(j)
 	return snap, nil
+}
+
+// cancelUnseen cancels work that started for nobody, and waits (up to
+// Options.DisposeTimeout) for it to end, so that it does not outlive its start.
+func (r *Runtime) cancelUnseen(hooks Hooks) {
+	callSafely(hooks.Cancel)
+	wait := time.NewTimer(r.opts.DisposeTimeout)
+	defer wait.Stop()
+	select {
+	case <-hooks.Done:
+	case <-wait.C:
+	}
 }
 
 func runSafely(run func() (Hooks, error)) (h Hooks, err error) {

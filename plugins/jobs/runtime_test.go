@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/jobs"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -207,8 +208,8 @@ func TestKillAndFirstOutcomeWins(t *testing.T) {
 	if w.outcomeCalls.Load() != 1 {
 		t.Fatalf("Outcome called %d times", w.outcomeCalls.Load())
 	}
-	waitFor(t, 10*time.Second, "the notice", func() bool { return len(n.get()) == 1 })
-	if got := n.get()[0]; got != "background job bash-1 (bash: sleep 60) finished [status: killed, signal: SIGTERM]. Read its output with job_output." {
+	waitFor(t, 10*time.Second, "the notice", func() bool { return len(n.All()) == 1 })
+	if got := n.All()[0]; got != "background job bash-1 (bash: sleep 60) finished [status: killed, signal: SIGTERM]. Read its output with job_output." {
 		t.Fatalf("notice = %q", got)
 	}
 }
@@ -265,16 +266,16 @@ func TestNoticeOncePerOwnedJob(t *testing.T) {
 	s, n := session("s")
 	w, _ := start(t, rt, "bash", "make\ntest", s)
 	w.finish(jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: 0"})
-	waitFor(t, 10*time.Second, "a notice", func() bool { return len(n.get()) > 0 })
+	waitFor(t, 10*time.Second, "a notice", func() bool { return len(n.All()) > 0 })
 	// The notice keeps to one line.
 	want := "background job bash-1 (bash: make test) finished [status: completed, exit code: 0]. Read its output with job_output."
-	if got := n.get(); !reflect.DeepEqual(got, []string{want}) {
+	if got := n.All(); !reflect.DeepEqual(got, []string{want}) {
 		t.Fatalf("notices = %q", got)
 	}
 	// Reading and killing afterwards sends nothing more.
 	_, _ = rt.Read(context.Background(), s, "bash-1", 0)
 	_, _, _ = rt.Kill(s, "bash-1", "")
-	if got := len(n.get()); got != 1 {
+	if got := len(n.All()); got != 1 {
 		t.Fatalf("%d notices", got)
 	}
 	// Unowned jobs notify no one; a nil Notifier is fine.
@@ -308,7 +309,7 @@ func TestWaitingReadReportsInsteadOfNotice(t *testing.T) {
 	if r.err != nil || r.out.Text != "done\n" || r.out.Job.Status != jobs.StatusCompleted {
 		t.Fatalf("read = %+v", r)
 	}
-	if notes := n.get(); len(notes) != 0 {
+	if notes := n.All(); len(notes) != 0 {
 		t.Fatalf("notice sent although the read reported the job: %q", notes)
 	}
 }
@@ -333,7 +334,7 @@ func TestEndOwnerCancelsWaitsDeletes(t *testing.T) {
 	if snap, err := rt.Get(b, "bash-3"); err != nil || snap.Status != jobs.StatusRunning || wb.cancels.Load() != 0 {
 		t.Fatalf("other owner's job touched: %+v %v", snap, err)
 	}
-	for _, note := range na.get() {
+	for _, note := range na.All() {
 		if note != "background job bash-2 (bash: a2) finished [status: completed]. Read its output with job_output." {
 			t.Fatalf("unexpected notice %q", note)
 		}
@@ -399,8 +400,8 @@ func TestCloseDisposesAll(t *testing.T) {
 	if _, err := rt.Start(jobs.Spec{Kind: "bash", Label: "x", Run: newWork().run}); !errors.Is(err, jobs.ErrClosed) {
 		t.Fatalf("Start after Close = %v", err)
 	}
-	if len(na.get()) != 0 {
-		t.Fatalf("disposal sent notices: %q", na.get())
+	if len(na.All()) != 0 {
+		t.Fatalf("disposal sent notices: %q", na.All())
 	}
 }
 
@@ -408,12 +409,19 @@ func TestConcurrentStartsRespectLimit(t *testing.T) {
 	const limit = 5
 	rt := newRuntime(t, jobs.Options{MaxConcurrentPerOwner: limit})
 	s, _ := session("s")
+	if started, refused := startRacing(rt, 40, func(int) *container.Session { return s }); started != limit || refused != 40-limit {
+		t.Fatalf("started %d, refused %d", started, refused)
+	}
+}
+
+// startRacing starts n jobs at once, the i-th owned by owner(i), and counts the starts
+// that succeeded and those refused for a limit.
+func startRacing(rt *jobs.Runtime, n int, owner func(i int) *container.Session) (started, refused int) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	started, refused := 0, 0
-	for i := range 40 {
+	for i := range n {
 		wg.Go(func() {
-			_, err := rt.Start(jobs.Spec{Kind: "bash", Label: fmt.Sprint(i), Owner: s, Run: newWork().run})
+			_, err := rt.Start(jobs.Spec{Kind: "bash", Label: fmt.Sprint(i), Owner: owner(i), Run: newWork().run})
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
@@ -424,9 +432,7 @@ func TestConcurrentStartsRespectLimit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if started != limit || refused != 40-limit {
-		t.Fatalf("started %d, refused %d", started, refused)
-	}
+	return started, refused
 }
 
 // TestTotalLimitSpansOwners: the harness-wide cap counts every owner's live jobs (and
@@ -461,23 +467,10 @@ func TestTotalLimitSpansOwners(t *testing.T) {
 func TestConcurrentStartsRespectTotalLimit(t *testing.T) {
 	const limit = 7
 	rt := newRuntime(t, jobs.Options{MaxConcurrentPerOwner: 10, MaxTotal: limit})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	started, refused := 0, 0
-	for i := range 40 {
-		wg.Go(func() {
-			s, _ := session(fmt.Sprintf("s%d", i))
-			_, err := rt.Start(jobs.Spec{Kind: "bash", Label: fmt.Sprint(i), Owner: s, Run: newWork().run})
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				started++
-			} else if errors.Is(err, jobs.ErrLimit) {
-				refused++
-			}
-		})
-	}
-	wg.Wait()
+	started, refused := startRacing(rt, 40, func(i int) *container.Session {
+		s, _ := session(fmt.Sprintf("s%d", i))
+		return s
+	})
 	if started != limit || refused != 40-limit {
 		t.Fatalf("started %d, refused %d", started, refused)
 	}

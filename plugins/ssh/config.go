@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Name is the plugin's catalog name, also the prefix of its error messages.
@@ -44,7 +44,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration with its defaults (address unset).
 func DefaultConfig() *Config {
-	return &Config{KeepaliveMs: 15000, MaxConnections: 4, SpillBudgetBytes: subprocess.DefaultSpillBudgetBytes}
+	return &Config{KeepaliveMs: 15000, MaxConnections: 4, SpillBudgetBytes: proc.DefaultSpillBudgetBytes}
 }
 
 // Validate checks every key; messages start with the key (the container prefixes them

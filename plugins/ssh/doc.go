@@ -24,14 +24,15 @@
 //   - Each connection sends keepalive@openssh.com every keepaliveMs; one that leaves a
 //     request unanswered for three intervals is closed as lost.
 //   - A lost connection ends its running commands with
-//     "ssh: connection to <address> lost: <cause>" (Exit.Err; the same line is appended
-//     to the command's captured stderr, so a background job shows it). The commands do
-//     not outlive it on the remote either: the connection's control shell, which knows
-//     every command of its connection, kills them when its input ends (the connection
-//     was lost, or dsh died); for what it could not see (a host that froze), the
-//     service remembers their process groups and kills them as soon as a connection is
-//     up again. A call while no connection is up dials at once; in the background the
-//     service redials with exponential backoff (250 ms doubling to 30 s).
+//     "ssh: connection to <address> lost: <cause>" (proc.Exit.Err; the same line is
+//     appended to the command's captured stderr, so a background job shows it). The
+//     commands do not outlive it on the remote either: the connection's control shell,
+//     which knows every command of its connection, kills them when its input ends (the
+//     connection was lost, or dsh died); for what it could not see (a host that froze),
+//     the service remembers their process groups and kills them as soon as a
+//     connection is up again. A call while no connection is up dials at once; in the
+//     background the service redials with exponential backoff (250 ms doubling to
+//     30 s).
 //   - The row's status detail is the connection state: "connected to <user>@<address>
 //     (N connections, M commands running)", "disconnected from <user>@<address>: <cause>;
 //     … reconnecting with backoff", plus any commands still to be killed.
@@ -62,7 +63,7 @@
 //     returned, its group is gone.
 //   - After the command exits, its output gets at most graceMs to drain (a `cmd &` left
 //     holding stdout cannot hold the call), then the channel is closed.
-//   - Output is captured locally through a subprocess.Spool: the last maxBytes of each
+//   - Output is captured locally through a proc.Spool: the last maxBytes of each
 //     stream in memory, the whole stream in a private spill file up to its cap.
 //   - A working directory the remote cannot enter fails the start like locally
 //     ("spawn failed: chdir <dir>: ENOENT (no such file or directory)"); so does a

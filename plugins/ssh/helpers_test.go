@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,35 +13,12 @@ import (
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	"github.com/dsh-dev/dsh/plugins/ssh"
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// states records a Host's state descriptions.
-type states struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (s *states) add(d string) {
-	s.mu.Lock()
-	s.all = append(s.all, d)
-	s.mu.Unlock()
-}
-
-func (s *states) seen(prefix string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.all {
-		if strings.HasPrefix(d, prefix) {
-			return true
-		}
-	}
-	return false
-}
 
 func config(srv *sshtest.Server, t *testing.T) *ssh.Config {
 	cfg := ssh.DefaultConfig()
@@ -53,14 +29,14 @@ func config(srv *sshtest.Server, t *testing.T) *ssh.Config {
 
 // newHost returns a connected Host for srv (closed when the test ends) and its state
 // log.
-func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) (*ssh.Host, *states) {
+func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) (*ssh.Host, *proctest.Record) {
 	t.Helper()
 	cfg := config(srv, t)
 	if tune != nil {
 		tune(cfg)
 	}
-	st := &states{}
-	h, err := ssh.New(cfg, ssh.Options{Logger: quietLogger(), OnState: st.add})
+	st := &proctest.Record{}
+	h, err := ssh.New(cfg, ssh.Options{Logger: quietLogger(), OnState: st.Add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +47,7 @@ func newHost(t *testing.T, srv *sshtest.Server, tune func(*ssh.Config)) (*ssh.Ho
 	return h, st
 }
 
-var capture = subprocess.Capture{MaxBytes: 64000, SpillMaxBytes: 1 << 20}
+var capture = proc.Capture{MaxBytes: 64000, SpillMaxBytes: 1 << 20}
 
 func spec(command string) ssh.Spec {
 	return ssh.Spec{Command: command, Dir: "/", Stdout: capture, Stderr: capture, GraceMs: 500}
@@ -86,36 +62,15 @@ func start(t *testing.T, h *ssh.Host, s ssh.Spec) *ssh.Process {
 	return p
 }
 
-func wait(t *testing.T, p *ssh.Process, d time.Duration) ssh.Exit {
-	t.Helper()
-	select {
-	case <-p.Done():
-	case <-time.After(d):
-		t.Fatalf("the command did not settle within %s", d)
-	}
-	ex, ok := p.Exit()
-	if !ok {
-		t.Fatal("Exit not settled after Done")
-	}
-	return ex
-}
-
-func run(t *testing.T, h *ssh.Host, s ssh.Spec) (ssh.Exit, string, string) {
+func run(t *testing.T, h *ssh.Host, s ssh.Spec) (proc.Exit, string, string) {
 	t.Helper()
 	p := start(t, h, s)
-	ex := wait(t, p, 30*time.Second)
+	ex := proctest.AwaitExit(t, p, 30*time.Second)
 	return ex, p.Stdout().Output().Text, p.Stderr().Output().Text
 }
 
-func code(ex ssh.Exit) int {
-	if ex.Code == nil {
-		return -1
-	}
-	return *ex.Code
-}
-
 // readUntil polls the stream until it holds want.
-func readUntil(t *testing.T, s *subprocess.Stream, want string) {
+func readUntil(t *testing.T, s *proc.Stream, want string) {
 	t.Helper()
 	proctest.WaitFor(t, 20*time.Second, "output "+want, func() bool { return strings.Contains(s.Output().Text, want) })
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,25 +15,11 @@ import (
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // ErrClosed is returned by a Host that was closed (its row was disposed).
 var ErrClosed = errors.New("ssh: service closed")
-
-// channelsPerConnection is how many session channels one connection carries: OpenSSH's
-// default MaxSessions (10). One is the connection's control channel; a server that
-// allows fewer is detected when it refuses a channel.
-const channelsPerConnection = 10
-
-// dialTimeout bounds one connection attempt: TCP connect, key exchange, login.
-const dialTimeout = 15 * time.Second
-
-// Backoff of the background reconnection after a connection was lost or a dial failed.
-const (
-	backoffMin = 250 * time.Millisecond
-	backoffMax = 30 * time.Second
-)
 
 // HostKeyError is the activation (or reconnection) failure for a host key that the
 // known_hosts file does not list, or lists with another key.
@@ -92,7 +77,7 @@ type Host struct {
 	log     *slog.Logger
 	onState func(string)
 	client  *xssh.ClientConfig
-	spool   *subprocess.Spool
+	spool   *proc.Spool
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -165,7 +150,7 @@ func New(cfg *Config, opts Options) (*Host, error) {
 		h.log = slog.Default()
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.spool = subprocess.NewSpool(subprocess.SpoolOptions{Root: cfg.SpillRoot, BudgetBytes: cfg.SpillBudgetBytes, Logger: h.log})
+	h.spool = proc.NewSpool(proc.SpoolOptions{Root: cfg.SpillRoot, BudgetBytes: cfg.SpillBudgetBytes, Logger: h.log})
 	h.client = &xssh.ClientConfig{
 		User:              set.user,
 		Auth:              []xssh.AuthMethod{xssh.PublicKeys(signer)},
@@ -238,447 +223,13 @@ func (probeKey) Verify([]byte, *xssh.Signature) error { return errors.New("probe
 func (h *Host) EndSession(id string) { h.spool.EndOwner(id) }
 
 // Spool is the capture of the remote commands' output (spill files are kept locally).
-func (h *Host) Spool() *subprocess.Spool { return h.spool }
+func (h *Host) Spool() *proc.Spool { return h.spool }
 
 // Address is the configured host:port.
 func (h *Host) Address() string { return h.set.address }
 
 // User is the remote login name.
 func (h *Host) User() string { return h.set.user }
-
-// Connect opens the first connection. A host key that is not trusted, or a login the
-// server refuses, is returned as an error (the row fails to activate); a network
-// failure is not: the Host then keeps reconnecting in the background, with backoff,
-// and commands fail until it succeeds.
-func (h *Host) Connect(ctx context.Context) error {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return ErrClosed
-	}
-	seq := h.startDialLocked()
-	h.mu.Unlock()
-	for {
-		h.mu.Lock()
-		if h.lastDial.seq >= seq {
-			err := h.lastDial.err
-			h.mu.Unlock()
-			if fatal(err) {
-				return err
-			}
-			if err != nil {
-				h.log.Warn("ssh: cannot connect; retrying in the background", "err", err)
-			}
-			return nil
-		}
-		ch := h.changed
-		h.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("ssh: connecting to %s: %w", h.set.address, context.Cause(ctx))
-		}
-	}
-}
-
-// fatal reports whether a dial failure is a configuration problem that retrying
-// cannot fix.
-func fatal(err error) bool {
-	var hk *HostKeyError
-	var le *LoginError
-	return errors.As(err, &hk) || errors.As(err, &le)
-}
-
-// startDialLocked starts a dial in the background and returns its sequence number.
-func (h *Host) startDialLocked() uint64 {
-	h.dialing = true
-	h.dialsStarted++
-	seq := h.dialsStarted
-	h.setStateLocked()
-	h.wg.Add(1)
-	go h.dial(seq)
-	return seq
-}
-
-func (h *Host) dial(seq uint64) {
-	defer h.wg.Done()
-	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
-	defer cancel()
-	c, err := h.connect(ctx)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.dialing = false
-	h.lastDial.seq, h.lastDial.err = seq, err
-	switch {
-	case err == nil && h.closed:
-		c.client.Close()
-	case err == nil:
-		h.conns = append(h.conns, c)
-		h.failures = 0
-		h.cause = nil
-		h.wg.Add(2)
-		go c.watch()
-		go c.keepalive()
-		// The control channel is opened now, so that the first kill does not wait for
-		// a login shell to start.
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			_, _ = c.control()
-		}()
-		h.flushOrphansLocked()
-	default:
-		h.failures++
-		if len(h.conns) == 0 {
-			if h.cause == nil {
-				h.cause = err // what took the host away stays the headline
-			}
-			h.reconnectLocked()
-		}
-	}
-	h.notifyLocked()
-}
-
-// connect dials the host, checks its key and logs in.
-func (h *Host) connect(ctx context.Context) (*conn, error) {
-	d := net.Dialer{Timeout: dialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", h.set.address)
-	if err != nil {
-		return nil, fmt.Errorf("ssh: cannot connect to %s: %w", h.set.address, err)
-	}
-	deadline, _ := ctx.Deadline()
-	_ = nc.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { nc.Close() })
-	cc, chans, reqs, err := xssh.NewClientConn(nc, h.set.address, h.client)
-	stopped := stop()
-	if err != nil {
-		nc.Close()
-		var hk *HostKeyError
-		if errors.As(err, &hk) {
-			return nil, hk
-		}
-		if !stopped {
-			err = context.Cause(ctx)
-		}
-		if isAuthFailure(err) {
-			return nil, &LoginError{Address: h.set.address, User: h.set.user, Err: err}
-		}
-		return nil, fmt.Errorf("ssh: cannot connect to %s: %w", h.set.address, err)
-	}
-	_ = nc.SetDeadline(time.Time{})
-	client := xssh.NewClient(cc, chans, reqs)
-	return &conn{h: h, client: client, limit: channelsPerConnection - 1, procs: map[*Process]struct{}{}, dead: make(chan struct{})}, nil
-}
-
-// isAuthFailure recognises the library's handshake error for a refused login (it has
-// no type of its own).
-func isAuthFailure(err error) bool {
-	return strings.Contains(err.Error(), "ssh: unable to authenticate, ")
-}
-
-// reconnectLocked starts the background reconnection, unless it runs.
-func (h *Host) reconnectLocked() {
-	if h.reconnecting || h.closed {
-		return
-	}
-	h.reconnecting = true
-	h.wg.Add(1)
-	go h.reconnect()
-}
-
-// reconnect redials with exponential backoff until a connection is up or the Host
-// closes. Calls do not wait for it: a call that finds no connection dials at once.
-func (h *Host) reconnect() {
-	defer h.wg.Done()
-	for {
-		h.mu.Lock()
-		if h.closed || len(h.conns) > 0 {
-			h.reconnecting = false
-			h.mu.Unlock()
-			return
-		}
-		delay := backoffMin << min(max(h.failures-1, 0), 16)
-		delay = min(delay, backoffMax)
-		h.mu.Unlock()
-		t := time.NewTimer(delay)
-		select {
-		case <-h.ctx.Done():
-			t.Stop()
-			h.mu.Lock()
-			h.reconnecting = false
-			h.mu.Unlock()
-			return
-		case <-t.C:
-		}
-		h.mu.Lock()
-		var seq uint64
-		if !h.closed && len(h.conns) == 0 && !h.dialing {
-			seq = h.startDialLocked()
-		}
-		h.mu.Unlock()
-		if seq != 0 {
-			h.waitDial(seq)
-		}
-	}
-}
-
-// waitDial waits until dial seq has finished (or the Host closes).
-func (h *Host) waitDial(seq uint64) {
-	for {
-		h.mu.Lock()
-		if h.lastDial.seq >= seq || h.closed {
-			h.mu.Unlock()
-			return
-		}
-		ch := h.changed
-		h.mu.Unlock()
-		select {
-		case <-ch:
-		case <-h.ctx.Done():
-			return
-		}
-	}
-}
-
-// notifyLocked wakes every waiter and refreshes the status detail.
-func (h *Host) notifyLocked() {
-	close(h.changed)
-	h.changed = make(chan struct{})
-	h.setStateLocked()
-}
-
-// setStateLocked reports the connection state through OnState when it changed.
-func (h *Host) setStateLocked() {
-	who := h.set.user + "@" + h.set.address
-	var d string
-	switch {
-	case h.closed:
-		d = "closed"
-	case len(h.conns) > 0:
-		d = fmt.Sprintf("connected to %s (%d %s, %d %s running)", who,
-			len(h.conns), plural(len(h.conns), "connection", "connections"),
-			len(h.live), plural(len(h.live), "command", "commands"))
-	case h.cause != nil:
-		d = fmt.Sprintf("disconnected from %s: %v", who, h.cause)
-		if last := h.lastDial.err; last != nil && last != h.cause {
-			d += fmt.Sprintf("; %d %s to reconnect failed (last: %v)", h.failures, plural(h.failures, "attempt", "attempts"), last)
-		}
-		d += "; reconnecting with backoff"
-	case h.dialing:
-		d = "connecting to " + who
-	default:
-		d = "not connected to " + who
-	}
-	if len(h.orphans) > 0 {
-		d += "; " + strconv.Itoa(len(h.orphans)) + " remote " + plural(len(h.orphans), "command", "commands") + " to kill when reconnected"
-	}
-	if d == h.detail {
-		return
-	}
-	h.detail = d
-	if h.onState != nil {
-		h.onState(d)
-	}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-// State is the current one-line connection state (the row's status detail).
-func (h *Host) State() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.detail
-}
-
-// acquire reserves a command channel on the least loaded connection, dialing a new
-// connection when every connection is busy and fewer than maxConnections exist. It
-// waits (bounded by ctx and deadline) when every connection is full; it fails when no
-// connection is up and a dial started after the call arrived failed.
-func (h *Host) acquire(ctx context.Context, deadline time.Time) (*conn, error) {
-	var timer <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		timer = t.C
-	}
-	h.mu.Lock()
-	after := h.dialsStarted
-	h.mu.Unlock()
-	for {
-		h.mu.Lock()
-		if h.closed {
-			h.mu.Unlock()
-			return nil, ErrClosed
-		}
-		var best *conn
-		for _, c := range h.conns {
-			if c.limit < channelsPerConnection-1 && time.Since(c.refusedAt) > refusalMemory {
-				c.limit++
-				c.refusedAt = time.Now()
-			}
-			if c.used < c.limit && (best == nil || c.used < best.used) {
-				best = c
-			}
-		}
-		if best == nil && len(h.conns) == 0 && h.lastDial.seq > after && h.lastDial.err != nil && !h.dialing {
-			// A dial made after this call arrived failed: no host to run on.
-			err := h.lastDial.err
-			h.mu.Unlock()
-			return nil, err
-		}
-		if !h.dialing && len(h.conns) < h.set.maxConns && (best == nil || best.used > 0) {
-			h.startDialLocked()
-		}
-		if best != nil {
-			best.used++
-			h.mu.Unlock()
-			return best, nil
-		}
-		ch := h.changed
-		h.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
-		case <-timer:
-			return nil, errDeadline
-		case <-h.ctx.Done():
-			return nil, ErrClosed
-		}
-	}
-}
-
-// errDeadline: the command's deadline passed before a channel was free.
-var errDeadline = errors.New("ssh: the deadline passed before a channel to the host was free")
-
-// release returns a command channel of c.
-func (h *Host) release(c *conn) {
-	h.mu.Lock()
-	c.used--
-	h.notifyLocked()
-	h.mu.Unlock()
-}
-
-// refused handles a session channel the server refused: it allows fewer sessions per
-// connection than OpenSSH's default, or has not yet freed a session that just ended.
-// c's budget drops to the channels it has open (at least 1); it grows back by one
-// every refusalMemory without refusals. Refusals while no other command channel is
-// open are retried for a while (the server may still be freeing sessions), then the
-// call fails: the server takes no command beside the control channel.
-func (h *Host) refused(c *conn) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.used--
-	c.limit = max(c.used, 1)
-	c.refusedAt = time.Now()
-	if c.used > 0 {
-		c.idleRefusals = 0
-	} else if c.idleRefusals++; c.idleRefusals > maxIdleRefusals {
-		c.idleRefusals = 0
-		h.notifyLocked()
-		return errors.New("the server refused a session channel (its MaxSessions must be at least 2)")
-	}
-	h.notifyLocked()
-	return nil
-}
-
-// maxIdleRefusals bounds the retries of a channel refused while the connection had no
-// other command channel open (refusalPause apart: about 2 s).
-const (
-	maxIdleRefusals = 40
-	refusalPause    = 50 * time.Millisecond
-)
-
-// maxRemnants bounds the remembered remnants of finished commands (the oldest go).
-const maxRemnants = 1024
-
-// refusalMemory is how long a lowered channel budget lasts before it grows by one.
-const refusalMemory = 10 * time.Second
-
-// lost handles a connection that broke: its running commands end with a LostError and
-// their remote process groups are remembered, to be killed once a connection is up.
-func (h *Host) lost(c *conn, cause error) {
-	lerr := &LostError{Address: h.set.address, Cause: cause}
-	h.mu.Lock()
-	if c.lost != nil {
-		h.mu.Unlock()
-		return
-	}
-	c.lost = lerr
-	close(c.dead)
-	for i, x := range h.conns {
-		if x == c {
-			h.conns = append(h.conns[:i], h.conns[i+1:]...)
-			break
-		}
-	}
-	for p := range c.procs {
-		if o, ok := p.orphaned(lerr); ok {
-			h.orphans = append(h.orphans, o)
-		}
-	}
-	if len(h.conns) == 0 && !h.closed {
-		h.cause = lerr
-		h.reconnectLocked()
-	}
-	h.flushOrphansLocked()
-	h.notifyLocked()
-	closed := h.closed
-	h.mu.Unlock()
-	if !closed {
-		h.log.Warn("ssh: connection lost", "address", h.set.address, "cause", cause)
-	}
-}
-
-// flushOrphansLocked hands the remembered orphans to a live connection to kill.
-func (h *Host) flushOrphansLocked() {
-	if len(h.orphans) == 0 || len(h.conns) == 0 || h.closed {
-		return
-	}
-	orphans := h.orphans
-	h.orphans = nil
-	h.wg.Add(1)
-	go h.killOrphans(h.conns[0], orphans)
-}
-
-// killOrphans kills the process groups of commands whose connection broke.
-func (h *Host) killOrphans(c *conn, orphans []group) {
-	defer h.wg.Done()
-	var wg sync.WaitGroup
-	var failed []group
-	var mu sync.Mutex
-	for _, o := range orphans {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			outcome, err := c.kill(h.nextID(), o.pid, o.birth, o.graceMs)
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, o)
-				mu.Unlock()
-				return
-			}
-			h.log.Info("ssh: killed a command left running by a lost connection", "pid", o.pid, "outcome", outcome)
-		}()
-	}
-	wg.Wait()
-	h.mu.Lock()
-	if len(failed) > 0 {
-		h.orphans = append(h.orphans, failed...)
-		if len(h.conns) == 0 {
-			h.reconnectLocked()
-		} else {
-			h.flushOrphansLocked()
-		}
-	}
-	h.notifyLocked()
-	h.mu.Unlock()
-}
 
 func (h *Host) nextID() uint64 {
 	h.mu.Lock()
@@ -791,7 +342,7 @@ func (h *Host) Close() {
 	h.notifyLocked()
 	h.mu.Unlock()
 	for _, p := range live {
-		p.kill(subprocess.ReasonDispose, true)
+		p.tear.Kill(proc.ReasonDispose, ErrClosed, true)
 	}
 	h.mu.Lock()
 	remnants := h.remnants
@@ -808,7 +359,7 @@ func (h *Host) Close() {
 		}
 	}
 	for _, p := range live {
-		<-p.done
+		<-p.Done()
 	}
 	wg.Wait()
 	h.mu.Lock()

@@ -1,7 +1,6 @@
 package ssh
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,12 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	xssh "golang.org/x/crypto/ssh"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Spec describes one remote command.
@@ -34,32 +32,15 @@ type Spec struct {
 	// empty stdin.
 	Stdin []byte
 	// Stdout and Stderr bound the capture of each stream (kept locally).
-	Stdout, Stderr subprocess.Capture
+	Stdout, Stderr proc.Capture
 	// GraceMs is the time between SIGTERM and SIGKILL to the remote process group, and
-	// how long output may drain after the command exited (0 < GraceMs ≤ MaxGraceMs).
+	// how long output may drain after the command exited (0 < GraceMs ≤ proc.MaxGraceMs).
 	GraceMs int64
-	// Deadline, when non-zero, kills the command when it passes (Exit.TimedOut).
+	// Deadline, when non-zero, kills the command when it passes (Exit.Reason
+	// proc.ReasonTimeout).
 	Deadline time.Time
 	// Owner is the session the command belongs to ("" for none).
 	Owner string
-}
-
-// Exit is how a settled remote command ended.
-type Exit struct {
-	// Code is the command's exit code; nil when a signal ended it, or when its fate is
-	// unknown (Err).
-	Code *int
-	// Signal is the signal that ended the command ("SIGTERM"…), or "".
-	Signal string
-	// TimedOut and Aborted say what started killing the command before it exited (the
-	// first cause wins; never both).
-	TimedOut, Aborted bool
-	// Killed is true when a signal ended the command, or Kill, the deadline, the
-	// context, the Host's Close or a lost connection ended it.
-	Killed bool
-	// Err is an infrastructure failure that ended the call without an exit status: a
-	// *LostError when the connection broke.
-	Err error
 }
 
 // Process is one remote command and its captured output. All methods are safe for
@@ -73,45 +54,53 @@ type Process struct {
 	graceMs int64
 	stdin   []byte
 
-	stdout, stderr *subprocess.Stream
+	stdout, stderr *proc.Stream
+
+	// tear is the command's life: kill → escalate → drain → settle (see
+	// proc.Teardown). Its kill is an order to the connection's control shell, which
+	// escalates on the remote host by itself (remoteTree).
+	tear proc.Teardown
 
 	startOnce sync.Once
-	started   chan struct{} // the start line arrived, or stdout ended without it
-	abandoned chan struct{} // closed when the command is given up before it started
-	done      chan struct{}
+	started   chan struct{}  // the start line arrived, or stdout ended without it
+	abandoned chan struct{}  // closed when the command is given up before it started
 	io        sync.WaitGroup // the readers and the stdin writer
 
-	mu          sync.Mutex
-	pid         int
-	birth       string
-	startErr    error
-	startClosed bool
-	preStderr   []byte // what the login shell wrote on stderr before the script ran
-	errLast     byte   // the last byte of the command's stderr
-	exited      bool
-	code        *int
-	signal      string
-	reason      subprocess.Reason
-	killing     bool
-	killDone    chan struct{}
-	lost        error
-	settling    bool
-	settled     bool
-	exit        Exit
-	deadline    *time.Timer
-	stopCtx     func() bool
-	drain       *time.Timer
-	cut         bool // the output was still open graceMs after the exit
+	mu        sync.Mutex
+	start     startState
+	pid       int    // the remote leader, once started: also its group's and session's id
+	birth     string // the leader's start time, once started ("" without /proc)
+	startErr  error  // why the command did not start, when known
+	preStderr []byte // what the login shell wrote on stderr before the script ran
+	errLast   byte   // the last byte of the command's stderr
+	// killDone is made by the kill (remoteTree.Terminate) and closed once the remote
+	// kill order finished.
+	killDone chan struct{}
+	lost     error // the LostError of a connection that broke while the command ran
 }
+
+// startState is how far a command's start has come. onStart moves it, once:
+//
+//	startPending --start line-->                   startDone   (pid and birth known)
+//	startPending --a failure, or EOF before it-->  startFailed (startErr says why, when known)
+//
+// Its teardown (proc.Teardown) tracks the rest of the command's life.
+type startState int
+
+const (
+	startPending startState = iota
+	startDone
+	startFailed
+)
 
 // Start runs spec on the host and returns once the remote command has started (its pid
 // is known). Invalid input and an already-cancelled ctx fail before anything runs
 // (nothing is sent); a closed Host fails with ErrClosed. A start that belongs to the
-// call failing is a *subprocess.SpawnError: a working directory the remote cannot
+// call failing is a *proc.SpawnError: a working directory the remote cannot
 // enter ("spawn failed: chdir <dir>: ENOENT …"), a remote without bash, or no
 // connection ("spawn failed: connect <address>: <cause>"). When the deadline passes
 // while every channel is busy, the returned process has settled, timed out, without
-// running. Cancelling ctx later kills the command (Exit.Aborted); pass a context
+// running. Cancelling ctx later kills the command (proc.ReasonAbort); pass a context
 // without cancellation to detach it.
 func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := checkSpec(spec); err != nil {
@@ -120,138 +109,174 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
 	}
+	ss, err := h.openSession(ctx, spec.Deadline)
+	switch {
+	case errors.Is(err, errDeadline):
+		return h.expired(spec), nil
+	case err != nil:
+		return nil, err
+	}
 	marker := newMarker()
+	p, err := h.register(ss, spec, marker)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, spec)); err != nil {
+		return nil, err
+	}
+	return p.awaitStartLine(ctx)
+}
+
+// session is a command channel open on a connection whose control channel is open.
+type session struct {
+	c    *conn
+	ctl  *control
+	ch   xssh.Channel
+	reqs <-chan *xssh.Request
+}
+
+// openSession reserves a command channel on a connection and opens it. It waits for a
+// free channel, bounded by ctx and deadline (errDeadline), and tries again when the
+// server refuses the channel (it allows fewer sessions than OpenSSH's default, or has
+// not yet freed one that just ended).
+func (h *Host) openSession(ctx context.Context, deadline time.Time) (session, error) {
 	for {
-		c, err := h.acquire(ctx, spec.Deadline)
+		c, err := h.acquire(ctx, deadline)
 		switch {
-		case errors.Is(err, errDeadline):
-			return h.expired(spec), nil
-		case err != nil && (errors.Is(err, ErrClosed) || ctx.Err() != nil):
-			return nil, err
+		case errors.Is(err, errDeadline), err != nil && (errors.Is(err, ErrClosed) || ctx.Err() != nil):
+			return session{}, err
 		case err != nil:
-			return nil, h.cannotStart(err)
+			return session{}, h.cannotStart(err)
 		}
 		// The control channel is open (it opens right after the connection): the command
 		// registers itself there before it starts.
 		ctl, err := c.control()
 		if err != nil {
 			h.release(c)
-			if errors.As(err, new(*subprocess.SpawnError)) {
-				return nil, err // no bash on the host
+			if errors.As(err, new(*proc.SpawnError)) {
+				return session{}, err // no bash on the host
 			}
-			return nil, h.cannotStart(err)
+			return session{}, h.cannotStart(err)
 		}
-		args := make([]string, 0, 5+len(spec.Env)+len(spec.DshEnv))
-		args = append(args, marker, ctl.registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
-		args = appendEnv(args, spec.Env)
-		args = appendEnv(args, spec.DshEnv)
-		payload := xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 		ch, reqs, err := c.client.OpenChannel("session", nil)
-		if err != nil {
-			var oe *xssh.OpenChannelError
-			if errors.As(err, &oe) {
-				if rerr := h.refused(c); rerr != nil {
-					return nil, h.cannotStart(rerr)
-				}
-				select {
-				case <-time.After(refusalPause):
-				case <-ctx.Done():
-				}
-				continue
-			}
+		if err == nil {
+			return session{c: c, ctl: ctl, ch: ch, reqs: reqs}, nil
+		}
+		if !errors.As(err, new(*xssh.OpenChannelError)) {
 			h.release(c)
-			return nil, h.cannotStart(c.failure(err))
+			return session{}, h.cannotStart(c.failure(err))
 		}
-		p := &Process{
-			h: h, c: c, ch: ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
-			stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
-			stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
-			started:   make(chan struct{}),
-			abandoned: make(chan struct{}),
-			done:      make(chan struct{}),
+		if rerr := h.refused(c); rerr != nil {
+			return session{}, h.cannotStart(rerr)
 		}
-		// Registered before the exec request: a Close from now on kills it.
-		h.mu.Lock()
-		c.idleRefusals = 0
-		if h.closed || c.lost != nil {
-			err := error(ErrClosed)
-			if c.lost != nil {
-				err = h.cannotStart(c.lost)
-			}
-			h.mu.Unlock()
-			p.stdout.Close()
-			p.stderr.Close()
-			ch.Close()
-			go xssh.DiscardRequests(reqs)
-			h.release(c)
-			return nil, err
-		}
-		h.live[p] = struct{}{}
-		c.procs[p] = struct{}{}
-		h.notifyLocked()
-		h.mu.Unlock()
-		p.io.Add(2)
-		if p.stdin != nil {
-			p.io.Add(1) // the writer's, counted before run may wait
-		}
-		go p.readStdout()
-		go p.readStderr()
-		go p.run(reqs)
-
-		ok, err := ch.SendRequest("exec", true, payload)
-		if err != nil || !ok {
-			if p.stdin != nil {
-				p.io.Done()
-			}
-			serr := h.cannotStart(c.failure(errExecRefused(err)))
-			p.onStart(nil, serr) // closes the channel; the process settles
-			return nil, serr
-		}
-		if p.stdin != nil {
-			go p.writeStdin()
-		} else {
-			_ = ch.CloseWrite()
-		}
-		p.mu.Lock()
-		if !p.exited && !p.settling {
-			if !spec.Deadline.IsZero() {
-				p.deadline = time.AfterFunc(time.Until(spec.Deadline), func() { p.kill(subprocess.ReasonTimeout, false) })
-			}
-			if ctx.Done() != nil {
-				p.stopCtx = context.AfterFunc(ctx, func() { p.kill(subprocess.ReasonAbort, false) })
-			}
-		}
-		p.mu.Unlock()
-
 		select {
-		case <-p.started:
+		case <-time.After(refusalPause):
 		case <-ctx.Done():
-			return p, nil // killed (Aborted) as soon as its pid is known
 		}
-		p.mu.Lock()
-		pid, serr := p.pid, p.startErr
-		p.mu.Unlock()
-		switch {
-		case errors.Is(serr, errNotStarted):
-			return p, nil // timed out (or aborted) before it started: it settles so
-		case serr != nil:
-			return nil, serr
-		case pid == 0:
-			<-p.done
-			return nil, p.spawnFailure()
+	}
+}
+
+// execPayload is the exec request of a command: the script and its arguments (see
+// execScript).
+func execPayload(marker, registry string, spec Spec) []byte {
+	args := make([]string, 0, 5+len(spec.Env)+len(spec.DshEnv))
+	args = append(args, marker, registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
+	args = appendEnv(args, spec.Env)
+	args = appendEnv(args, spec.DshEnv)
+	return xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
+}
+
+// register makes the command's Process on its channel and lists it with the Host and
+// the connection before anything runs (a Close from now on kills it); then its readers
+// and the server of its channel's requests start.
+func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) {
+	p := &Process{
+		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
+		stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
+		stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
+		started:   make(chan struct{}),
+		abandoned: make(chan struct{}),
+	}
+	p.tear.Init(time.Duration(spec.GraceMs)*time.Millisecond, (*remoteTree)(p))
+	h.mu.Lock()
+	ss.c.idleRefusals = 0
+	if h.closed || ss.c.lost != nil {
+		err := error(ErrClosed)
+		if ss.c.lost != nil {
+			err = h.cannotStart(ss.c.lost)
 		}
+		h.mu.Unlock()
+		p.stdout.Close()
+		p.stderr.Close()
+		ss.ch.Close()
+		go xssh.DiscardRequests(ss.reqs)
+		h.release(ss.c)
+		return nil, err
+	}
+	h.live[p] = struct{}{}
+	ss.c.procs[p] = struct{}{}
+	h.notifyLocked()
+	h.mu.Unlock()
+	p.io.Add(2)
+	if p.stdin != nil {
+		p.io.Add(1) // the writer's, counted before run may wait
+	}
+	go p.readStdout()
+	go p.readStderr()
+	go p.run(ss.reqs)
+	return p, nil
+}
+
+// exec sends the exec request, then the stdin (or its end), and arms the deadline and
+// the context. A refused request fails the start; the process settles.
+func (p *Process) exec(ctx context.Context, deadline time.Time, payload []byte) error {
+	ok, err := p.ch.SendRequest("exec", true, payload)
+	if err != nil || !ok {
+		if p.stdin != nil {
+			p.io.Done()
+		}
+		serr := p.h.cannotStart(p.c.failure(errExecRefused(err)))
+		p.onStart(nil, serr) // closes the channel; the process settles
+		return serr
+	}
+	if p.stdin != nil {
+		go p.writeStdin()
+	} else {
+		_ = p.ch.CloseWrite()
+	}
+	p.tear.Arm(ctx, deadline, nil)
+	return nil
+}
+
+// awaitStartLine waits for the start line. It returns the process once it started — or
+// when ctx ends first (it is killed as soon as its pid is known), or when it was
+// killed before it started (it settles so) — and else why it did not start.
+func (p *Process) awaitStartLine(ctx context.Context) (*Process, error) {
+	select {
+	case <-p.started:
+	case <-ctx.Done():
 		return p, nil
 	}
+	p.mu.Lock()
+	start, serr := p.start, p.startErr
+	p.mu.Unlock()
+	switch {
+	case errors.Is(serr, errNotStarted):
+		return p, nil
+	case serr != nil:
+		return nil, serr
+	case start != startDone:
+		<-p.tear.Done()
+		return nil, p.spawnFailure()
+	}
+	return p, nil
 }
 
 // cannotStart is a failure to reach the host for a command, as the spawn failure it is
 // for the caller: "spawn failed: connect <address>: <cause>".
 func (h *Host) cannotStart(err error) error {
-	return &subprocess.SpawnError{Op: "connect", Path: h.set.address, Err: err}
+	return &proc.SpawnError{Op: "connect", Path: h.set.address, Err: err}
 }
-
-// MaxGraceMs is the largest grace period a command accepts.
-const MaxGraceMs = subprocess.MaxGraceMs
 
 func checkSpec(spec Spec) error {
 	if spec.Command == "" || strings.IndexByte(spec.Command, 0) >= 0 {
@@ -260,7 +285,7 @@ func checkSpec(spec Spec) error {
 	if !strings.HasPrefix(spec.Dir, "/") || strings.IndexByte(spec.Dir, 0) >= 0 {
 		return fmt.Errorf("invalid dir: expected an absolute remote path, got %q", spec.Dir)
 	}
-	if err := subprocess.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
+	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return err
 	}
 	for k, v := range spec.Env {
@@ -299,12 +324,12 @@ func appendEnv(args []string, env map[string]string) []string {
 // it never ran, and reports a timeout without a signal.
 func (h *Host) expired(spec Spec) *Process {
 	p := &Process{h: h, stdout: h.spool.NewStream(spec.Owner, spec.Stdout), stderr: h.spool.NewStream(spec.Owner, spec.Stderr),
-		started: make(chan struct{}), done: make(chan struct{}), settled: true,
-		exit: Exit{TimedOut: true, Killed: true}}
+		started: make(chan struct{})}
+	p.tear.Init(time.Duration(spec.GraceMs)*time.Millisecond, (*remoteTree)(p))
 	p.stdout.Close()
 	p.stderr.Close()
 	close(p.started)
-	close(p.done)
+	p.tear.Abandon(proc.ReasonTimeout, nil)
 	return p
 }
 
@@ -317,498 +342,21 @@ func (p *Process) Pid() int {
 }
 
 // Stdout is the captured standard output.
-func (p *Process) Stdout() *subprocess.Stream { return p.stdout }
+func (p *Process) Stdout() *proc.Stream { return p.stdout }
 
 // Stderr is the captured standard error.
-func (p *Process) Stderr() *subprocess.Stream { return p.stderr }
+func (p *Process) Stderr() *proc.Stream { return p.stderr }
 
 // Done is closed when the command has settled: it exited and its output reached EOF
 // or the drain bound (graceMs after the exit) passed, and, if it was being killed, the
 // remote kill sequence finished (the group is gone, or got SIGKILL after graceMs); or
 // its connection broke.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.tear.Done() }
 
 // Exit returns how the command ended, and false while it has not settled.
-func (p *Process) Exit() (Exit, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit, p.settled
-}
+func (p *Process) Exit() (proc.Exit, bool) { return p.tear.Exit() }
 
 // Kill ends the command's remote process group: SIGTERM now, SIGKILL after the grace
 // period to whatever is left — even when the command itself already exited. It returns
 // false once the command has settled; calling it again is harmless.
-func (p *Process) Kill() bool { return p.kill(subprocess.ReasonKill, true) }
-
-// kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
-// while the command runs; after it exited, the drain bound alone ends the call.
-func (p *Process) kill(why subprocess.Reason, explicit bool) bool {
-	p.mu.Lock()
-	if p.settling || p.settled || (p.exited && !explicit) {
-		p.mu.Unlock()
-		return false
-	}
-	if p.killing {
-		p.mu.Unlock()
-		return true
-	}
-	p.killing = true
-	if !p.exited {
-		p.reason = why
-	}
-	p.killDone = make(chan struct{})
-	pid, failed := p.pid, p.startClosed && p.pid == 0
-	p.mu.Unlock()
-	switch {
-	case pid != 0:
-		go p.sendKill()
-	case failed:
-		close(p.killDone)
-	default:
-		// The start line has not arrived yet: onStart sends the order when it does.
-		go p.awaitStart()
-	}
-	return true
-}
-
-// errNotStarted: a command killed before its start line did not start in time.
-var errNotStarted = errors.New("the command had not started")
-
-// awaitStart gives a command being killed before its start line arrived the grace
-// period to start (then onStart kills it); a command that has not started by then —
-// a login shell stuck in its start-up files — is abandoned: its channel is closed and
-// it settles without having run, so that no call outlives its deadline by more than
-// the grace period.
-func (p *Process) awaitStart() {
-	t := time.NewTimer(time.Duration(p.graceMs) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-p.started:
-	case <-t.C:
-		if p.onStart(nil, fmt.Errorf("ssh: %s: %w %dms after it was killed", p.h.set.address, errNotStarted, p.graceMs)) {
-			close(p.abandoned)
-		}
-	}
-}
-
-// sendKill orders the kill on the connection's control channel and waits for it to
-// finish on the remote.
-func (p *Process) sendKill() {
-	defer close(p.killDone)
-	_, err := p.c.kill(p.h.nextID(), p.pid, p.birth, p.graceMs)
-	if err != nil && !errors.As(err, new(*LostError)) {
-		p.h.log.Warn("ssh: cannot kill a remote command", "pid", p.pid, "err", err)
-	}
-}
-
-// orphaned marks a command of a lost connection. It returns the remote group to kill
-// once a connection is up, when the command had started and not exited.
-func (p *Process) orphaned(lerr *LostError) (group, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exited || p.settled {
-		return group{}, false
-	}
-	p.lost = lerr
-	if p.pid == 0 {
-		return group{}, false
-	}
-	return group{pid: p.pid, birth: p.birth, graceMs: p.graceMs}, true
-}
-
-// readStdout finds the start line, then captures the command's stdout.
-func (p *Process) readStdout() {
-	defer p.io.Done()
-	bp := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(bp)
-	buf := *bp
-	sc := startScanner{marker: p.marker}
-	started := false
-	for {
-		n, err := p.ch.Read(buf)
-		data := buf[:n]
-		if !started && n > 0 {
-			line, rest, found, serr := sc.feed(data)
-			data = nil
-			switch {
-			case serr != nil:
-				p.onStart(nil, fmt.Errorf("ssh: %s: %w", p.h.set.address, serr))
-				started = true
-			case found:
-				st, perr := parseStart(line, p.dir)
-				if perr != nil {
-					perr = fmt.Errorf("ssh: %s: %w", p.h.set.address, perr)
-				} else if st.failed != nil {
-					perr = st.failed
-				}
-				p.onStart(&st, perr)
-				started, data = true, rest
-			}
-		}
-		if len(data) > 0 {
-			_, _ = p.stdout.Write(data)
-		}
-		if err != nil {
-			if !started {
-				p.onStart(nil, nil)
-			}
-			return
-		}
-	}
-}
-
-// readBuffers hold the readers' buffers: a channel delivers at most 32 KiB at a time.
-var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// startScanner finds the script's marker line at the start of a stream. What precedes
-// the marker was written by the login shell (its tail is kept, for diagnostics); what
-// follows it up to the newline is the line; the rest belongs to the command. Memory is
-// bounded whatever the login shell writes.
-type startScanner struct {
-	marker  []byte
-	pending []byte // bytes that may still hold (the start of) the marker
-	junk    []byte // the tail of what preceded the marker
-}
-
-// Bounds of the scanner: the longest line after a marker, and the junk tail kept.
-const (
-	maxStartLine = 256
-	maxJunk      = 4096
-)
-
-// feed scans p. found: the marker's line is complete; line is what follows the marker
-// up to the newline, rest what follows the newline in the bytes fed so far (both valid
-// until the next feed). An error means the marker's line is longer than any start line.
-func (s *startScanner) feed(p []byte) (line, rest []byte, found bool, err error) {
-	s.pending = append(s.pending, p...)
-	i := bytes.Index(s.pending, s.marker)
-	if i < 0 {
-		// Keep what could be the beginning of a marker split across reads.
-		if keep := len(s.marker) - 1; len(s.pending) > keep {
-			s.addJunk(s.pending[:len(s.pending)-keep])
-			s.pending = append(s.pending[:0], s.pending[len(s.pending)-keep:]...)
-		}
-		return nil, nil, false, nil
-	}
-	s.addJunk(s.pending[:i])
-	s.pending = append(s.pending[:0], s.pending[i:]...)
-	after := s.pending[len(s.marker):]
-	nl := bytes.IndexByte(after, '\n')
-	switch {
-	case nl >= 0:
-		return after[:nl], after[nl+1:], true, nil
-	case len(after) > maxStartLine:
-		return nil, nil, false, errHeader
-	}
-	return nil, nil, false, nil
-}
-
-func (s *startScanner) addJunk(b []byte) {
-	if len(b) > 0 {
-		s.junk = keepTail(append(s.junk, b...), maxJunk)
-	}
-}
-
-// keepTail drops all but the last n bytes of b.
-func keepTail(b []byte, n int) []byte {
-	if len(b) <= n {
-		return b
-	}
-	return append(b[:0], b[len(b)-n:]...)
-}
-
-// onStart records the start line (st nil: stdout ended without one) or why the command
-// did not start, and sends a kill order that was waiting for the pid. Only the first
-// call counts; it reports whether this one was it.
-func (p *Process) onStart(st *start, err error) (first bool) {
-	p.startOnce.Do(func() {
-		first = true
-		p.mu.Lock()
-		p.startClosed = true
-		if err != nil {
-			p.startErr = err
-		} else if st != nil {
-			p.pid, p.birth = st.pid, st.birth
-		}
-		send := p.killing && p.pid != 0
-		failed := p.killing && p.pid == 0
-		p.mu.Unlock()
-		close(p.started)
-		switch {
-		case send:
-			go p.sendKill()
-		case failed:
-			close(p.killDone)
-		}
-		if err != nil {
-			p.ch.Close() // the command is not running: nothing more to read
-		}
-	})
-	return first
-}
-
-// readStderr skips what the login shell wrote before the script's marker line (keeping
-// its tail, to explain a failed start), then captures the command's stderr.
-func (p *Process) readStderr() {
-	defer p.io.Done()
-	r := p.ch.Stderr()
-	bp := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(bp)
-	buf := *bp
-	sc := startScanner{marker: p.marker}
-	started := false
-	for {
-		n, err := r.Read(buf)
-		data := buf[:n]
-		if !started && n > 0 {
-			_, rest, found, serr := sc.feed(data)
-			data = nil
-			if found || serr != nil {
-				started, data = true, rest
-				p.mu.Lock()
-				p.preStderr = sc.junk
-				p.mu.Unlock()
-			}
-		}
-		if len(data) > 0 {
-			_, _ = p.stderr.Write(data)
-			p.mu.Lock()
-			p.errLast = data[len(data)-1]
-			p.mu.Unlock()
-		}
-		if err != nil {
-			if !started {
-				p.mu.Lock()
-				p.preStderr = append(sc.junk, sc.pending...)
-				p.mu.Unlock()
-			}
-			return
-		}
-	}
-}
-
-func (p *Process) writeStdin() {
-	defer p.io.Done()
-	if _, err := p.ch.Write(p.stdin); err == nil {
-		_ = p.ch.CloseWrite()
-	}
-}
-
-// run serves the channel's requests (exit-status, exit-signal) until the channel
-// closes, then settles the process.
-func (p *Process) run(reqs <-chan *xssh.Request) {
-	for {
-		var r *xssh.Request
-		select {
-		case r = <-reqs:
-		case <-p.abandoned:
-			// sshd keeps a channel open while its session's process lives, and this
-			// one never started the command: settle now; the channel's requests are
-			// still drained (an unserved channel would stall the connection).
-			go xssh.DiscardRequests(reqs)
-			p.settle()
-			return
-		}
-		if r == nil {
-			break
-		}
-		switch r.Type {
-		case "exit-status":
-			if code, ok := exitStatus(r); ok {
-				p.onExit(&code, "")
-			}
-		case "exit-signal":
-			var m struct {
-				Signal     string
-				CoreDumped bool
-				Error      string
-				Lang       string
-			}
-			if xssh.Unmarshal(r.Payload, &m) == nil {
-				p.onExit(nil, signalName(m.Signal))
-			}
-		}
-		if r.WantReply {
-			_ = r.Reply(false, nil)
-		}
-	}
-	p.io.Wait() // stdout's reader has seen the start line, or EOF without one
-	p.settle()
-}
-
-// exitStatus decodes an exit-status request.
-func exitStatus(r *xssh.Request) (int, bool) {
-	var m struct{ Status uint32 }
-	if r.Type != "exit-status" || xssh.Unmarshal(r.Payload, &m) != nil {
-		return 0, false
-	}
-	return int(m.Status), true
-}
-
-// signalName turns an SSH signal name ("TERM") into the local form ("SIGTERM").
-func signalName(s string) string {
-	if s == "" || strings.Contains(s, "@") {
-		return "SIG" + strings.ToUpper(strings.TrimSuffix(s, "@openssh.com"))
-	}
-	return "SIG" + s
-}
-
-// onExit records the command's exit and bounds the drain: the output gets at most the
-// grace period to reach EOF (a `cmd &` left behind may hold it open), then the
-// channel is closed.
-func (p *Process) onExit(code *int, signal string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exited {
-		return
-	}
-	p.exited = true
-	p.code, p.signal = code, signal
-	if p.deadline != nil {
-		p.deadline.Stop()
-	}
-	if p.stopCtx != nil {
-		p.stopCtx()
-	}
-	p.drain = time.AfterFunc(time.Duration(p.graceMs)*time.Millisecond, func() {
-		p.mu.Lock()
-		p.cut = true
-		p.mu.Unlock()
-		p.ch.Close()
-	})
-}
-
-// settle builds the exit once the channel closed and the output is complete, waits for
-// a kill order in flight, and releases the channel.
-func (p *Process) settle() {
-	p.mu.Lock()
-	if p.drain != nil {
-		p.drain.Stop()
-	}
-	if p.deadline != nil {
-		p.deadline.Stop()
-	}
-	if p.stopCtx != nil {
-		p.stopCtx()
-	}
-	p.settling = true
-	lost, exited, failed := p.lost, p.exited, p.startErr != nil
-	p.mu.Unlock()
-	if lost == nil && !exited && !failed {
-		// The channel closed without an exit status: usually because the connection
-		// broke (the library closes the channels before it reports the loss). Wait for
-		// the verdict, so that the loss is reported as such and the remote command
-		// is remembered for killing.
-		select {
-		case <-p.c.dead:
-		case <-time.After(time.Second):
-		}
-		if lerr := p.c.lostErr(); lerr != nil {
-			p.mu.Lock()
-			if !p.exited {
-				lost = lerr
-				p.lost = lerr
-			}
-			p.mu.Unlock()
-		}
-	}
-	p.mu.Lock()
-	killDone := p.killDone
-	p.mu.Unlock()
-	if killDone != nil {
-		<-killDone
-	}
-	p.ch.Close()
-	p.mu.Lock()
-	// A command whose output was cut after its exit left something running that holds
-	// it (`cmd &`): that remnant is ended when the Host closes, as locally, and stays
-	// registered with the control shell meanwhile.
-	remnant := p.cut && !p.killing && p.pid != 0
-	pid := p.pid
-	p.mu.Unlock()
-	if pid != 0 && !remnant {
-		p.c.tell("u " + strconv.Itoa(pid) + "\n")
-	}
-
-	p.mu.Lock()
-	ex := Exit{
-		Code:     p.code,
-		Signal:   p.signal,
-		TimedOut: p.reason == subprocess.ReasonTimeout,
-		Aborted:  p.reason == subprocess.ReasonAbort,
-	}
-	switch {
-	case p.exited:
-	case lost != nil:
-		ex.Err = lost
-	case p.pid != 0:
-		ex.Err = fmt.Errorf("ssh: %s: the command's channel closed without an exit status", p.h.set.address)
-	}
-	ex.Killed = ex.Signal != "" || p.reason != subprocess.ReasonNone || ex.Err != nil
-	note := ""
-	if ex.Err != nil && p.pid != 0 {
-		note = ex.Err.Error() + "\n"
-		if p.errLast != 0 && p.errLast != '\n' {
-			note = "\n" + note
-		}
-	}
-	p.mu.Unlock()
-	if note != "" {
-		_, _ = p.stderr.Write([]byte(note))
-	}
-	p.stdout.Close()
-	p.stderr.Close()
-
-	h := p.h
-	h.mu.Lock()
-	if remnant {
-		h.remnants = append(h.remnants, group{pid: p.pid, birth: p.birth, graceMs: p.graceMs})
-		if len(h.remnants) > maxRemnants {
-			h.remnants = h.remnants[len(h.remnants)-maxRemnants:]
-		}
-	}
-	delete(h.live, p)
-	delete(p.c.procs, p)
-	p.c.used--
-	h.notifyLocked()
-	h.mu.Unlock()
-
-	p.mu.Lock()
-	p.exit = ex
-	p.settled = true
-	p.mu.Unlock()
-	close(p.done)
-}
-
-// spawnFailure explains a command that ended before its start line: the login shell
-// found no bash, or failed otherwise.
-func (p *Process) spawnFailure() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exit.Err != nil {
-		return p.exit.Err
-	}
-	if p.code != nil && *p.code == 127 {
-		return spawnError("exec", "bash", syscall.ENOENT)
-	}
-	msg := strings.TrimSpace(string(p.preStderr))
-	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-		msg = msg[i+1:]
-	}
-	status := "no exit status"
-	switch {
-	case p.code != nil:
-		status = fmt.Sprintf("exit status %d", *p.code)
-	case p.signal != "":
-		status = "signal " + p.signal
-	}
-	if msg != "" {
-		status += ": " + msg
-	}
-	return fmt.Errorf("spawn failed: the remote login shell did not start the command (%s)", status)
-}
-
-// spawnError is the local form of a remote start failure.
-func spawnError(op, path string, errno syscall.Errno) error {
-	return &subprocess.SpawnError{Op: op, Path: path, Err: errno}
-}
+func (p *Process) Kill() bool { return p.tear.Kill(proc.ReasonKill, nil, true) }

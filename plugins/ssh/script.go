@@ -167,8 +167,8 @@ func validName(name string) bool {
 	return true
 }
 
-// start is what the remote told us about a command before it ran.
-type start struct {
+// startLine is what the remote told us about a command before it ran.
+type startLine struct {
 	pid   int
 	birth string // the leader's start time in clock ticks since boot; "" without /proc
 	// failed, when set, is why the command did not start (a chdir failure).
@@ -180,7 +180,7 @@ var errHeader = errors.New("malformed start line")
 
 // parseStart reads the start line that follows the marker on stdout: " <pid>
 // <starttime>" or "! chdir <ERRNO>" (without the trailing newline).
-func parseStart(line []byte, dir string) (start, error) {
+func parseStart(line []byte, dir string) (startLine, error) {
 	if rest, ok := bytes.CutPrefix(line, []byte("! chdir ")); ok {
 		var errno syscall.Errno
 		switch string(rest) {
@@ -191,28 +191,28 @@ func parseStart(line []byte, dir string) (start, error) {
 		case "EACCES":
 			errno = syscall.EACCES
 		default:
-			return start{}, fmt.Errorf("%w: unknown chdir failure %q", errHeader, rest)
+			return startLine{}, fmt.Errorf("%w: unknown chdir failure %q", errHeader, rest)
 		}
-		return start{failed: spawnError("chdir", dir, errno)}, nil
+		return startLine{failed: spawnError("chdir", dir, errno)}, nil
 	}
 	rest, ok := bytes.CutPrefix(line, []byte(" "))
 	if !ok {
-		return start{}, errHeader
+		return startLine{}, errHeader
 	}
 	pidText, birth, ok := bytes.Cut(rest, []byte(" "))
 	if !ok {
-		return start{}, errHeader
+		return startLine{}, errHeader
 	}
 	pid, err := strconv.Atoi(string(pidText))
 	if err != nil || pid <= 1 || pidText[0] == '+' || pidText[0] == '0' {
-		return start{}, fmt.Errorf("%w: pid %q", errHeader, pidText)
+		return startLine{}, fmt.Errorf("%w: pid %q", errHeader, pidText)
 	}
 	for _, c := range birth {
 		if c < '0' || c > '9' {
-			return start{}, fmt.Errorf("%w: start time %q", errHeader, birth)
+			return startLine{}, fmt.Errorf("%w: start time %q", errHeader, birth)
 		}
 	}
-	return start{pid: pid, birth: string(birth)}, nil
+	return startLine{pid: pid, birth: string(birth)}, nil
 }
 
 // killReply is one reply of the control script.

@@ -15,7 +15,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 	"github.com/dsh-dev/dsh/plugins/ssh"
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -156,11 +156,11 @@ func TestRun(t *testing.T) {
 	t.Setenv("LOCAL_ONLY_VAR", "local")
 
 	ex, out, errs := run(t, h, spec("echo out; echo err >&2; exit 3"))
-	if code(ex) != 3 || ex.Signal != "" || ex.Killed || ex.Err != nil || out != "out\n" || errs != "err\n" {
+	if proctest.Code(ex) != 3 || ex.Signal != "" || ex.State() == proc.Killed || ex.Err != nil || out != "out\n" || errs != "err\n" {
 		t.Errorf("exit 3: %+v %q %q", ex, out, errs)
 	}
 	ex, _, _ = run(t, h, spec("kill -TERM $$"))
-	if ex.Code != nil || ex.Signal != "SIGTERM" || ex.TimedOut || ex.Aborted || !ex.Killed {
+	if ex.Code != nil || ex.Signal != "SIGTERM" || ex.Reason == proc.ReasonTimeout || ex.Reason == proc.ReasonAbort || ex.State() != proc.Killed {
 		t.Errorf("kill -TERM $$: %+v", ex)
 	}
 	ex, _, _ = run(t, h, spec("kill -KILL $$"))
@@ -170,7 +170,7 @@ func TestRun(t *testing.T) {
 
 	// The command leads its own session: pid = pgid = sid.
 	p := start(t, h, spec("echo $$; cat /proc/$$/stat"))
-	wait(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	lines := strings.SplitN(p.Stdout().Output().Text, "\n", 2)
 	if lines[0] != strconv.Itoa(p.Pid()) {
 		t.Errorf("$$ = %s, Pid() = %d", lines[0], p.Pid())
@@ -200,7 +200,7 @@ func TestRun(t *testing.T) {
 	s := spec(cmd)
 	s.Env, s.DshEnv = env, dsh
 	ex, out, errs = run(t, h, s)
-	if code(ex) != 0 || out != want.String() || errs != "" {
+	if proctest.Code(ex) != 0 || out != want.String() || errs != "" {
 		t.Errorf("environment:\n got %q %q %+v\nwant %q", out, errs, ex, want.String())
 	}
 	if _, err := os.Stat("/tmp/dsh-pwned"); err == nil {
@@ -251,7 +251,7 @@ func TestRun(t *testing.T) {
 		s := spec("echo ran")
 		s.Dir = c.dir
 		_, err := h.Start(context.Background(), s)
-		var se *subprocess.SpawnError
+		var se *proc.SpawnError
 		if err == nil || err.Error() != c.want || !errors.As(err, &se) {
 			t.Errorf("dir %s: %v, want %q", c.dir, err, c.want)
 		}
@@ -297,9 +297,9 @@ func TestTimeoutAndGrace(t *testing.T) {
 	if proctest.Gone(child) || proctest.Gone(p.Pid()) {
 		t.Fatalf("pids %d and %d should run", p.Pid(), child)
 	}
-	ex := wait(t, p, 10*time.Second)
+	ex := proctest.AwaitExit(t, p, 10*time.Second)
 	took := time.Since(began)
-	if !ex.TimedOut || ex.Aborted || ex.Signal != "SIGTERM" || ex.Code != nil || !ex.Killed {
+	if ex.Reason != proc.ReasonTimeout || ex.Reason == proc.ReasonAbort || ex.Signal != "SIGTERM" || ex.Code != nil || ex.State() != proc.Killed {
 		t.Errorf("timed out: %+v", ex)
 	}
 	if limit := 500*time.Millisecond + time.Second + time.Second; took > limit {
@@ -318,9 +318,9 @@ func TestTimeoutAndGrace(t *testing.T) {
 	if first, again := p.Kill(), p.Kill(); !first || !again {
 		t.Fatal("Kill of a running command returned false")
 	}
-	ex = wait(t, p, 10*time.Second)
+	ex = proctest.AwaitExit(t, p, 10*time.Second)
 	took = time.Since(killed)
-	if ex.Signal != "SIGKILL" || ex.TimedOut || ex.Aborted || !ex.Killed {
+	if ex.Signal != "SIGKILL" || ex.Reason == proc.ReasonTimeout || ex.Reason == proc.ReasonAbort || ex.State() != proc.Killed {
 		t.Errorf("TERM-trapping command after Kill: %+v", ex)
 	}
 	if took < 700*time.Millisecond*9/10 || took > 700*time.Millisecond+3*time.Second {
@@ -344,8 +344,8 @@ func TestTimeoutAndGrace(t *testing.T) {
 	}
 	readUntil(t, p.Stdout(), "ready\n")
 	abort()
-	ex = wait(t, p, 10*time.Second)
-	if !ex.Aborted || ex.TimedOut || ex.Signal != "SIGTERM" {
+	ex = proctest.AwaitExit(t, p, 10*time.Second)
+	if ex.Reason != proc.ReasonAbort || ex.Reason == proc.ReasonTimeout || ex.Signal != "SIGTERM" {
 		t.Errorf("aborted: %+v", ex)
 	}
 
@@ -355,8 +355,8 @@ func TestTimeoutAndGrace(t *testing.T) {
 	s.Deadline = time.Now().Add(20 * time.Second)
 	began = time.Now()
 	p = start(t, h, s)
-	ex = wait(t, p, 10*time.Second)
-	if code(ex) != 0 || ex.Killed || p.Stdout().Output().Text != "done\n" || time.Since(began) > 3*time.Second {
+	ex = proctest.AwaitExit(t, p, 10*time.Second)
+	if proctest.Code(ex) != 0 || ex.State() == proc.Killed || p.Stdout().Output().Text != "done\n" || time.Since(began) > 3*time.Second {
 		t.Errorf("exit with a straggler: %+v %q after %s", ex, p.Stdout().Output().Text, time.Since(began))
 	}
 	// What it left behind is still there, as locally (TestClose: until the Host closes).
@@ -378,7 +378,7 @@ func TestSlowLogin(t *testing.T) {
 	}
 	srv := sshtest.StartWith(t, sshtest.Options{SetEnv: map[string]string{"BASH_ENV": rc}})
 	h, _ := newHost(t, srv, nil)
-	if ex, out, _ := run(t, h, spec("echo fast")); code(ex) != 0 || out != "fast\n" {
+	if ex, out, _ := run(t, h, spec("echo fast")); proctest.Code(ex) != 0 || out != "fast\n" {
 		t.Fatalf("without the flag: %+v %q", ex, out)
 	}
 	os.WriteFile(flag, nil, 0o600)
@@ -387,9 +387,9 @@ func TestSlowLogin(t *testing.T) {
 	began := time.Now()
 	s.Deadline = began.Add(300 * time.Millisecond)
 	p := start(t, h, s)
-	ex := wait(t, p, 10*time.Second)
+	ex := proctest.AwaitExit(t, p, 10*time.Second)
 	took := time.Since(began)
-	if !ex.TimedOut || ex.Code != nil || ex.Signal != "" || !ex.Killed || ex.Err != nil || p.Pid() != 0 {
+	if ex.Reason != proc.ReasonTimeout || ex.Code != nil || ex.Signal != "" || ex.State() != proc.Killed || ex.Err != nil || p.Pid() != 0 {
 		t.Errorf("a command that never started: %+v pid %d", ex, p.Pid())
 	}
 	if took > 300*time.Millisecond+300*time.Millisecond+time.Second {
@@ -406,10 +406,10 @@ func TestOutputBounds(t *testing.T) {
 	srv := sshtest.Start(t)
 	h, _ := newHost(t, srv, nil)
 	s := spec("head -c 300000 /dev/zero | tr '\\0' a; printf end")
-	s.Stdout = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
+	s.Stdout = proc.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
 	_, _, _ = run(t, h, spec("true"))
 	p := start(t, h, s)
-	wait(t, p, 20*time.Second)
+	proctest.AwaitExit(t, p, 20*time.Second)
 	o := p.Stdout().Output()
 	if !o.Truncated || o.Text != strings.Repeat("a", 997)+"end" || o.Bytes != 300003 || o.SpillPath == "" {
 		t.Fatalf("output: truncated %v, %d bytes kept, %d total, spill %q", o.Truncated, len(o.Text), o.Bytes, o.SpillPath)
@@ -435,10 +435,10 @@ func TestLostConnection(t *testing.T) {
 	pid := p.Pid()
 
 	srv.Stop()
-	ex := wait(t, p, 10*time.Second)
+	ex := proctest.AwaitExit(t, p, 10*time.Second)
 	want := "ssh: connection to " + srv.Addr + " lost: the server closed the connection"
 	var le *ssh.LostError
-	if ex.Err == nil || ex.Err.Error() != want || !errors.As(ex.Err, &le) || !ex.Killed || ex.Code != nil || ex.Signal != "" {
+	if ex.Err == nil || ex.Err.Error() != want || !errors.As(ex.Err, &le) || ex.State() != proc.Killed || ex.Code != nil || ex.Signal != "" {
 		t.Errorf("exit after the loss: %+v\nwant Err %q", ex, want)
 	}
 	if got := p.Stderr().Output().Text; got != "err-before\n"+want+"\n" {
@@ -455,21 +455,21 @@ func TestLostConnection(t *testing.T) {
 	}
 	// A new command while sshd is down fails at once as a spawn failure.
 	_, err := h.Start(context.Background(), spec("true"))
-	var se *subprocess.SpawnError
+	var se *proc.SpawnError
 	if err == nil || !errors.As(err, &se) || err.Error() != "spawn failed: connect "+srv.Addr+": ECONNREFUSED (connection refused)" {
 		t.Errorf("Start while down: %v", err)
 	}
 
 	srv.Restart()
 	ex, out, _ := run(t, h, spec("echo back"))
-	if code(ex) != 0 || out != "back\n" {
+	if proctest.Code(ex) != 0 || out != "back\n" {
 		t.Errorf("after restart: %+v %q", ex, out)
 	}
 	proctest.WaitFor(t, 5*time.Second, "a connected state without orphans", func() bool {
 		return strings.HasPrefix(h.State(), "connected to ") && !strings.Contains(h.State(), "to kill")
 	})
-	if !st.seen("disconnected from ") {
-		t.Errorf("states: %v", st.all)
+	if !st.HasPrefix("disconnected from ") {
+		t.Errorf("states: %v", st.All())
 	}
 }
 
@@ -483,14 +483,14 @@ func TestKeepalive(t *testing.T) {
 	readUntil(t, p.Stdout(), "started\n")
 	srv.Freeze()
 	defer srv.Thaw()
-	ex := wait(t, p, 10*time.Second)
+	ex := proctest.AwaitExit(t, p, 10*time.Second)
 	want := "ssh: connection to " + srv.Addr + " lost: no reply to keepalive requests for 300ms"
 	if ex.Err == nil || ex.Err.Error() != want {
 		t.Errorf("exit after the host froze: %+v, want %q", ex, want)
 	}
 	proctest.WaitFor(t, 10*time.Second, "the orphan to be killed through a new connection", func() bool { return gone(p.Pid()) })
-	if !st.seen("disconnected from " + srv.User + "@" + srv.Addr + ": " + want + "; reconnecting with backoff; 1 remote command to kill when reconnected") {
-		t.Errorf("states: %q", st.all)
+	if !st.HasPrefix("disconnected from " + srv.User + "@" + srv.Addr + ": " + want + "; reconnecting with backoff; 1 remote command to kill when reconnected") {
+		t.Errorf("states: %q", st.All())
 	}
 	srv.Thaw()
 }
@@ -513,16 +513,14 @@ func TestConcurrency(t *testing.T) {
 					}
 					<-p.Done()
 					ex, _ := p.Exit()
-					if code(ex) != 0 || p.Stdout().Output().Text != strconv.Itoa(i)+"\n" {
+					if proctest.Code(ex) != 0 || p.Stdout().Output().Text != strconv.Itoa(i)+"\n" {
 						t.Errorf("%d: %+v %q", i, ex, p.Stdout().Output().Text)
 					}
 				})
 			}
 			wg.Wait()
-			st.mu.Lock()
-			defer st.mu.Unlock()
 			most := 0
-			for _, d := range st.all {
+			for _, d := range st.All() {
 				if n, ok := connections(d); ok {
 					most = max(most, n)
 				}
@@ -556,9 +554,9 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	finished := start(t, h, spec("echo done; exit 4"))
-	wait(t, finished, 10*time.Second)
+	proctest.AwaitExit(t, finished, 10*time.Second)
 	leaver := start(t, h, spec("sleep 60 & echo left"))
-	if ex := wait(t, leaver, 10*time.Second); code(ex) != 0 || gone(leaver.Pid()) {
+	if ex := proctest.AwaitExit(t, leaver, 10*time.Second); proctest.Code(ex) != 0 || gone(leaver.Pid()) {
 		t.Fatalf("a command leaving a process behind: %+v, group gone %v", ex, gone(leaver.Pid()))
 	}
 	plain := start(t, h, spec("echo ready; sleep 60"))
@@ -576,7 +574,7 @@ func TestClose(t *testing.T) {
 			t.Fatal("Close returned before the command settled")
 		}
 		ex, _ := c.p.Exit()
-		if ex.Signal != c.signal || !ex.Killed || ex.TimedOut || ex.Aborted || ex.Err != nil {
+		if ex.Signal != c.signal || ex.State() != proc.Killed || ex.Reason == proc.ReasonTimeout || ex.Reason == proc.ReasonAbort || ex.Err != nil {
 			t.Errorf("after Close: %+v, want %s", ex, c.signal)
 		}
 		if !gone(c.p.Pid()) {
@@ -586,7 +584,7 @@ func TestClose(t *testing.T) {
 	if !gone(leaver.Pid()) {
 		t.Errorf("what a finished command left running survived Close: %v", sshtest.GroupMembers(leaver.Pid()))
 	}
-	if ex, _ := finished.Exit(); code(ex) != 4 || finished.Stdout().Output().Text != "done\n" {
+	if ex, _ := finished.Exit(); proctest.Code(ex) != 4 || finished.Stdout().Output().Text != "done\n" {
 		t.Errorf("finished command changed: %+v", ex)
 	}
 	if _, err := h.Start(context.Background(), spec("true")); !errors.Is(err, ssh.ErrClosed) {

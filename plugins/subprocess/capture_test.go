@@ -11,27 +11,19 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
-
-// seqOutput is what `seq 1 n` prints.
-func seqOutput(n int) string {
-	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&b, "%d\n", i)
-	}
-	return b.String()
-}
 
 func TestCaptureKeepsTailAndSpillsWholeStream(t *testing.T) {
 	proctest.NoLeftovers(t)
 	sup := newSup(t, false)
-	want := seqOutput(20000) // 108894 bytes
+	want := proctest.SeqOutput(20000) // 108894 bytes
 
 	t.Run("fits in memory", func(t *testing.T) {
 		spec := bashSpec("seq 1 20000")
-		spec.Stdout = subprocess.Capture{MaxBytes: int64(len(want)), SpillMaxBytes: 1 << 20}
+		spec.Stdout = proc.Capture{MaxBytes: int64(len(want)), SpillMaxBytes: 1 << 20}
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		out := p.Stdout().Output()
 		if out.Text != want || out.Truncated || out.SpillPath != "" || out.Bytes != int64(len(want)) {
 			t.Errorf("output: truncated %v spill %q bytes %d, text ok %v", out.Truncated, out.SpillPath, out.Bytes, out.Text == want)
@@ -39,9 +31,9 @@ func TestCaptureKeepsTailAndSpillsWholeStream(t *testing.T) {
 	})
 	t.Run("one byte over spills", func(t *testing.T) {
 		spec := bashSpec("seq 1 20000")
-		spec.Stdout = subprocess.Capture{MaxBytes: int64(len(want)) - 1, SpillMaxBytes: 1 << 20}
+		spec.Stdout = proc.Capture{MaxBytes: int64(len(want)) - 1, SpillMaxBytes: 1 << 20}
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		out := p.Stdout().Output()
 		if out.Text != want[1:] || !out.Truncated || out.SpillPath == "" {
 			t.Fatalf("output: truncated %v spill %q", out.Truncated, out.SpillPath)
@@ -53,9 +45,9 @@ func TestCaptureKeepsTailAndSpillsWholeStream(t *testing.T) {
 	})
 	t.Run("tail and spill", func(t *testing.T) {
 		spec := bashSpec("seq 1 20000; echo oops >&2")
-		spec.Stdout = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
+		spec.Stdout = proc.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		out := p.Stdout().Output()
 		if out.Text != want[len(want)-1000:] || !out.Truncated || out.Bytes != int64(len(want)) {
 			t.Errorf("tail wrong: truncated %v bytes %d text %q", out.Truncated, out.Bytes, out.Text[:20])
@@ -79,9 +71,9 @@ func TestCaptureKeepsTailAndSpillsWholeStream(t *testing.T) {
 	t.Run("past the spill cap", func(t *testing.T) {
 		own := newSup(t, false)
 		spec := bashSpec("seq 1 20000")
-		spec.Stdout = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 50000}
+		spec.Stdout = proc.Capture{MaxBytes: 1000, SpillMaxBytes: 50000}
 		p := spawn(t, own, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		out := p.Stdout().Output()
 		if out.Text != want[len(want)-1000:] || !out.Truncated || out.SpillPath != "" {
 			t.Errorf("output: truncated %v spill %q", out.Truncated, out.SpillPath)
@@ -96,9 +88,9 @@ func TestCaptureKeepsTailAndSpillsWholeStream(t *testing.T) {
 	})
 	t.Run("spilling disabled", func(t *testing.T) {
 		spec := bashSpec("seq 1 20000")
-		spec.Stdout = subprocess.Capture{MaxBytes: 1000}
+		spec.Stdout = proc.Capture{MaxBytes: 1000}
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		if out := p.Stdout().Output(); out.Text != want[len(want)-1000:] || !out.Truncated || out.SpillPath != "" {
 			t.Errorf("output: truncated %v spill %q", out.Truncated, out.SpillPath)
 		}
@@ -122,9 +114,9 @@ func TestSpillDirsAreUniquePerSupervisor(t *testing.T) {
 		sup := subprocess.New(subprocess.Options{SpillRoot: root})
 		defer sup.Close()
 		spec := bashSpec("seq 1 2000")
-		spec.Stdout = subprocess.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20}
+		spec.Stdout = proc.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20}
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		paths = append(paths, p.Stdout().Output().SpillPath)
 	}
 	if paths[0] == "" || filepath.Dir(paths[0]) == filepath.Dir(paths[1]) {
@@ -146,7 +138,7 @@ func TestSinceIsOffsetBasedAndLossyBeforeTheWindow(t *testing.T) {
 		t.Errorf("read with nothing new %+v", c)
 	}
 	os.WriteFile(gate, nil, 0o600)
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	if c := p.Stdout().Since(6); string(c.Data) != "second\n" || c.Next != 13 || c.Lossy {
 		t.Errorf("second read %+v", c)
 	}
@@ -155,9 +147,9 @@ func TestSinceIsOffsetBasedAndLossyBeforeTheWindow(t *testing.T) {
 	}
 
 	spec := bashSpec("printf 0123456789ABCDEF")
-	spec.Stdout = subprocess.Capture{MaxBytes: 8}
+	spec.Stdout = proc.Capture{MaxBytes: 8}
 	p = spawn(t, sup, spec)
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	if c := p.Stdout().Since(0); string(c.Data) != "89ABCDEF" || c.Next != 16 || !c.Lossy {
 		t.Errorf("lossy read %+v", c)
 	}
@@ -180,10 +172,10 @@ func TestRingTailAcrossWriteSizes(t *testing.T) {
 				}
 				script := fmt.Sprintf("seq 1 %d | dd bs=%d 2>/dev/null", n, chunk)
 				spec := bashSpec(script)
-				spec.Stdout = subprocess.Capture{MaxBytes: max}
+				spec.Stdout = proc.Capture{MaxBytes: max}
 				p := spawn(t, sup, spec)
-				waitDone(t, p, 10*time.Second)
-				want := []byte(seqOutput(n))
+				proctest.AwaitExit(t, p, 10*time.Second)
+				want := []byte(proctest.SeqOutput(n))
 				out := p.Stdout().Output()
 				tail := want[max64(0, int64(len(want))-max):]
 				if !bytes.Equal([]byte(out.Text), tail) || out.Truncated != (int64(len(want)) > max) {
@@ -220,8 +212,8 @@ func TestStaleSpillDirsAreRemoved(t *testing.T) {
 	sup := subprocess.New(subprocess.Options{SpillRoot: root})
 	defer sup.Close()
 	spec := bashSpec("seq 1 2000")
-	spec.Stdout = subprocess.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20}
-	waitDone(t, spawn(t, sup, spec), 10*time.Second)
+	spec.Stdout = proc.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20}
+	proctest.AwaitExit(t, spawn(t, sup, spec), 10*time.Second)
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("stale spill dir kept: %v", err)
 	}
@@ -238,16 +230,16 @@ func TestBulkStreamsKeepEveryByte(t *testing.T) {
 	proctest.NoLeftovers(t)
 	sup := newSup(t, false)
 	const lines = 1500000
-	want := seqOutput(lines) // 10.4 MB
+	want := proctest.SeqOutput(lines) // 10.4 MB
 	block := fmt.Sprintf("seq 1 %d | dd bs=1M iflag=fullblock status=none", lines)
 	spec := bashSpec(block + " & " + block + " >&2; wait")
-	capture := subprocess.Capture{MaxBytes: 64000, SpillMaxBytes: 64 << 20}
+	capture := proc.Capture{MaxBytes: 64000, SpillMaxBytes: 64 << 20}
 	spec.Stdout, spec.Stderr = capture, capture
 	p := spawn(t, sup, spec)
-	if exit := waitDone(t, p, 60*time.Second); exit.Code == nil || *exit.Code != 0 {
+	if exit := proctest.AwaitExit(t, p, 60*time.Second); exit.Code == nil || *exit.Code != 0 {
 		t.Fatalf("exit %+v", exit)
 	}
-	for name, s := range map[string]*subprocess.Stream{"stdout": p.Stdout(), "stderr": p.Stderr()} {
+	for name, s := range map[string]*proc.Stream{"stdout": p.Stdout(), "stderr": p.Stderr()} {
 		out := s.Output()
 		if out.Bytes != int64(len(want)) || out.Text != want[len(want)-64000:] || !out.Truncated {
 			t.Errorf("%s: %d bytes, truncated %v, tail ok %v", name, out.Bytes, out.Truncated, out.Text == want[len(want)-64000:])
@@ -265,10 +257,10 @@ func TestBulkStreamsKeepEveryByte(t *testing.T) {
 func TestSpillFileIsCurrentWhenReported(t *testing.T) {
 	proctest.NoLeftovers(t)
 	sup := newSup(t, false)
-	want := seqOutput(20000) // 108894 bytes, in small writes
+	want := proctest.SeqOutput(20000) // 108894 bytes, in small writes
 	gate := filepath.Join(t.TempDir(), "gate")
 	spec := bashSpec(fmt.Sprintf("seq 1 20000; while [ ! -e %s ]; do sleep 0.01; done", gate))
-	spec.Stdout = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
+	spec.Stdout = proc.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
 	p := spawn(t, sup, spec)
 	proctest.WaitFor(t, 10*time.Second, "the output", func() bool { return p.Stdout().Len() == int64(len(want)) })
 	for name, path := range map[string]func() string{
@@ -283,5 +275,37 @@ func TestSpillFileIsCurrentWhenReported(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
+}
+
+// The same attack as a command would make it: a command of the Supervisor replaces the
+// spill directory with a symlink; the next command's spill is not written through it.
+func TestSupervisorSpillSurvivesACommandSwappingTheDirectory(t *testing.T) {
+	proctest.NoLeftovers(t)
+	logs := &proctest.Buffer{}
+	sup := subprocess.New(subprocess.Options{DisableCgroups: true, SpillRoot: t.TempDir(), Logger: logs.Logger()})
+	t.Cleanup(sup.Close)
+	spillOf(t, sup, 5000)
+	dir := sup.SpillDir()
+	target := t.TempDir()
+	swap := bashSpec(`mv "$D" "$D.moved" && ln -s "$T" "$D"`)
+	swap.Env = map[string]string{"D": dir, "T": target}
+	swapper := spawn(t, sup, swap)
+	if ex := proctest.AwaitExit(t, swapper, 10*time.Second); proctest.Code(ex) != 0 {
+		t.Fatalf("swap: %+v %s", ex, swapper.Stderr().Output().Text)
+	}
+	p := spawn(t, sup, zeros([]int{5000}))
+	proctest.AwaitExit(t, p, 10*time.Second)
+	if out := p.Stdout().Output(); out.SpillPath != "" || !out.Truncated || out.Bytes != 5000 {
+		t.Errorf("after the swap: %+v", out.SpillPath)
+	}
+	if entries, _ := os.ReadDir(target); len(entries) != 0 {
+		t.Errorf("the Supervisor wrote through the symlink: %v", entries)
+	}
+	if !strings.Contains(logs.String(), "the spill directory was moved or replaced") {
+		t.Errorf("no warning; logs:\n%s", logs)
+	}
+	sup.Close()
+	os.Remove(dir)
+	os.RemoveAll(dir + ".moved")
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // cgroupRoot is the per-harness cgroup v2 directory under which every command gets a
@@ -50,11 +52,11 @@ func newCgroupRoot(log *slog.Logger) (*cgroupRoot, error) {
 	}
 	dir := filepath.Join(base, fmt.Sprintf("dsh-%d-%s", os.Getpid(), hex.EncodeToString(suffix)))
 	if err := unix.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup v2 at %s is not writable: mkdir: %s", base, errnoText(err))
+		return nil, fmt.Errorf("cgroup v2 at %s is not writable: mkdir: %s", base, proc.ErrnoText(err))
 	}
 	if err := unix.Access(filepath.Join(dir, "cgroup.kill"), unix.W_OK); err != nil {
 		_ = unix.Rmdir(dir)
-		return nil, fmt.Errorf("cgroup v2 at %s has no writable cgroup.kill (Linux 5.14 or newer is needed): %s", base, errnoText(err))
+		return nil, fmt.Errorf("cgroup v2 at %s has no writable cgroup.kill (Linux 5.14 or newer is needed): %s", base, proc.ErrnoText(err))
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == nil {
@@ -65,7 +67,7 @@ func newCgroupRoot(log *slog.Logger) (*cgroupRoot, error) {
 	}
 	if err != nil {
 		_ = unix.Rmdir(dir)
-		return nil, fmt.Errorf("cgroup v2 at %s: cannot lock %s: %s", base, dir, errnoText(err))
+		return nil, fmt.Errorf("cgroup v2 at %s: cannot lock %s: %s", base, dir, proc.ErrnoText(err))
 	}
 	return &cgroupRoot{dir: dir, lockFD: fd}, nil
 }
@@ -90,7 +92,7 @@ func killDeadInstances(base string, log *slog.Logger) {
 	}
 	defer unix.Close(baseFD)
 	killed, instances := 0, 0
-	removeDeadInstances(baseFD, base, "dsh-", func(name string) {
+	proc.RemoveDeadInstances(baseFD, "dsh-", func(name string) {
 		dir := filepath.Join(base, name)
 		if n := populatedCgroups(dir); n > 0 {
 			killed += n
@@ -317,7 +319,7 @@ func removeCgroupDir(dir string) error {
 		return nil
 	}
 	if errors.Is(err, unix.EBUSY) && cgroupPopulated(dir) {
-		return fmt.Errorf("rmdir %s: %s", dir, errnoText(err))
+		return fmt.Errorf("rmdir %s: %s", dir, proc.ErrnoText(err))
 	}
 	// Not empty: cgroups a nested harness made below this one.
 	entries, err := os.ReadDir(dir)
@@ -333,7 +335,7 @@ func removeCgroupDir(dir string) error {
 		}
 	}
 	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("rmdir %s: %s", dir, errnoText(err))
+		return fmt.Errorf("rmdir %s: %s", dir, proc.ErrnoText(err))
 	}
 	return nil
 }
@@ -345,7 +347,7 @@ type opError struct {
 	err      error
 }
 
-func (e *opError) Error() string { return e.op + " " + e.path + ": " + errnoText(e.err) }
+func (e *opError) Error() string { return e.op + " " + e.path + ": " + proc.ErrnoText(e.err) }
 func (e *opError) Unwrap() error { return e.err }
 
 func writeSmallFile(path, content string) error {
@@ -356,18 +358,6 @@ func writeSmallFile(path, content string) error {
 	defer unix.Close(fd)
 	_, err = unix.Write(fd, []byte(content))
 	return err
-}
-
-// errnoText renders an errno as "ENOENT (no such file or directory)" so that users and
-// tests can match the symbolic name; other errors render as themselves.
-func errnoText(err error) string {
-	var errno unix.Errno
-	if errors.As(err, &errno) {
-		if name := unix.ErrnoName(errno); name != "" {
-			return name + " (" + errno.Error() + ")"
-		}
-	}
-	return err.Error()
 }
 
 // signalCgroup sends sig to every process of the cgroup dir and its descendants, and

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // cgroupSup returns a Supervisor in cgroup mode, or skips.
@@ -34,7 +35,7 @@ func cgroupSup(t *testing.T, opts Options) *Supervisor {
 func spawnBash(t *testing.T, s *Supervisor, script string) *Process {
 	t.Helper()
 	p, err := s.Spawn(context.Background(), Spec{Argv: []string{"bash", "-c", script}, GraceMs: 1000,
-		Stdout: Capture{MaxBytes: 4096}, Stderr: Capture{MaxBytes: 4096}})
+		Stdout: proc.Capture{MaxBytes: 4096}, Stderr: proc.Capture{MaxBytes: 4096}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +167,8 @@ func TestEAGAINDoesNotDisableCgroups(t *testing.T) {
 	s := cgroupSup(t, Options{OnIsolationChange: func(string) { changes.Add(1) }})
 	failCgroupSpawns(t, syscall.EAGAIN, 5)
 	for i := 0; i < 5; i++ {
-		_, err := s.Spawn(context.Background(), Spec{Argv: []string{"true"}, GraceMs: 1000, Stdout: Capture{MaxBytes: 1}, Stderr: Capture{MaxBytes: 1}})
-		var se *SpawnError
+		_, err := s.Spawn(context.Background(), Spec{Argv: []string{"true"}, GraceMs: 1000, Stdout: proc.Capture{MaxBytes: 1}, Stderr: proc.Capture{MaxBytes: 1}})
+		var se *proc.SpawnError
 		if !errors.As(err, &se) || !errors.Is(err, syscall.EAGAIN) {
 			t.Fatalf("spawn %d: %v; want a SpawnError with EAGAIN", i, err)
 		}

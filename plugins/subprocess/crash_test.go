@@ -18,6 +18,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Helper processes: the test binary re-executed with DSH_TEST_HELPER set runs
@@ -145,7 +146,7 @@ func TestHelperProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		proctest.WaitFor(t, 10*time.Second, "the probe", func() bool {
-			return strings.Contains(p.Stdout().Output().Text, "no-fd-7") || p.State() != subprocess.Running
+			return strings.Contains(p.Stdout().Output().Text, "no-fd-7") || p.State() != proc.Running
 		})
 		var fds []string
 		proctest.WaitFor(t, 10*time.Second, "the exec of sleep", func() bool {
@@ -272,7 +273,7 @@ func TestWatchdogProcess(t *testing.T) {
 			t.Errorf("the watchdog is a child of the harness")
 		}
 		p := spawn(t, sup, bashSpec("true"))
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		sup.Close()
 		proctest.WaitFor(t, 10*time.Second, "the watchdog to exit after Close", func() bool { return proctest.Gone(wd) })
 	})
@@ -331,8 +332,8 @@ func TestStartKillsWhatDeadInstancesLeft(t *testing.T) {
 		os.Remove(locked)
 	})
 
-	logs := &logBuffer{}
-	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: logs.logger()})
+	logs := &proctest.Buffer{}
+	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: logs.Logger()})
 	defer sup.Close()
 	for _, cmd := range []*exec.Cmd{a, b} {
 		if !proctest.Gone(cmd.Process.Pid) {

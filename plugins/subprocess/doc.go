@@ -1,6 +1,5 @@
 // Package subprocess provides the `subprocess` service: the Supervisor that owns every
-// process tree the harness spawns and the output those trees produce, and the Spool
-// that captures output for it and for other executors.
+// process tree the harness spawns on this host and the output those trees produce.
 //
 // # Process trees
 //
@@ -14,9 +13,10 @@
 // process group (setsid, double fork). Executors (bash-local, bash-sandbox) spawn
 // through the Supervisor; an executor reload never touches it, and closing it kills and
 // reaps every tree it still owns. A tree's leader may also be started elsewhere — by a
-// sandbox process that stays its parent — through a Starter (Spec.Start): the
-// Supervisor owns that tree all the same (pipes, cgroup, signals, drain, settle,
-// sweep); only the start, the exit status and the reaping come from the Starter.
+// box (the per-session sandbox process) that stays its parent — through a
+// proc.Starter (Spec.Start): the Supervisor owns that tree all the same (pipes,
+// cgroup, signals, drain, settle, sweep); only the start, the exit status and the
+// reaping come from the Starter.
 //
 // # Teardown
 //
@@ -32,38 +32,14 @@
 // group any more, so a group id is never signalled once it may belong to an unrelated
 // process.
 //
-// # Captured output and spill files
+// # Captured output
 //
-// Each stream keeps its last MaxBytes bytes in memory; on the first overflow a spill
-// file receives the whole stream so far and everything after, until SpillMaxBytes,
-// past which the file is deleted and only the tail remains. The file is written in
-// 256 kB blocks and brought up to date whenever its path is reported (Output,
-// SpillPath), so a reader told of it finds everything captured so far. A stream whose
-// reads keep filling their buffer reads 1 MB at a time from a pipe grown to 1 MB.
-//
-// Spill files live in <root>/dsh-spill-<pid>-<random>/<owner>/ (root:
-// SpoolOptions.Root, by default the system temp directory; <owner> is "no-session",
-// "s-<session id>", or "h-" and a hash for an id that is not a plain name).
-// Directories are 0700 and files 0600, all
-// created exclusively (mkdirat, O_CREAT|O_EXCL) relative to held directory descriptors
-// with O_NOFOLLOW; before a file is created, the directories' paths are checked to
-// still name the held directories. A spill directory moved away or replaced by a
-// symlink, an owner directory replaced by a symlink, a symlink planted at a file's name:
-// each makes that spill fail (the stream keeps its tail, reports no spill path — shown
-// as "(unavailable)" — and a warning is logged); nothing is ever written through a
-// symlink. What this layer cannot do is keep a process of the same user from reading
-// or replacing files it can reach: the modes stop other users, and a confined command
-// must be kept from the spill root by its sandbox (a mount namespace that shows it no
-// host temp directory, and a root outside every writable root). A sandbox that shows a
-// session its own spill files (read-only) gets that session's directory ahead of its
-// first spill from Spool.OwnerDir, which keeps it, even empty, until the session ends.
-//
-// The spill files of a Spool share a budget (SpoolOptions.BudgetBytes, 1 GiB by
-// default): every byte is reserved before it is written. When a write would pass it,
-// closed streams' files are deleted — the writing owner's own first, then other owners',
-// oldest first — and the file of another owner's still-open stream is never taken; a
-// stream that cannot make room stops spilling. When a session ends (Spool.EndOwner; the
-// plugin wires it to the container's session end) its files are deleted.
+// Each tree's stdout and stderr are captured into streams of the Supervisor's Spool
+// (see package proc: the tail in memory, the whole stream in a spill file up to its
+// cap, a shared budget), owned by the session the process runs for (Spec.Owner). A
+// stream whose reads keep filling their buffer reads 1 MB at a time from a pipe grown
+// to 1 MB. When a harness session ends its spill files are deleted (the plugin wires
+// Spool.EndOwner to the container's session end).
 //
 // # Crash cleanup
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // A reader that only gets to run after the drain deadline passed (a starved goroutine on
@@ -28,7 +29,10 @@ func TestReaderStartingAfterDrainDeadlineKeepsBufferedBytes(t *testing.T) {
 	if err := r.SetReadDeadline(time.Now()); err != nil {
 		t.Fatalf("pipes must be pollable: %v", err)
 	}
-	s := &Stream{limits: Capture{MaxBytes: 1 << 20}}
+	sp := proc.NewSpool(proc.SpoolOptions{Root: t.TempDir()})
+	defer sp.Close()
+	s := sp.NewStream("", proc.Capture{MaxBytes: 1 << 20})
+	defer s.Close()
 	p := &Process{}
 	p.readers.Add(1)
 	done := make(chan struct{})
@@ -51,12 +55,12 @@ func TestReapWithoutPidfd(t *testing.T) {
 	defer func() { pidfdSupported = saved }()
 	sup := New(Options{DisableCgroups: true, SpillRoot: t.TempDir()})
 	defer sup.Close()
-	for script, want := range map[string]Exit{
+	for script, want := range map[string]proc.Exit{
 		"exit 7":        {Code: ptr(7)},
 		"kill -TERM $$": {Signal: "SIGTERM"},
 	} {
 		p, err := sup.Spawn(context.Background(), Spec{Argv: []string{"bash", "-c", script}, GraceMs: 1000,
-			Stdout: Capture{MaxBytes: 10}, Stderr: Capture{MaxBytes: 10}})
+			Stdout: proc.Capture{MaxBytes: 10}, Stderr: proc.Capture{MaxBytes: 10}})
 		if err != nil {
 			t.Fatal(err)
 		}

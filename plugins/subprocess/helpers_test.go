@@ -10,11 +10,12 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }
 
-var defaultCapture = subprocess.Capture{MaxBytes: 64000, SpillMaxBytes: 64 << 20}
+var defaultCapture = proc.Capture{MaxBytes: 64000, SpillMaxBytes: 64 << 20}
 
 func bashSpec(script string) subprocess.Spec {
 	return subprocess.Spec{
@@ -59,32 +60,11 @@ func spawn(t *testing.T, sup *subprocess.Supervisor, spec subprocess.Spec) *subp
 	return p
 }
 
-func waitDone(t *testing.T, p *subprocess.Process, d time.Duration) subprocess.Exit {
-	t.Helper()
-	select {
-	case <-p.Done():
-	case <-time.After(d):
-		t.Fatalf("process %d did not settle within %v", p.Pid(), d)
-	}
-	ex, ok := p.Exit()
-	if !ok {
-		t.Fatal("Exit() not ok after Done")
-	}
-	return ex
-}
-
 func waitOutput(t *testing.T, p *subprocess.Process, want string) {
 	t.Helper()
 	proctest.WaitFor(t, 10*time.Second, "output "+want, func() bool {
 		return strings.Contains(p.Stdout().Output().Text, want)
 	})
-}
-
-func code(ex subprocess.Exit) int {
-	if ex.Code == nil {
-		return -1
-	}
-	return *ex.Code
 }
 
 // deadPid returns a pid no process can have: one above the kernel's pid_max.

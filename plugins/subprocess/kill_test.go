@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // A process that traps SIGTERM gets SIGTERM first, then SIGKILL after the grace period.
@@ -20,7 +21,7 @@ func TestKillEscalatesToSIGKILLAfterGrace(t *testing.T) {
 	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
 		p := spawn(t, sup, bashSpec(`trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done`))
 		waitOutput(t, p, "ready\n")
-		if p.State() != subprocess.Running {
+		if p.State() != proc.Running {
 			t.Fatalf("state %v before Kill", p.State())
 		}
 		start := time.Now()
@@ -30,17 +31,17 @@ func TestKillEscalatesToSIGKILLAfterGrace(t *testing.T) {
 		if !p.Kill() {
 			t.Error("a second Kill() while the tree is dying = false")
 		}
-		ex := waitDone(t, p, 10*time.Second)
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
 		if took := time.Since(start); took < 900*time.Millisecond {
 			t.Errorf("settled %v after Kill; the trap should have held it for the 1s grace", took)
 		}
-		if ex.Signal != "SIGKILL" || ex.Code != nil || ex.Reason != subprocess.ReasonKill || !errors.Is(ex.Cause, subprocess.ErrKilled) {
+		if ex.Signal != "SIGKILL" || ex.Code != nil || ex.Reason != proc.ReasonKill || !errors.Is(ex.Cause, subprocess.ErrKilled) {
 			t.Errorf("exit = %+v; want SIGKILL, no code, reason kill", ex)
 		}
 		if !strings.Contains(p.Stdout().Output().Text, "got-term") {
 			t.Errorf("stdout %q: SIGTERM was not delivered first", p.Stdout().Output().Text)
 		}
-		if p.State() != subprocess.Killed {
+		if p.State() != proc.Killed {
 			t.Errorf("state %v", p.State())
 		}
 		if p.Kill() {
@@ -65,8 +66,8 @@ func TestEscalationReachesGroupAfterLeaderExit(t *testing.T) {
 		})
 		t.Cleanup(func() { proctest.KillPids(child...) })
 		p.Kill()
-		ex := waitDone(t, p, 10*time.Second)
-		if ex.Signal != "SIGTERM" || ex.Reason != subprocess.ReasonKill {
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
+		if ex.Signal != "SIGTERM" || ex.Reason != proc.ReasonKill {
 			t.Errorf("exit = %+v; want the leader ended by SIGTERM", ex)
 		}
 		proctest.WaitFor(t, 5*time.Second, "the TERM-ignoring child to die", func() bool { return proctest.Gone(child[0]) })
@@ -88,8 +89,8 @@ func TestKillDuringDrainKeepsLeaderStatus(t *testing.T) {
 		if !p.Kill() {
 			t.Error("Kill() = false while the output was still draining")
 		}
-		ex := waitDone(t, p, 10*time.Second)
-		if code(ex) != 7 || ex.Signal != "" || ex.Reason != subprocess.ReasonNone || p.State() != subprocess.Completed {
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
+		if proctest.Code(ex) != 7 || ex.Signal != "" || ex.Reason != proc.ReasonNone || p.State() != proc.Completed {
 			t.Errorf("exit = %+v state %v; want the leader's own exit 7", ex, p.State())
 		}
 		proctest.WaitFor(t, 5*time.Second, "the orphan to die", func() bool { return proctest.Gone(child) })
@@ -108,9 +109,9 @@ func TestDrainIsBoundedAfterLeaderExit(t *testing.T) {
 		// so a slow start of the command does not count against it.
 		proctest.WaitFor(t, 10*time.Second, "the leader to exit", func() bool { return proctest.Gone(p.Pid()) })
 		exited := time.Now()
-		ex := waitDone(t, p, 10*time.Second)
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
 		took := time.Since(exited)
-		if code(ex) != 0 || p.Stdout().Output().Text != "done\n" {
+		if proctest.Code(ex) != 0 || p.Stdout().Output().Text != "done\n" {
 			t.Errorf("exit %+v stdout %q", ex, p.Stdout().Output().Text)
 		}
 		if took > 500*time.Millisecond+time.Second {
@@ -130,8 +131,8 @@ func TestDeadlineAbortAndSelfKill(t *testing.T) {
 		t.Run("deadline", func(t *testing.T) {
 			spec := bashSpec("sleep 60")
 			spec.Deadline = time.Now().Add(200 * time.Millisecond)
-			ex := waitDone(t, spawn(t, sup, spec), 10*time.Second)
-			if ex.Reason != subprocess.ReasonTimeout || !errors.Is(ex.Cause, subprocess.ErrTimedOut) || ex.Signal != "SIGTERM" {
+			ex := proctest.AwaitExit(t, spawn(t, sup, spec), 10*time.Second)
+			if ex.Reason != proc.ReasonTimeout || !errors.Is(ex.Cause, subprocess.ErrTimedOut) || ex.Signal != "SIGTERM" {
 				t.Errorf("exit = %+v", ex)
 			}
 		})
@@ -144,8 +145,8 @@ func TestDeadlineAbortAndSelfKill(t *testing.T) {
 			waitOutput(t, p, "ready")
 			stop := errors.New("stop")
 			cancel(stop)
-			ex := waitDone(t, p, 10*time.Second)
-			if ex.Reason != subprocess.ReasonAbort || !errors.Is(ex.Cause, stop) || ex.Signal != "SIGTERM" {
+			ex := proctest.AwaitExit(t, p, 10*time.Second)
+			if ex.Reason != proc.ReasonAbort || !errors.Is(ex.Cause, stop) || ex.Signal != "SIGTERM" {
 				t.Errorf("exit = %+v", ex)
 			}
 		})
@@ -163,10 +164,10 @@ func TestDeadlineAbortAndSelfKill(t *testing.T) {
 					t.Fatal(err)
 				}
 				proctest.WaitFor(t, 20*time.Second, "the trap to run, or the end", func() bool {
-					return strings.Contains(p.Stdout().Output().Text, "term") || p.State() != subprocess.Running
+					return strings.Contains(p.Stdout().Output().Text, "term") || p.State() != proc.Running
 				})
 				if !strings.Contains(p.Stdout().Output().Text, "term") {
-					ex := waitDone(t, p, 10*time.Second)
+					ex := proctest.AwaitExit(t, p, 10*time.Second)
 					if strings.Contains(p.Stdout().Output().Text, "ready") {
 						t.Fatalf("the trap was set but never ran: exit %+v", ex)
 					}
@@ -174,8 +175,8 @@ func TestDeadlineAbortAndSelfKill(t *testing.T) {
 					continue
 				}
 				cancel()
-				ex := waitDone(t, p, 10*time.Second)
-				if ex.Reason != subprocess.ReasonTimeout || ex.Signal != "SIGKILL" {
+				ex := proctest.AwaitExit(t, p, 10*time.Second)
+				if ex.Reason != proc.ReasonTimeout || ex.Signal != "SIGKILL" {
 					t.Errorf("exit = %+v; want the first cause (timeout), ended by SIGKILL", ex)
 				}
 				return
@@ -185,16 +186,16 @@ func TestDeadlineAbortAndSelfKill(t *testing.T) {
 		t.Run("self kill", func(t *testing.T) {
 			spec := bashSpec("kill -TERM $$")
 			spec.Deadline = time.Now().Add(time.Minute)
-			ex := waitDone(t, spawn(t, sup, spec), 10*time.Second)
-			if ex.Reason != subprocess.ReasonNone || ex.Signal != "SIGTERM" || ex.Code != nil || ex.State() != subprocess.Killed {
+			ex := proctest.AwaitExit(t, spawn(t, sup, spec), 10*time.Second)
+			if ex.Reason != proc.ReasonNone || ex.Signal != "SIGTERM" || ex.Code != nil || ex.State() != proc.Killed {
 				t.Errorf("exit = %+v", ex)
 			}
 		})
 		t.Run("normal exit disarms the deadline", func(t *testing.T) {
 			spec := bashSpec("exit 3")
 			spec.Deadline = time.Now().Add(time.Minute)
-			ex := waitDone(t, spawn(t, sup, spec), 10*time.Second)
-			if code(ex) != 3 || ex.Reason != subprocess.ReasonNone || ex.State() != subprocess.Completed {
+			ex := proctest.AwaitExit(t, spawn(t, sup, spec), 10*time.Second)
+			if proctest.Code(ex) != 3 || ex.Reason != proc.ReasonNone || ex.State() != proc.Completed {
 				t.Errorf("exit = %+v", ex)
 			}
 		})
@@ -211,7 +212,7 @@ func TestIsolationModes(t *testing.T) {
 		t.Error("UsesCgroups() with cgroups disabled")
 	}
 	p := spawn(t, off, bashSpec("true"))
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	if p.Cgroup() != "" {
 		t.Errorf("Cgroup() = %q in process-group mode", p.Cgroup())
 	}
@@ -243,13 +244,13 @@ func TestIsolationModes(t *testing.T) {
 		t.Errorf("pid %d not in %s/cgroup.procs: %q", p.Pid(), cg, procs)
 	}
 	p.Kill()
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	// The emptied cgroup is kept for reuse (or removed); either way no process is left.
 	if procs, err := os.ReadFile(filepath.Join(cg, "cgroup.procs")); err == nil && len(procs) != 0 {
 		t.Errorf("cgroup %s still has processes: %q", cg, procs)
 	}
 	q := spawn(t, on, bashSpec("true"))
-	waitDone(t, q, 10*time.Second)
+	proctest.AwaitExit(t, q, 10*time.Second)
 	if q.Cgroup() != cg {
 		t.Logf("the next command got cgroup %s (recycled: %v)", q.Cgroup(), q.Cgroup() == cg)
 	}
@@ -264,7 +265,7 @@ func TestIsolationModes(t *testing.T) {
 func TestCloseKillsLiveTreesAndKeepsFinished(t *testing.T) {
 	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
 		finished := spawn(t, sup, bashSpec("echo hi; exit 4"))
-		before := waitDone(t, finished, 10*time.Second)
+		before := proctest.AwaitExit(t, finished, 10*time.Second)
 		trapper := spawn(t, sup, bashSpec(`trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done`))
 		sleeper := spawn(t, sup, bashSpec("echo ready; sleep 300"))
 		waitOutput(t, trapper, "ready")
@@ -282,14 +283,14 @@ func TestCloseKillsLiveTreesAndKeepsFinished(t *testing.T) {
 				t.Errorf("pid %d alive after Close", p.Pid())
 			}
 		}
-		if ex, _ := trapper.Exit(); ex.Signal != "SIGKILL" || ex.Reason != subprocess.ReasonDispose || !errors.Is(ex.Cause, subprocess.ErrDisposed) || trapper.State() != subprocess.Killed {
+		if ex, _ := trapper.Exit(); ex.Signal != "SIGKILL" || ex.Reason != proc.ReasonDispose || !errors.Is(ex.Cause, subprocess.ErrDisposed) || trapper.State() != proc.Killed {
 			t.Errorf("trapper exit = %+v", ex)
 		}
-		if ex, _ := sleeper.Exit(); ex.Signal != "SIGTERM" || ex.Reason != subprocess.ReasonDispose || sleeper.State() != subprocess.Killed {
+		if ex, _ := sleeper.Exit(); ex.Signal != "SIGTERM" || ex.Reason != proc.ReasonDispose || sleeper.State() != proc.Killed {
 			t.Errorf("sleeper exit = %+v", ex)
 		}
 		after, _ := finished.Exit()
-		if code(after) != 4 || after.Reason != subprocess.ReasonNone || code(before) != 4 || finished.State() != subprocess.Completed || finished.Stdout().Output().Text != "hi\n" {
+		if proctest.Code(after) != 4 || after.Reason != proc.ReasonNone || proctest.Code(before) != 4 || finished.State() != proc.Completed || finished.Stdout().Output().Text != "hi\n" {
 			t.Errorf("finished process changed: %+v", after)
 		}
 		if _, err := sup.Spawn(context.Background(), bashSpec("true")); !errors.Is(err, subprocess.ErrDisposed) {
@@ -324,7 +325,7 @@ func TestSpawnRacingClose(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatalf("pid %d spawned around Close never settled", p.Pid())
 				}
-				if p.State() != subprocess.Killed {
+				if p.State() != proc.Killed {
 					t.Errorf("pid %d state %v", p.Pid(), p.State())
 				}
 			case err := <-errs:
@@ -349,7 +350,7 @@ func TestDrainDeadlineKeepsBufferedOutput(t *testing.T) {
 			spec := bashSpec(`(exec sleep 30 &); head -c 60000 /dev/zero | tr '\0' a; printf end`)
 			spec.GraceMs = 1
 			p := spawn(t, sup, spec)
-			waitDone(t, p, 10*time.Second)
+			proctest.AwaitExit(t, p, 10*time.Second)
 			if out := p.Stdout().Output(); out.Bytes != 60003 || !strings.HasSuffix(out.Text, "aend") {
 				t.Fatalf("run %d: %d bytes captured, want 60003", i, out.Bytes)
 			}
@@ -367,12 +368,12 @@ func TestCommandsAfterACgroupKillRunNormally(t *testing.T) {
 			p := spawn(t, sup, spec)
 			waitOutput(t, p, "ready")
 			p.Kill()
-			if ex := waitDone(t, p, 10*time.Second); ex.Signal != "SIGKILL" {
+			if ex := proctest.AwaitExit(t, p, 10*time.Second); ex.Signal != "SIGKILL" {
 				t.Fatalf("exit %+v", ex)
 			}
 			for i := 0; i < 5; i++ {
 				q := spawn(t, sup, bashSpec("exit 0"))
-				if ex := waitDone(t, q, 10*time.Second); code(ex) != 0 || ex.Signal != "" {
+				if ex := proctest.AwaitExit(t, q, 10*time.Second); proctest.Code(ex) != 0 || ex.Signal != "" {
 					t.Fatalf("round %d: a command after a kill ended %+v (cgroup %s)", round, ex, q.Cgroup())
 				}
 			}
@@ -405,7 +406,7 @@ echo ready; sleep 300`)
 		data, _ := os.ReadFile(log)
 		return strings.Contains(string(data), "polite-term")
 	})
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	proctest.WaitFor(t, 5*time.Second, "both daemons to be gone", func() bool { return proctest.AllGone(pids...) })
 }
 

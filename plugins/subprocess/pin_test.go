@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // The group id of a tree is its leader's pid. The Supervisor signals the group by number
@@ -88,8 +89,8 @@ func TestLeaderPinsTheGroupUntilTheTreeIsGone(t *testing.T) {
 		default:
 		}
 		touch(t, e.gate)
-		ex := waitDone(t, e.p, 10*time.Second) // the escalation is 20 s away
-		if ex.Signal != "SIGTERM" || ex.Reason != subprocess.ReasonKill {
+		ex := proctest.AwaitExit(t, e.p, 10*time.Second) // the escalation is 20 s away
+		if ex.Signal != "SIGTERM" || ex.Reason != proc.ReasonKill {
 			t.Errorf("exit %+v", ex)
 		}
 		if zombieChild(e.p.Pid()) {
@@ -108,7 +109,7 @@ func TestLingeringTreeKeepsItsLeaderUntilEmpty(t *testing.T) {
 		p := spawn(t, sup, bashSpec(`(exec >/dev/null 2>&1 </dev/null; while [ ! -e `+gate+` ]; do sleep 0.01; done) & echo $! > `+pidFile+`; exit 0`))
 		member := readPid(t, pidFile)
 		t.Cleanup(func() { proctest.KillPids(member) })
-		if ex := waitDone(t, p, 10*time.Second); code(ex) != 0 || p.State() != subprocess.Completed {
+		if ex := proctest.AwaitExit(t, p, 10*time.Second); proctest.Code(ex) != 0 || p.State() != proc.Completed {
 			t.Fatalf("exit %+v", ex)
 		}
 		if proctest.Gone(member) {
@@ -124,7 +125,7 @@ func TestLingeringTreeKeepsItsLeaderUntilEmpty(t *testing.T) {
 		proctest.WaitFor(t, 10*time.Second, "a sweep to reap the leader", func() bool { return !zombieChild(p.Pid()) })
 
 		q := spawn(t, sup, bashSpec("exit 0"))
-		waitDone(t, q, 10*time.Second)
+		proctest.AwaitExit(t, q, 10*time.Second)
 		if sup.UsesCgroups() {
 			// Right after Done, by the process itself: its tree is not remembered, so no
 			// sweep would ever reap it.
@@ -142,7 +143,7 @@ func TestCloseReapsLingeringLeaders(t *testing.T) {
 		p := spawn(t, sup, bashSpec(`(exec >/dev/null 2>&1 </dev/null; exec sleep 300) & echo $! > `+pidFile))
 		member := readPid(t, pidFile)
 		t.Cleanup(func() { proctest.KillPids(member) })
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		if !zombieChild(p.Pid()) {
 			t.Fatalf("leader %d reaped while its tree lives", p.Pid())
 		}
@@ -265,12 +266,12 @@ func reusedGroupIDInNamespace(t *testing.T) {
 		if victim := c.claim(e.p.Pid()); victim != nil {
 			t.Errorf("group id %d was reused while its SIGKILL escalation was pending", e.p.Pid())
 			touch(t, e.gate)
-			waitDone(t, e.p, 20*time.Second)
+			proctest.AwaitExit(t, e.p, 20*time.Second)
 			survives(t, victim, "escalation")
 			return
 		}
 		touch(t, e.gate)
-		waitDone(t, e.p, 20*time.Second)
+		proctest.AwaitExit(t, e.p, 20*time.Second)
 		// Settled and reaped: the id is free, and nothing signals it any more, not even
 		// the escalation that was pending (it was cancelled).
 		victim := c.claim(e.p.Pid())
@@ -282,7 +283,7 @@ func reusedGroupIDInNamespace(t *testing.T) {
 				break // survives reports it
 			}
 		}
-		waitDone(t, spawn(t, sup, bashSpec("exit 0")), 10*time.Second)
+		proctest.AwaitExit(t, spawn(t, sup, bashSpec("exit 0")), 10*time.Second)
 		sup.Close()
 		survives(t, victim, "the escalation's time, then Close")
 	})
@@ -294,7 +295,7 @@ func reusedGroupIDInNamespace(t *testing.T) {
 		pidFile, gate := filepath.Join(dir, "member"), filepath.Join(dir, "gate")
 		p := spawn(t, sup, bashSpec(`(exec >/dev/null 2>&1 </dev/null; while [ ! -e `+gate+` ]; do sleep 0.01; done) & echo $! > `+pidFile+`; exit 0`))
 		member := readPid(t, pidFile)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		touch(t, gate)
 		proctest.WaitFor(t, 10*time.Second, "the member to exit", func() bool { return proctest.Gone(member) })
 		// Until a sweep finds the group empty and reaps the leader, the id stays taken.

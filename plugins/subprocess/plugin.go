@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // Service is the key the Supervisor is provided under.
@@ -26,7 +27,7 @@ type Config struct {
 	// system temp directory).
 	SpillRoot string `yaml:"spillRoot"`
 	// SpillBudgetBytes bounds the total size of the spill files (default
-	// DefaultSpillBudgetBytes, 1 GiB); see Options.SpillBudgetBytes.
+	// proc.DefaultSpillBudgetBytes, 1 GiB); see Options.SpillBudgetBytes.
 	SpillBudgetBytes int64 `yaml:"spillBudgetBytes"`
 }
 
@@ -50,7 +51,9 @@ var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "subprocess",
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
 	Provide: container.Keys{Service},
-	Config:  func() *Config { return &Config{Isolation: IsolationAuto, SpillBudgetBytes: DefaultSpillBudgetBytes} },
+	Config: func() *Config {
+		return &Config{Isolation: IsolationAuto, SpillBudgetBytes: proc.DefaultSpillBudgetBytes}
+	},
 	Apply: func(a *container.Activation, cfg *Config) error {
 		sup := New(Options{
 			DisableCgroups:    cfg.Isolation == IsolationProcessGroup,

@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 func newRuntime(t *testing.T) *container.Runtime {
@@ -71,7 +72,7 @@ func TestPluginReportsIsolationAndOwnsTheSupervisor(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("unmount returned before the process settled")
 		}
-		if ex, _ := p.Exit(); ex.Signal != "SIGKILL" || ex.Reason != subprocess.ReasonDispose {
+		if ex, _ := p.Exit(); ex.Signal != "SIGKILL" || ex.Reason != proc.ReasonDispose {
 			t.Errorf("exit after unmount: %+v", ex)
 		}
 	}
@@ -98,7 +99,7 @@ func TestPluginSessionEndDeletesTheSessionsSpills(t *testing.T) {
 		spec := zeros([]int{5000})
 		spec.Owner = owner
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		if p.Stdout().SpillPath() == "" {
 			t.Fatalf("owner %q: no spill", owner)
 		}

@@ -4,93 +4,17 @@ import (
 	"errors"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
-// Reason says why the supervisor ended a process.
-type Reason int
-
-const (
-	// ReasonNone: the process ended by itself.
-	ReasonNone Reason = iota
-	// ReasonTimeout: Spec.Deadline passed.
-	ReasonTimeout
-	// ReasonAbort: the spawn context was cancelled.
-	ReasonAbort
-	// ReasonKill: Process.Kill was called.
-	ReasonKill
-	// ReasonDispose: the supervisor was closed.
-	ReasonDispose
-)
-
-// String is the reason's name: "none", "timeout", "abort", "kill" or "dispose".
-func (r Reason) String() string {
-	switch r {
-	case ReasonTimeout:
-		return "timeout"
-	case ReasonAbort:
-		return "abort"
-	case ReasonKill:
-		return "kill"
-	case ReasonDispose:
-		return "dispose"
-	}
-	return "none"
-}
-
-// State is a process's lifecycle state.
-type State int
-
-const (
-	// Running: the process has not settled yet (its output may still be draining).
-	Running State = iota
-	// Completed: the leader exited by itself.
-	Completed
-	// Killed: a signal ended the leader, or the supervisor killed the tree.
-	Killed
-)
-
-// String is the state's name: "running", "completed" or "killed".
-func (s State) String() string {
-	switch s {
-	case Completed:
-		return "completed"
-	case Killed:
-		return "killed"
-	}
-	return "running"
-}
-
-// Exit is how a settled process ended.
-type Exit struct {
-	// Code is the leader's exit code; nil when a signal ended it.
-	Code *int
-	// Signal is the signal that ended the leader ("SIGTERM"…), or "".
-	Signal string
-	// Reason is why the supervisor started killing the tree before the leader exited
-	// (the first cause wins), or ReasonNone.
-	Reason Reason
-	// Cause is the error behind Reason: ErrTimedOut, the context's cause, ErrKilled or
-	// ErrDisposed.
-	Cause error
-}
-
-// State is Killed when a signal ended the leader or the supervisor killed it,
-// Completed otherwise.
-func (e Exit) State() State {
-	if e.Signal != "" || e.Reason != ReasonNone {
-		return Killed
-	}
-	return Completed
-}
-
-// Sentinel causes recorded in Exit.Cause.
+// Sentinel causes the Supervisor records in proc.Exit.Cause.
 var (
 	ErrTimedOut = errors.New("subprocess: deadline exceeded")
 	ErrKilled   = errors.New("subprocess: killed")
@@ -106,7 +30,7 @@ type Process struct {
 	pidfd int // -1 when the kernel has no pidfds: the leader is reaped with wait4
 	// started, when set, is the leader a Spec.Start started: its exit and its reaping
 	// come from there.
-	started Started
+	started proc.Started
 	note    string // appended to stderr when the process settles (a lost leader)
 	grace   time.Duration
 	cg      *cgroup     // nil when the tree is tracked by its process group only
@@ -114,17 +38,17 @@ type Process struct {
 	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
 	watchdog *watchdogProc
 
-	stdout, stderr *Stream
+	stdout, stderr *proc.Stream
 	rOut, rErr     *os.File // parent ends of the output pipes
 	wIn            *os.File // parent end of the stdin pipe, or nil
 	stdin          []byte
 
 	readers   sync.WaitGroup
 	stdinDone chan struct{}
-	callbacks sync.WaitGroup // armed timers and context hooks
-	escalated chan struct{}
-	done      chan struct{}
 	retired   chan struct{} // closed once retire has run
+
+	// tear is the process's life: kill → escalate → drain → settle (see proc.Teardown).
+	tear proc.Teardown
 
 	// sigMu orders every signal to the tree with the leader's release and the cgroup's
 	// recycling: the group is signalled by number only while the leader is an unreaped
@@ -133,17 +57,6 @@ type Process struct {
 	reaped   bool // the leader was reaped (here or, wrongly, elsewhere): its id may be reused
 	cgFreed  bool // the cgroup was recycled or removed
 	termSent bool // the tree got its SIGTERM
-
-	mu         sync.Mutex
-	exited     bool // leader exited (it stays a zombie until release)
-	settling   bool // no more kills accepted
-	settled    bool
-	killing    bool // SIGTERM sent, escalation armed
-	exit       Exit
-	deadline   *time.Timer
-	escalation *time.Timer
-	escalateAt time.Time // when escalation fires
-	stopCtx    func() bool
 }
 
 // Pid is the leader's process id; it is also the id of the process group and session
@@ -152,10 +65,10 @@ type Process struct {
 func (p *Process) Pid() int { return p.pid }
 
 // Stdout is the captured standard output.
-func (p *Process) Stdout() *Stream { return p.stdout }
+func (p *Process) Stdout() *proc.Stream { return p.stdout }
 
 // Stderr is the captured standard error.
-func (p *Process) Stderr() *Stream { return p.stderr }
+func (p *Process) Stderr() *proc.Stream { return p.stderr }
 
 // Done is closed when the process has settled: the leader exited, the output pipes
 // reached EOF or the drain bound (graceMs after the leader's exit) passed, and, if the
@@ -168,24 +81,13 @@ func (p *Process) Stderr() *Stream { return p.stderr }
 // process-group mode every tree that was not killed) stays a zombie until a sweep of
 // the Supervisor finds its tree empty (the first within a fraction of a second), so
 // that the group id cannot be reused while the Supervisor may still signal it.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.tear.Done() }
 
 // Exit returns how the process ended, and false while it has not settled.
-func (p *Process) Exit() (Exit, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit, p.settled
-}
+func (p *Process) Exit() (proc.Exit, bool) { return p.tear.Exit() }
 
 // State reports Running until the process has settled, then Completed or Killed.
-func (p *Process) State() State {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.settled {
-		return Running
-	}
-	return p.exit.State()
-}
+func (p *Process) State() proc.State { return p.tear.State() }
 
 // Kill ends the tree: SIGTERM now — to every process of the cgroup in cgroup mode, to
 // the process group otherwise; each process gets it once — then, after the grace
@@ -193,38 +95,30 @@ func (p *Process) State() State {
 // It returns false once the process has settled; calling it again is harmless. If the
 // leader already exited by itself, Kill still ends what is left of its tree but the
 // exit status stays the leader's own.
-func (p *Process) Kill() bool { return p.kill(ReasonKill, ErrKilled, true) }
+func (p *Process) Kill() bool { return p.tear.Kill(proc.ReasonKill, ErrKilled, true) }
 
-// kill starts the kill sequence. Deadline and context kills (explicit=false) apply only
-// while the leader runs; after it exited, the drain bound alone ends the call.
-func (p *Process) kill(reason Reason, cause error, explicit bool) bool {
-	p.mu.Lock()
-	if p.settling || (p.exited && !explicit) {
-		p.mu.Unlock()
-		return false
-	}
-	if p.killing {
-		p.mu.Unlock()
-		return true
-	}
-	p.killing = true
-	if !p.exited {
-		p.exit.Reason, p.exit.Cause = reason, cause
-	}
-	p.callbacks.Add(1)
-	p.escalateAt = time.Now().Add(p.grace)
-	p.escalation = time.AfterFunc(p.grace, p.escalate)
-	p.mu.Unlock()
-	p.signal(syscall.SIGTERM)
-	return true
+// tree is the Process as its teardown reaches it (a proc.Tree): by signals to its
+// cgroup and process group, and by read deadlines on its output pipes.
+type tree Process
+
+func (t *tree) Terminate() { (*Process)(t).signal(syscall.SIGTERM) }
+
+// Escalate SIGKILLs whatever is left of the tree, even when the leader already exited:
+// the group and the cgroup may still have members.
+func (t *tree) Escalate() { (*Process)(t).signal(syscall.SIGKILL) }
+
+func (t *tree) AwaitGone(escalateAt time.Time, escalated <-chan struct{}) bool {
+	return (*Process)(t).awaitTreeGone(escalateAt, escalated)
 }
 
-// escalate SIGKILLs whatever is left of the tree after the grace period, even when the
-// leader already exited: the group and the cgroup may still have members.
-func (p *Process) escalate() {
-	defer p.callbacks.Done()
-	p.signal(syscall.SIGKILL)
-	close(p.escalated)
+// Cut ends the drain: the pipes' reads stop at once (a read deadline in the past).
+func (t *tree) Cut() {
+	now := time.Now()
+	for _, f := range [...]*os.File{t.rOut, t.rErr} {
+		if f.SetReadDeadline(now) != nil {
+			_ = f.Close() // not pollable: closing is the only way to stop the read
+		}
+	}
 }
 
 // signal sends sig to the tree. In cgroup mode that is every process of the cgroup,
@@ -277,7 +171,7 @@ func (p *Process) treeAlive() bool {
 // through inotify in the runtime's poller); a process group does not, so it is looked
 // at again after 1, 2, 4… up to 50 ms. A member that has closed its pipes may still be
 // exiting, so a single look right after the pipes' EOF is not enough.
-func (p *Process) awaitTreeGone(escalateAt time.Time) bool {
+func (p *Process) awaitTreeGone(escalateAt time.Time, escalated <-chan struct{}) bool {
 	if p.cg != nil {
 		if gone, ok := awaitCgroupEmpty(p.cg.path, escalateAt); ok {
 			return gone
@@ -292,7 +186,7 @@ func (p *Process) awaitTreeGone(escalateAt time.Time) bool {
 		}
 		t.Reset(delay)
 		select {
-		case <-p.escalated:
+		case <-escalated:
 			return false
 		case <-t.C:
 		}
@@ -306,7 +200,7 @@ const maxTreePoll = 50 * time.Millisecond
 // readLoop copies one pipe into its stream until EOF, or until the drain deadline
 // passes; then whatever the pipe still buffers is taken without waiting, so that a
 // reader scheduled late never loses bytes the command wrote before it exited.
-func (p *Process) readLoop(f *os.File, s *Stream) {
+func (p *Process) readLoop(f *os.File, s *proc.Stream) {
 	defer p.readers.Done()
 	// Start with a small buffer; a stream that fills it gets the large one, and one that
 	// keeps filling that (bulkAfter reads in a row) gets a bulk buffer and a pipe as
@@ -369,7 +263,7 @@ func growPipe(f *os.File) {
 const maxFinalDrain = 1 << 20
 
 // drainBuffered reads what the pipe holds right now, without blocking.
-func drainBuffered(f *os.File, s *Stream, buf []byte) {
+func drainBuffered(f *os.File, s *proc.Stream, buf []byte) {
 	if f.SetReadDeadline(time.Time{}) != nil {
 		return
 	}
@@ -412,48 +306,32 @@ func (p *Process) writeStdin() {
 
 // wait settles the process once its leader exited. It runs in its own goroutine.
 func (p *Process) wait() {
-	status := p.awaitExit()
-
-	p.mu.Lock()
-	p.exited = true
-	switch {
-	case status.signal != 0:
-		p.exit.Signal = unix.SignalName(status.signal)
-		if p.exit.Signal == "" {
-			p.exit.Signal = "SIG" + strconv.Itoa(int(status.signal))
-		}
-	default:
-		code := status.code
-		p.exit.Code = &code
-	}
-	deadline, stopCtx := p.deadline, p.stopCtx
-	p.mu.Unlock()
-	if deadline != nil && deadline.Stop() {
-		p.callbacks.Done()
-	}
-	if stopCtx != nil && stopCtx() {
-		p.callbacks.Done()
-	}
+	p.tear.Exited(p.awaitExit())
 	if p.wIn != nil {
 		_ = p.wIn.Close()
 	}
-
-	// The leader is gone: its pipes get at most the grace period to drain, so an
-	// orphan holding them cannot keep the call open.
-	p.callbacks.Add(1)
-	drain := time.AfterFunc(p.grace, func() {
-		defer p.callbacks.Done()
-		now := time.Now()
-		for _, f := range [...]*os.File{p.rOut, p.rErr} {
-			if f.SetReadDeadline(now) != nil {
-				_ = f.Close() // not pollable: closing is the only way to stop the read
-			}
-		}
-	})
+	// The pipes reach EOF, or the drain bound cuts them (tree.Cut): an orphan holding
+	// them cannot keep the call open.
 	p.readers.Wait()
-	if drain.Stop() {
-		p.callbacks.Done()
+	p.closeStreams()
+	killing := p.tear.Settling().Killing()
+	// A killed tree settles as soon as it is gone, or else once the SIGKILL escalation
+	// has run.
+	p.tear.AwaitKill()
+	if killing {
+		p.release() // before Done, as promised there
 	}
+	p.tear.Settle(nil)
+	// Whoever waited for the result goes first: on one processor, the response to a
+	// tool call is written before the pipes are closed and the leader reaped below.
+	runtime.Gosched()
+	p.retire(killing)
+	close(p.retired)
+}
+
+// closeStreams ends the captured output: the note of a lost leader is its last line,
+// and from now on the budget may delete the spill files to make room for newer output.
+func (p *Process) closeStreams() {
 	if p.note != "" {
 		note := p.note
 		if t := p.stderr.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
@@ -461,40 +339,11 @@ func (p *Process) wait() {
 		}
 		_, _ = p.stderr.Write([]byte(note))
 	}
-	// From now on the budget may delete the spill files to make room for newer output.
 	p.stdout.Close()
 	p.stderr.Close()
 	if p.stdinDone != nil {
 		<-p.stdinDone
 	}
-
-	p.mu.Lock()
-	p.settling = true
-	killing, escalation, escalateAt := p.killing, p.escalation, p.escalateAt
-	p.mu.Unlock()
-	if killing {
-		// The tree got SIGTERM: settle as soon as it is gone, or else once the SIGKILL
-		// escalation has run.
-		if p.awaitTreeGone(escalateAt) && escalation.Stop() {
-			p.callbacks.Done()
-		} else {
-			<-p.escalated
-		}
-	}
-	p.callbacks.Wait()
-
-	if killing {
-		p.release() // before Done, as promised there
-	}
-	p.mu.Lock()
-	p.settled = true
-	p.mu.Unlock()
-	close(p.done)
-	// Whoever waited for the result goes first: on one processor, the response to a
-	// tool call is written before the pipes are closed and the leader reaped below.
-	runtime.Gosched()
-	p.retire(killing)
-	close(p.retired)
 }
 
 // retire releases what a settled process still holds. Its pipes are closed. Its leader

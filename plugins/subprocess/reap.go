@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // The leader is reaped late. Its process id is also the id of the tree's process group
@@ -21,12 +23,6 @@ import (
 // syscall.ForkExec, so no os.Process (and no os/exec) knows it; a wait(-1) elsewhere, or
 // SIGCHLD set to SIG_IGN, would break the guarantee (the loss is detected, and the group
 // is then no longer signalled by number).
-
-// exitStatus is how the leader ended: a signal, or else an exit code.
-type exitStatus struct {
-	code   int
-	signal syscall.Signal
-}
 
 var pidfdSupported = sync.OnceValue(func() bool {
 	fd, err := unix.PidfdOpen(os.Getpid(), 0)
@@ -61,13 +57,13 @@ func waitid(idtype int, id uintptr, info *siginfo, options int) syscall.Errno {
 }
 
 // exit decodes the siginfo of an exited child.
-func (info *siginfo) exit() exitStatus {
+func (info *siginfo) exit() proc.Exit {
 	const cldKilled, cldDumped = 2, 3 // si_code values of a signal death
 	switch info.code {
 	case cldKilled, cldDumped:
-		return exitStatus{signal: syscall.Signal(info.status)}
+		return proc.Signaled(syscall.Signal(info.status))
 	}
-	return exitStatus{code: int(info.status)}
+	return proc.Exited(int(info.status))
 }
 
 // awaitExit waits for the leader to exit and returns how it ended, leaving it a zombie
@@ -75,13 +71,13 @@ func (info *siginfo) exit() exitStatus {
 // readable when the process exits), so a waiting process costs no OS thread and its exit
 // wakes the same poll round as its pipes. The pidfd is closed once the exit is known:
 // the zombie itself keeps the pid from being reused.
-func (p *Process) awaitExit() exitStatus {
+func (p *Process) awaitExit() proc.Exit {
 	if p.started != nil {
-		st, err := p.started.Wait()
+		ex, err := p.started.Wait()
 		if err != nil {
 			return p.lostStarted(err)
 		}
-		return exitStatus{code: st.Code, signal: st.Signal}
+		return ex
 	}
 	if p.pidfd >= 0 {
 		if st, ok := p.awaitPidfd(); ok {
@@ -104,18 +100,18 @@ func (p *Process) awaitExit() exitStatus {
 
 // awaitPidfd waits through the pidfd (which it closes). It reports false only if the
 // pidfd cannot be polled.
-func (p *Process) awaitPidfd() (exitStatus, bool) {
+func (p *Process) awaitPidfd() (proc.Exit, bool) {
 	fd := p.pidfd
 	p.pidfd = -1
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return exitStatus{}, false
+		return proc.Exit{}, false
 	}
 	f := os.NewFile(uintptr(fd), "pidfd")
 	defer f.Close()
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return exitStatus{}, false
+		return proc.Exit{}, false
 	}
 	var info siginfo
 	var werr syscall.Errno
@@ -141,7 +137,7 @@ func (p *Process) awaitPidfd() (exitStatus, bool) {
 	case werr != 0:
 		return p.lost(), true
 	case err != nil || !exited:
-		return exitStatus{}, false // not pollable: the caller waits by pid
+		return proc.Exit{}, false // not pollable: the caller waits by pid
 	}
 	return info.exit(), true
 }
@@ -149,19 +145,19 @@ func (p *Process) awaitPidfd() (exitStatus, bool) {
 // lost handles a leader that something else reaped (ECHILD): nothing is knowable about
 // how it ended, and its id may already be reused, so the group is never signalled by
 // number again (a cgroup still is).
-func (p *Process) lost() exitStatus {
+func (p *Process) lost() proc.Exit {
 	p.sigMu.Lock()
 	p.reaped = true
 	p.watchdog.untrack(p.pid)
 	p.sigMu.Unlock()
 	p.sup.log.Warn("subprocess: a command's leader was reaped outside the supervisor; its process group can no longer be signalled", "pid", p.pid)
-	return exitStatus{signal: syscall.SIGKILL}
+	return proc.Signaled(syscall.SIGKILL)
 }
 
 // lostStarted handles a Starter's leader whose exit cannot be known (Started.Wait
 // failed): the group is never signalled by number again, what the cgroup holds is
 // killed, and the process settles as killed by SIGKILL with the error as a note.
-func (p *Process) lostStarted(err error) exitStatus {
+func (p *Process) lostStarted(err error) proc.Exit {
 	p.sigMu.Lock()
 	p.reaped = true
 	p.watchdog.untrack(p.pid)
@@ -169,7 +165,7 @@ func (p *Process) lostStarted(err error) exitStatus {
 	p.signal(syscall.SIGKILL) // the cgroup only, now
 	p.note = "[subprocess: " + err.Error() + "]\n"
 	p.sup.log.Warn("subprocess: a command's leader was lost", "pid", p.pid, "err", err)
-	return exitStatus{signal: syscall.SIGKILL}
+	return proc.Signaled(syscall.SIGKILL)
 }
 
 // release reaps the zombie leader, which frees its id for reuse. From then on the group

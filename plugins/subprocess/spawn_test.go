@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 func TestSpawnRejectsInvalidInputBeforeAnythingRuns(t *testing.T) {
@@ -112,7 +113,7 @@ func TestSpawnFailuresNameTheErrno(t *testing.T) {
 				<-p.Done()
 				t.Fatal("Spawn succeeded")
 			}
-			var se *subprocess.SpawnError
+			var se *proc.SpawnError
 			if !errors.As(err, &se) {
 				t.Fatalf("error %v (%T) is not a *SpawnError", err, err)
 			}
@@ -150,8 +151,8 @@ func TestChildLeadsANewSessionWithoutTerminal(t *testing.T) {
 	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
 		// bash execs the single command, so $$ is the pid of the process that reads stat.
 		p := spawn(t, sup, bashSpec("exec cat /proc/$$/stat"))
-		ex := waitDone(t, p, 10*time.Second)
-		if code(ex) != 0 {
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
+		if proctest.Code(ex) != 0 {
 			t.Fatalf("exit %v, stderr %q", ex, p.Stderr().Output().Text)
 		}
 		stat := p.Stdout().Output().Text
@@ -162,8 +163,8 @@ func TestChildLeadsANewSessionWithoutTerminal(t *testing.T) {
 		}
 
 		tty := spawn(t, sup, bashSpec("read x </dev/tty"))
-		ex = waitDone(t, tty, 10*time.Second)
-		if code(ex) == 0 || !strings.Contains(tty.Stderr().Output().Text, "/dev/tty") {
+		ex = proctest.AwaitExit(t, tty, 10*time.Second)
+		if proctest.Code(ex) == 0 || !strings.Contains(tty.Stderr().Output().Text, "/dev/tty") {
 			t.Errorf("read </dev/tty: exit %v, stderr %q; want a fast failure", ex, tty.Stderr().Output().Text)
 		}
 	})
@@ -174,16 +175,16 @@ func TestStdin(t *testing.T) {
 	sup := newSup(t, false)
 	t.Run("nil is /dev/null", func(t *testing.T) {
 		p := spawn(t, sup, bashSpec("cat; echo end"))
-		ex := waitDone(t, p, 10*time.Second)
-		if got := p.Stdout().Output().Text; got != "end\n" || code(ex) != 0 {
-			t.Errorf("stdout %q exit %d", got, code(ex))
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
+		if got := p.Stdout().Output().Text; got != "end\n" || proctest.Code(ex) != 0 {
+			t.Errorf("stdout %q exit %d", got, proctest.Code(ex))
 		}
 	})
 	t.Run("bytes written once then closed", func(t *testing.T) {
 		spec := bashSpec("cat; echo end")
 		spec.Stdin = []byte("hello\n")
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		if got := p.Stdout().Output().Text; got != "hello\nend\n" {
 			t.Errorf("stdout %q", got)
 		}
@@ -192,7 +193,7 @@ func TestStdin(t *testing.T) {
 		spec := bashSpec("cat; echo end")
 		spec.Stdin = []byte{}
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		if got := p.Stdout().Output().Text; got != "end\n" {
 			t.Errorf("stdout %q", got)
 		}
@@ -201,7 +202,7 @@ func TestStdin(t *testing.T) {
 		spec := bashSpec("wc -c")
 		spec.Stdin = make([]byte, 1<<20)
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		if got := strings.TrimSpace(p.Stdout().Output().Text); got != "1048576" {
 			t.Errorf("wc -c = %q", got)
 		}
@@ -210,7 +211,7 @@ func TestStdin(t *testing.T) {
 		spec := bashSpec("exit 0")
 		spec.Stdin = make([]byte, 1<<20)
 		p := spawn(t, sup, spec)
-		if ex := waitDone(t, p, 10*time.Second); code(ex) != 0 {
+		if ex := proctest.AwaitExit(t, p, 10*time.Second); proctest.Code(ex) != 0 {
 			t.Errorf("exit %v", ex)
 		}
 	})
@@ -252,7 +253,7 @@ func TestEnvironmentMerge(t *testing.T) {
 	spec.Env = map[string]string{"CALLER_VAR": "c", "PAGER": "more", "DSH_FROM_CALLER": "caller", "DSH_BOTH": "caller"}
 	spec.DshEnv = map[string]string{"DSH_SESSION_ID": "managed", "DSH_BOTH": "managed"}
 	p := spawn(t, sup, spec)
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	env := parseEnv(t, p.Stdout().Output().Text)
 
 	for k := range secrets {
@@ -301,7 +302,7 @@ func TestEnvironmentFollowsTheHarness(t *testing.T) {
 	sup := newSup(t, false)
 	childEnv := func() map[string]string {
 		p := spawn(t, sup, bashSpec("env -0"))
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		return parseEnv(t, p.Stdout().Output().Text)
 	}
 	t.Setenv("DSH_TEST_SETTING", "one")
@@ -346,7 +347,7 @@ func TestProgramLookupIsRememberedUntilItFails(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		return p.Stdout().Output().Text, nil
 	}
 	if out, err := run(); out != "first\n" || err != nil {
@@ -354,7 +355,7 @@ func TestProgramLookupIsRememberedUntilItFails(t *testing.T) {
 	}
 	os.Remove(filepath.Join(a, "dsh-test-prog"))
 	write(b, "second")
-	var se *subprocess.SpawnError
+	var se *proc.SpawnError
 	if _, err := run(); !errors.As(err, &se) || !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("run after the remembered program vanished: %v; want a spawn error with ENOENT", err)
 	}

@@ -15,10 +15,11 @@ import (
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // spillCapture keeps a 1000-byte tail and spills up to 1 MiB.
-var spillCapture = subprocess.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
+var spillCapture = proc.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
 
 // budgetSup returns a Supervisor with the given spill budget, closed at the end of the test.
 func budgetSup(t *testing.T, root string, budget int64) *subprocess.Supervisor {
@@ -51,7 +52,7 @@ func zeros(counts []int, gates ...string) subprocess.Spec {
 func spillOf(t *testing.T, sup *subprocess.Supervisor, n int) *subprocess.Process {
 	t.Helper()
 	p := spawn(t, sup, zeros([]int{n}))
-	waitDone(t, p, 10*time.Second)
+	proctest.AwaitExit(t, p, 10*time.Second)
 	out := p.Stdout().Output()
 	if out.SpillPath == "" || out.Bytes != int64(n) {
 		t.Fatalf("stream of %d bytes: spill %q, bytes %d", n, out.SpillPath, out.Bytes)
@@ -60,75 +61,6 @@ func spillOf(t *testing.T, sup *subprocess.Supervisor, n int) *subprocess.Proces
 		t.Fatalf("spill file %s: %v, want %d bytes", out.SpillPath, err, n)
 	}
 	return p
-}
-
-// diskUsage sums the sizes of the files in dir ("" = none yet); files deleted while it
-// looks are skipped.
-func diskUsage(t *testing.T, dir string) int64 {
-	t.Helper()
-	sum, _ := fileSizes(t, dir)
-	return sum
-}
-
-// diskSample sums the sizes of the files in dir while they are being written and
-// deleted. Spill files only grow until deleted and their names are never reused, so
-// if every counted file still exists after the scan, each existed at the moment the
-// scan ended with at least the counted size: the sum is at most what the directory
-// held at that one moment. ok is false when a counted file vanished (sample discarded).
-func diskSample(t *testing.T, dir string) (sum int64, ok bool) {
-	t.Helper()
-	sum, counted := fileSizes(t, dir)
-	for _, path := range counted {
-		if _, err := os.Lstat(path); err != nil {
-			return 0, false
-		}
-	}
-	return sum, true
-}
-
-// fileSizes sums the sizes of the files below dir ("" = none yet) and lists the files
-// it counted; files deleted while it looks are skipped.
-func fileSizes(t *testing.T, dir string) (sum int64, counted []string) {
-	t.Helper()
-	for _, path := range spillFiles(t, dir) {
-		fi, err := os.Lstat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += fi.Size()
-		counted = append(counted, path)
-	}
-	return sum, counted
-}
-
-// spillFiles lists the files below dir (in its owner directories), sorted; files and
-// directories deleted while it looks are skipped.
-func spillFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	if dir == "" {
-		return nil
-	}
-	var names []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			names = append(names, path)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // checkWithdrawn asserts that p's stdout no longer reports path and that the file is gone.
@@ -158,7 +90,7 @@ func checkKept(t *testing.T, name string, p *subprocess.Process, path string, si
 // directory holds, and within the budget.
 func checkAccounting(t *testing.T, sup *subprocess.Supervisor, want int64) {
 	t.Helper()
-	used, disk := sup.SpillBytes(), diskUsage(t, sup.SpillDir())
+	used, disk := sup.SpillBytes(), proctest.DiskUsage(t, sup.SpillDir())
 	if used != disk || used != want || used > sup.SpillBudget() {
 		t.Errorf("SpillBytes %d, on disk %d, want %d (budget %d)", used, disk, want, sup.SpillBudget())
 	}
@@ -198,7 +130,7 @@ func TestSpillBudgetDeletesOldestFinishedFirst(t *testing.T) {
 	checkKept(t, "D", d, dPath, 100_000)
 	checkKept(t, "E", e, e.Stdout().SpillPath(), 200_000)
 	checkAccounting(t, sup, 300_000)
-	if got, want := spillFiles(t, sup.SpillDir()), []string{dPath, e.Stdout().SpillPath()}; fmt.Sprint(got) != fmt.Sprint(sortStrings(want)) {
+	if got, want := proctest.SpillFiles(t, sup.SpillDir()), []string{dPath, e.Stdout().SpillPath()}; fmt.Sprint(got) != fmt.Sprint(sortStrings(want)) {
 		t.Errorf("spill dir holds %q, want %q", got, want)
 	}
 
@@ -250,7 +182,7 @@ func TestSpillBudgetRunningStreamLosesItsSpill(t *testing.T) {
 	proctest.WaitFor(t, 10*time.Second, "r3 to lose its spill file", func() bool {
 		return r3.Stdout().Len() == 130_000 && r3.Stdout().SpillPath() == ""
 	})
-	if r3.State() != subprocess.Running {
+	if r3.State() != proc.Running {
 		t.Fatalf("r3 state %v", r3.State())
 	}
 	checkWithdrawn(t, "r3", r3, r3Path)
@@ -262,29 +194,29 @@ func TestSpillBudgetRunningStreamLosesItsSpill(t *testing.T) {
 
 	// r1 finishes; r3 writes on with room to spare: it does not spill again.
 	open("r1")
-	waitDone(t, r1, 10*time.Second)
+	proctest.AwaitExit(t, r1, 10*time.Second)
 	open("r3b")
-	waitDone(t, r3, 10*time.Second)
+	proctest.AwaitExit(t, r3, 10*time.Second)
 	out := r3.Stdout().Output()
 	if out.SpillPath != "" || !out.Truncated || out.Bytes != 230_000 || out.Text != strings.Repeat("\x00", 1000) {
 		t.Errorf("r3 output: spill %q truncated %v bytes %d tail %d bytes", out.SpillPath, out.Truncated, out.Bytes, len(out.Text))
 	}
 	checkKept(t, "r1 (finished)", r1, r1Path, 250_000)
 	checkAccounting(t, sup, 250_000)
-	if got := spillFiles(t, sup.SpillDir()); len(got) != 1 || got[0] != r1Path {
+	if got := proctest.SpillFiles(t, sup.SpillDir()); len(got) != 1 || got[0] != r1Path {
 		t.Errorf("spill dir holds %q, want only %s", got, r1Path)
 	}
 
 	// A stream bigger than the budget: the finished file goes first, then the stream
 	// itself stops spilling. Nothing is left.
 	r4 := spawn(t, sup, zeros([]int{400_000}))
-	waitDone(t, r4, 10*time.Second)
+	proctest.AwaitExit(t, r4, 10*time.Second)
 	if out := r4.Stdout().Output(); out.SpillPath != "" || !out.Truncated || out.Bytes != 400_000 || len(out.Text) != 1000 {
 		t.Errorf("r4 (bigger than the budget) output: spill %q truncated %v bytes %d", out.SpillPath, out.Truncated, out.Bytes)
 	}
 	checkWithdrawn(t, "r1", r1, r1Path)
 	checkAccounting(t, sup, 0)
-	if got := spillFiles(t, sup.SpillDir()); len(got) != 0 {
+	if got := proctest.SpillFiles(t, sup.SpillDir()); len(got) != 0 {
 		t.Errorf("spill dir holds %q, want nothing", got)
 	}
 }
@@ -313,14 +245,14 @@ func TestSpillBudgetIsNeverExceeded(t *testing.T) {
 			if used := sup.SpillBytes(); used > budget {
 				t.Fatalf("round %d poll %d: SpillBytes %d, budget %d", round, polls, used, budget)
 			}
-			if disk, ok := diskSample(t, sup.SpillDir()); ok && disk > budget {
+			if disk, ok := proctest.DiskSample(t, sup.SpillDir()); ok && disk > budget {
 				t.Fatalf("round %d poll %d: %d bytes on disk, budget %d", round, polls, disk, budget)
 			} else if ok {
 				samples++
 			}
 			done := true
 			for _, p := range batch {
-				if p.State() == subprocess.Running {
+				if p.State() == proc.Running {
 					done = false
 				}
 			}
@@ -333,14 +265,14 @@ func TestSpillBudgetIsNeverExceeded(t *testing.T) {
 			time.Sleep(time.Millisecond) // polling interval, not synchronisation
 		}
 		procs = append(procs, batch...)
-		checkAccounting(t, sup, diskUsage(t, sup.SpillDir())) // quiet now: exact
+		checkAccounting(t, sup, proctest.DiskUsage(t, sup.SpillDir())) // quiet now: exact
 	}
 	t.Logf("%d disk samples during the runs", samples)
 	var reported []string
 	var sum int64
 	lost := 0
 	for _, p := range procs {
-		for _, s := range []*subprocess.Stream{p.Stdout(), p.Stderr()} {
+		for _, s := range []*proc.Stream{p.Stdout(), p.Stderr()} {
 			out := s.Output()
 			if out.SpillPath == "" {
 				lost++ // every stream here overflows its tail: its file was deleted
@@ -354,7 +286,7 @@ func TestSpillBudgetIsNeverExceeded(t *testing.T) {
 			sum += out.Bytes
 		}
 	}
-	if got := spillFiles(t, sup.SpillDir()); fmt.Sprint(got) != fmt.Sprint(sortStrings(reported)) {
+	if got := proctest.SpillFiles(t, sup.SpillDir()); fmt.Sprint(got) != fmt.Sprint(sortStrings(reported)) {
 		t.Errorf("spill dir holds %q, reported %q", got, reported)
 	}
 	if len(reported) == 0 || lost == 0 {
@@ -429,8 +361,8 @@ func TestSpillPathsWithdrawnOnClose(t *testing.T) {
 }
 
 func TestSpillBudgetDefaults(t *testing.T) {
-	if subprocess.DefaultSpillBudgetBytes != 1073741824 {
-		t.Errorf("DefaultSpillBudgetBytes %d", subprocess.DefaultSpillBudgetBytes)
+	if proc.DefaultSpillBudgetBytes != 1073741824 {
+		t.Errorf("DefaultSpillBudgetBytes %d", proc.DefaultSpillBudgetBytes)
 	}
 	for _, b := range []int64{0, -5} {
 		s := subprocess.New(subprocess.Options{DisableCgroups: true, SpillBudgetBytes: b})

@@ -14,17 +14,18 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
-// fakeStarter starts leaders as children of the test process, as a sandbox process
-// would as children of itself: the Supervisor never forks them, never waits for them
-// and never reaps them; everything it learns comes through Started.
+// fakeStarter starts leaders as children of the test process, as a box would as
+// children of itself: the Supervisor never forks them, never waits for them and never
+// reaps them; everything it learns comes through Started.
 type fakeStarter struct {
 	failCgroup error // Start fails with it when given a cgroup
 	fail       error // Start fails with it
 
 	mu       sync.Mutex
-	requests []subprocess.StartRequest
+	requests []proc.StartRequest
 	started  []*fakeLeader
 }
 
@@ -39,7 +40,7 @@ type fakeLeader struct {
 	releaseBefore bool   // Release came before Wait returned
 }
 
-func (f *fakeStarter) Start(req subprocess.StartRequest) (subprocess.Started, error) {
+func (f *fakeStarter) Start(req proc.StartRequest) (proc.Started, error) {
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
 	f.mu.Unlock()
@@ -79,9 +80,9 @@ type siginfo struct {
 	_                     [100]byte
 }
 
-func (l *fakeLeader) Wait() (subprocess.ExitStatus, error) {
+func (l *fakeLeader) Wait() (proc.Exit, error) {
 	type result struct {
-		st  subprocess.ExitStatus
+		st  proc.Exit
 		err error
 	}
 	done := make(chan result, 1)
@@ -99,10 +100,10 @@ func (l *fakeLeader) Wait() (subprocess.ExitStatus, error) {
 			break
 		}
 		if info.code == 2 || info.code == 3 {
-			done <- result{st: subprocess.ExitStatus{Signal: syscall.Signal(info.status)}}
+			done <- result{st: proc.Signaled(syscall.Signal(info.status))}
 			return
 		}
-		done <- result{st: subprocess.ExitStatus{Code: int(info.status)}}
+		done <- result{st: proc.Exited(int(info.status))}
 	}()
 	defer func() {
 		l.mu.Lock()
@@ -117,7 +118,7 @@ func (l *fakeLeader) Wait() (subprocess.ExitStatus, error) {
 		syscall.Kill(-l.pid, syscall.SIGKILL)
 		<-done
 		l.reap()
-		return subprocess.ExitStatus{}, errors.New("the fake sandbox is gone")
+		return proc.Exit{}, errors.New("the fake sandbox is gone")
 	}
 }
 
@@ -148,7 +149,7 @@ func procState(pid int) string {
 	return ""
 }
 
-func (f *fakeStarter) only(t *testing.T) (subprocess.StartRequest, *fakeLeader) {
+func (f *fakeStarter) only(t *testing.T) (proc.StartRequest, *fakeLeader) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -169,9 +170,9 @@ func TestStarterOwnsTheTree(t *testing.T) {
 		spec.Env = map[string]string{"FROM_CALLER": "yes"}
 		spec.Start = f
 		p := spawn(t, sup, spec)
-		ex := waitDone(t, p, 10*time.Second)
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
 		req, l := f.only(t)
-		if ex.Code == nil || *ex.Code != 3 || ex.Signal != "" || p.State() != subprocess.Completed {
+		if ex.Code == nil || *ex.Code != 3 || ex.Signal != "" || p.State() != proc.Completed {
 			t.Fatalf("exit %+v, state %v; want code 3, completed", ex, p.State())
 		}
 		if got := p.Stdout().Output().Text; got != "out yes\n" {
@@ -235,8 +236,8 @@ func TestStarterKillReachesTheTree(t *testing.T) {
 			}
 		}
 		p.Kill()
-		ex := waitDone(t, p, 10*time.Second)
-		if ex.Signal != "SIGTERM" || ex.Reason != subprocess.ReasonKill || p.State() != subprocess.Killed {
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
+		if ex.Signal != "SIGTERM" || ex.Reason != proc.ReasonKill || p.State() != proc.Killed {
 			t.Fatalf("exit %+v; want SIGTERM by Kill", ex)
 		}
 		proctest.WaitFor(t, 5*time.Second, "the background child to die", func() bool { return proctest.Gone(child[0]) })
@@ -256,11 +257,11 @@ func TestStarterLostLeaderSettlesKilled(t *testing.T) {
 		_, l := f.only(t)
 		start := time.Now()
 		close(l.lose)
-		ex := waitDone(t, p, 10*time.Second)
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("settled %v after the loss", took)
 		}
-		if ex.Signal != "SIGKILL" || ex.Code != nil || p.State() != subprocess.Killed {
+		if ex.Signal != "SIGKILL" || ex.Code != nil || p.State() != proc.Killed {
 			t.Fatalf("exit %+v, state %v; want SIGKILL, killed", ex, p.State())
 		}
 		if got, want := p.Stderr().Output().Text, "partial\n[subprocess: the fake sandbox is gone]\n"; got != want {
@@ -281,7 +282,7 @@ func TestStarterLostLeaderSettlesKilled(t *testing.T) {
 // wrapped in one; a cgroup fault is retried once without the cgroup.
 func TestStarterFailures(t *testing.T) {
 	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
-		want := &subprocess.SpawnError{Op: "chdir", Path: "/nowhere", Err: syscall.ENOENT}
+		want := &proc.SpawnError{Op: "chdir", Path: "/nowhere", Err: syscall.ENOENT}
 		spec := bashSpec("true")
 		spec.Start = &fakeStarter{fail: want}
 		if _, err := sup.Spawn(context.Background(), spec); err != want {
@@ -289,14 +290,14 @@ func TestStarterFailures(t *testing.T) {
 		}
 		spec.Start = &fakeStarter{fail: errors.New("no sandbox")}
 		_, err := sup.Spawn(context.Background(), spec)
-		var se *subprocess.SpawnError
+		var se *proc.SpawnError
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), "no sandbox") {
 			t.Fatalf("Spawn error %v, want a SpawnError carrying the cause", err)
 		}
 		f := &fakeStarter{failCgroup: syscall.EPERM}
 		spec.Start = f
 		p := spawn(t, sup, spec)
-		waitDone(t, p, 10*time.Second)
+		proctest.AwaitExit(t, p, 10*time.Second)
 		f.mu.Lock()
 		n := len(f.requests)
 		f.mu.Unlock()

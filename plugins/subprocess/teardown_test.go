@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // runConcurrently calls attempt from workers goroutines until want attempts reported
@@ -60,7 +61,7 @@ func TestOneSIGTERMPerTimeout(t *testing.T) {
 				// SIGKILL before the trap ran: neither says how often SIGTERM came.
 				return false
 			}
-			if out != "ready\ncleanup\n" || ex.Reason != subprocess.ReasonTimeout || ex.Signal != "SIGKILL" {
+			if out != "ready\ncleanup\n" || ex.Reason != proc.ReasonTimeout || ex.Signal != "SIGKILL" {
 				if strings.Count(out, "cleanup") > 1 {
 					twice.Add(1)
 				}
@@ -156,7 +157,7 @@ func TestTimeoutSettlesPromptlyOnceTheTreeIsGone(t *testing.T) {
 				return true
 			}
 			gap := settled.Sub(dead)
-			if ex, _ := p.Exit(); ex.Reason != subprocess.ReasonTimeout {
+			if ex, _ := p.Exit(); ex.Reason != proc.ReasonTimeout {
 				t.Errorf("exit %+v", ex)
 			}
 			if gap > 250*time.Millisecond {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-dev/dsh/plugins/subprocess/internal/watchdog"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // watchdogProc is the Supervisor's end of its watchdog (see package internal/watchdog):
@@ -118,7 +119,7 @@ func (w *watchdogProc) send(op byte, pgid int) {
 	// A full pipe (a stopped watchdog) loses this message; a broken one, the watchdog.
 	if !w.warned {
 		w.warned = true
-		w.log.Warn("subprocess: the crash-cleanup watchdog is not listening; a crash of the harness may leave commands running", "err", errnoText(err))
+		w.log.Warn("subprocess: the crash-cleanup watchdog is not listening; a crash of the harness may leave commands running", "err", proc.ErrnoText(err))
 	}
 	if errors.Is(err, unix.EPIPE) {
 		unix.Close(w.fd)

@@ -361,7 +361,7 @@ func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
 			}
 			return withNewline(text) + strings.Join(lines, "\n")
 		},
-		Outcome: func() jobs.Outcome { return outcomeOf(e.Status()) },
+		Outcome: func() jobs.Outcome { return outcomeOf(e.Exit()) },
 	}
 }
 

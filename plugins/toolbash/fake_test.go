@@ -17,6 +17,7 @@ import (
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	toolbash "github.com/dsh-dev/dsh/plugins/toolbash"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -121,7 +122,7 @@ type fakeExecution struct {
 	done    chan struct{}
 	res     shell.RunResult
 	err     error
-	status  shell.ExitStatus
+	exited  *proc.Exit // nil while running
 	kills   int
 }
 
@@ -140,11 +141,7 @@ func (e *fakeExecution) settle(res shell.RunResult, err error) bool {
 	default:
 	}
 	e.res, e.err = res, err
-	st := shell.ExitStatus{Status: shell.StatusCompleted, ExitCode: res.ExitCode, Signal: res.Signal}
-	if res.Signal != "" || err != nil {
-		st.Status = shell.StatusKilled
-	}
-	e.status = st
+	e.exited = &proc.Exit{Code: res.ExitCode, Signal: res.Signal, Err: err}
 	close(e.done)
 	return true
 }
@@ -183,13 +180,13 @@ func (e *fakeExecution) Kill() bool {
 
 func (e *fakeExecution) Done() <-chan struct{} { return e.done }
 
-func (e *fakeExecution) Status() shell.ExitStatus {
+func (e *fakeExecution) Exit() (proc.Exit, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.status.Status == "" {
-		return shell.ExitStatus{Status: shell.StatusRunning}
+	if e.exited == nil {
+		return proc.Exit{}, false
 	}
-	return e.status
+	return *e.exited, true
 }
 
 func (e *fakeExecution) Pid() int { return 0 }

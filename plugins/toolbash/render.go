@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/plugins/jobs"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -139,19 +140,20 @@ func withNewline(text string) string {
 	return text
 }
 
-// outcomeOf maps how a background command ended to its job outcome: a signal death is
-// killed ("signal: SIGTERM"), any other kill is killed ("killed before exit"), the rest
-// completed ("exit code: N" — a nonzero exit is reported, not failed).
-func outcomeOf(st shell.ExitStatus) jobs.Outcome {
+// outcomeOf maps how a background command ended (Execution.Exit, once Done) to its
+// job outcome: a signal death is killed ("signal: SIGTERM"), any other kill is killed
+// ("killed before exit"), the rest completed ("exit code: N" — a nonzero exit is
+// reported, not failed).
+func outcomeOf(ex proc.Exit, _ bool) jobs.Outcome {
 	switch {
-	case st.Signal != "":
-		return jobs.Outcome{Status: jobs.StatusKilled, Detail: "signal: " + st.Signal}
-	case st.Status == shell.StatusKilled:
+	case ex.Signal != "":
+		return jobs.Outcome{Status: jobs.StatusKilled, Detail: "signal: " + ex.Signal}
+	case ex.State() == proc.Killed:
 		return jobs.Outcome{Status: jobs.StatusKilled, Detail: "killed before exit"}
-	case st.ExitCode == nil:
+	case ex.Code == nil:
 		return jobs.Outcome{Status: jobs.StatusFailed, Detail: "exit status unknown"}
 	}
-	return jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: " + itoa(int64(*st.ExitCode))}
+	return jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: " + itoa(int64(*ex.Code))}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -2,12 +2,14 @@ package toolbash_test
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	toolbash "github.com/dsh-dev/dsh/plugins/toolbash"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -172,17 +174,19 @@ func TestRenderReadAndOutcome(t *testing.T) {
 		}
 	}
 	outcomes := []struct {
-		st   shell.ExitStatus
+		st   proc.Exit
 		want jobs.Outcome
 	}{
-		{shell.ExitStatus{Status: shell.StatusKilled, Signal: "SIGTERM"}, jobs.Outcome{Status: jobs.StatusKilled, Detail: "signal: SIGTERM"}},
-		{shell.ExitStatus{Status: shell.StatusCompleted, Signal: "SIGKILL"}, jobs.Outcome{Status: jobs.StatusKilled, Detail: "signal: SIGKILL"}},
-		{shell.ExitStatus{Status: shell.StatusKilled}, jobs.Outcome{Status: jobs.StatusKilled, Detail: "killed before exit"}},
-		{shell.ExitStatus{Status: shell.StatusCompleted, ExitCode: intp(0)}, jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: 0"}},
-		{shell.ExitStatus{Status: shell.StatusCompleted, ExitCode: intp(4)}, jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: 4"}},
+		{proc.Exit{Signal: "SIGTERM", Reason: proc.ReasonKill}, jobs.Outcome{Status: jobs.StatusKilled, Detail: "signal: SIGTERM"}},
+		{proc.Exit{Signal: "SIGKILL"}, jobs.Outcome{Status: jobs.StatusKilled, Detail: "signal: SIGKILL"}},
+		{proc.Exit{Reason: proc.ReasonTimeout}, jobs.Outcome{Status: jobs.StatusKilled, Detail: "killed before exit"}},
+		{proc.Exit{Err: errors.New("spawn failed")}, jobs.Outcome{Status: jobs.StatusKilled, Detail: "killed before exit"}},
+		{proc.Exit{}, jobs.Outcome{Status: jobs.StatusFailed, Detail: "exit status unknown"}},
+		{proc.Exit{Code: intp(0)}, jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: 0"}},
+		{proc.Exit{Code: intp(4)}, jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: 4"}},
 	}
 	for _, tc := range outcomes {
-		if got := toolbash.OutcomeOf(tc.st); got != tc.want {
+		if got := toolbash.OutcomeOf(tc.st, true); got != tc.want {
 			t.Errorf("OutcomeOf(%+v) = %+v, want %+v", tc.st, got, tc.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -309,8 +310,8 @@ func TestMissingBashIsAnInfrastructureError(t *testing.T) {
 		if r := x.ReadOutput(); r.Delta != "" {
 			t.Errorf("second read %+v", r)
 		}
-		if st := x.Status(); st.Status != shell.StatusKilled || st.ExitCode != nil || st.Signal != "" {
-			t.Errorf("status %+v", st)
+		if ex, ok := x.Exit(); !ok || ex.State() != proc.Killed || ex.Code != nil || ex.Signal != "" || ex.Err == nil || ex.Err.Error() != "bash-local: "+note {
+			t.Errorf("exit %+v, %v", ex, ok)
 		}
 		if x.Kill() || x.Pid() != 0 {
 			t.Errorf("Kill %v Pid %d", x.Kill(), x.Pid())

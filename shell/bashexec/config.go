@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
-// maxGraceMs is the largest accepted graceMs (subprocess.MaxGraceMs).
-const maxGraceMs = subprocess.MaxGraceMs
+// maxGraceMs is the largest accepted graceMs.
+const maxGraceMs = proc.MaxGraceMs
 
 // Config is the configuration every bash executor shares. Executor plugins embed it
 // inline in their own config struct, so the YAML keys and messages are the same:

@@ -7,14 +7,14 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
 // execution projects one Process into the seam's Execution.
 type execution struct {
 	name      string
-	proc      Process
+	process   Process
 	timeoutMs int64
 	finish    FinishFunc
 
@@ -29,10 +29,10 @@ type execution struct {
 // Result waits for the command (or for ctx, which bounds the wait only).
 func (x *execution) Result(ctx context.Context) (shell.RunResult, error) {
 	select {
-	case <-x.proc.Done():
+	case <-x.process.Done():
 	default:
 		select {
-		case <-x.proc.Done():
+		case <-x.process.Done():
 		case <-ctx.Done():
 			return shell.RunResult{}, fmt.Errorf("%s: waiting for the result: %w", x.name, context.Cause(ctx))
 		}
@@ -45,7 +45,7 @@ func (x *execution) Result(ctx context.Context) (shell.RunResult, error) {
 }
 
 func (x *execution) build() {
-	ex, _ := x.proc.Exit()
+	ex, _ := x.process.Exit()
 	if ex.Err != nil {
 		x.err = ex.Err
 		return
@@ -53,11 +53,11 @@ func (x *execution) build() {
 	x.res = shell.RunResult{
 		ExitCode:  ex.Code,
 		Signal:    ex.Signal,
-		TimedOut:  ex.TimedOut,
-		Aborted:   ex.Aborted,
+		TimedOut:  ex.Reason == proc.ReasonTimeout,
+		Aborted:   ex.Reason == proc.ReasonAbort,
 		TimeoutMs: x.timeoutMs,
-		Stdout:    streamResult(x.proc.Stdout().Output()),
-		Stderr:    streamResult(x.proc.Stderr().Output()),
+		Stdout:    streamResult(x.process.Stdout().Output()),
+		Stderr:    streamResult(x.process.Stderr().Output()),
 	}
 	if x.finish != nil {
 		x.finish(&x.res)
@@ -76,7 +76,7 @@ func cloneResult(r shell.RunResult) shell.RunResult {
 	return r
 }
 
-func streamResult(o subprocess.Output) shell.StreamResult {
+func streamResult(o proc.Output) shell.StreamResult {
 	text := o.Text
 	if o.Truncated {
 		text = trimLeadingPartialRune(text)
@@ -90,21 +90,21 @@ func streamResult(o subprocess.Output) shell.StreamResult {
 func (x *execution) ReadOutput() shell.ProcessRead {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	_, settled := x.proc.Exit()
+	_, settled := x.process.Exit()
 	running := !settled
-	out, outLossy := x.take(x.proc.Stdout(), &x.outOff, running)
-	errs, errLossy := x.take(x.proc.Stderr(), &x.errOff, running)
+	out, outLossy := x.take(x.process.Stdout(), &x.outOff, running)
+	errs, errLossy := x.take(x.process.Stderr(), &x.errOff, running)
 	read := shell.ProcessRead{Delta: joinStreams(out, errs), Lossy: outLossy || errLossy}
 	if outLossy {
-		read.StdoutSpillPath = x.proc.Stdout().SpillPath()
+		read.StdoutSpillPath = x.process.Stdout().SpillPath()
 	}
 	if errLossy {
-		read.StderrSpillPath = x.proc.Stderr().SpillPath()
+		read.StderrSpillPath = x.process.Stderr().SpillPath()
 	}
 	return read
 }
 
-func (x *execution) take(s *subprocess.Stream, off *int64, running bool) ([]byte, bool) {
+func (x *execution) take(s *proc.Stream, off *int64, running bool) ([]byte, bool) {
 	c := s.Since(*off)
 	data, next := c.Data, c.Next
 	if running {
@@ -137,26 +137,20 @@ func joinStreams(out, errs []byte) string {
 }
 
 // OutputBytes is how much the command wrote to stdout and stderr so far.
-func (x *execution) OutputBytes() int64 { return x.proc.Stdout().Len() + x.proc.Stderr().Len() }
+func (x *execution) OutputBytes() int64 { return x.process.Stdout().Len() + x.process.Stderr().Len() }
 
-func (x *execution) Kill() bool            { return x.proc.Kill() }
-func (x *execution) Done() <-chan struct{} { return x.proc.Done() }
-func (x *execution) Pid() int              { return x.proc.Pid() }
+func (x *execution) Kill() bool            { return x.process.Kill() }
+func (x *execution) Done() <-chan struct{} { return x.process.Done() }
+func (x *execution) Pid() int              { return x.process.Pid() }
 
-func (x *execution) Status() shell.ExitStatus {
-	ex, ok := x.proc.Exit()
-	if !ok {
-		return shell.ExitStatus{Status: shell.StatusRunning}
-	}
-	st := shell.ExitStatus{Status: shell.StatusCompleted, Signal: ex.Signal}
-	if ex.Killed || ex.Err != nil {
-		st.Status = shell.StatusKilled
-	}
+// Exit is the process's exit, a copy (results are values).
+func (x *execution) Exit() (proc.Exit, bool) {
+	ex, ok := x.process.Exit()
 	if ex.Code != nil {
 		c := *ex.Code
-		st.ExitCode = &c
+		ex.Code = &c
 	}
-	return st
+	return ex, ok
 }
 
 // failedExecution is the handle of a spawn the host refused: settled killed, with the
@@ -193,8 +187,8 @@ func (f *failedExecution) ReadOutput() shell.ProcessRead {
 func (f *failedExecution) Kill() bool            { return false }
 func (f *failedExecution) Done() <-chan struct{} { return f.done }
 func (f *failedExecution) Pid() int              { return 0 }
-func (f *failedExecution) Status() shell.ExitStatus {
-	return shell.ExitStatus{Status: shell.StatusKilled}
+func (f *failedExecution) Exit() (proc.Exit, bool) {
+	return proc.Exit{Err: fmt.Errorf("%s: %w", f.name, f.err)}, true
 }
 
 // partialRuneSuffix returns the length of an incomplete UTF-8 sequence at the end of b

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -32,42 +32,24 @@ type Command struct {
 	// resources (spill directories) on it.
 	Owner string
 	// Start, when set, starts the command's leader in place of the spawner's own fork
-	// and exec — a sandbox process that is the leader's parent (see
-	// subprocess.Starter). Local passes it to the Supervisor, which owns the tree all
+	// and exec — a box (the per-session sandbox process) that is the leader's parent
+	// (see proc.Starter). Local passes it to the Supervisor, which owns the tree all
 	// the same; a spawner that cannot honour it must fail the spawn rather than ignore
 	// it (the command would run outside what Prepare arranged).
-	Start subprocess.Starter
+	Start proc.Starter
 }
 
 // Limits are the bounds of one spawn.
 type Limits struct {
 	// Stdout and Stderr bound the capture of each stream (the in-memory tail and the
 	// spill file).
-	Stdout, Stderr subprocess.Capture
+	Stdout, Stderr proc.Capture
 	// GraceMs is the time between SIGTERM and SIGKILL when the tree is killed, and the
 	// bound on draining the output after the leader exits.
 	GraceMs int64
 	// Deadline, when not zero, kills the tree when it passes (a timeout). The spawn's
 	// context aborts it.
 	Deadline time.Time
-}
-
-// Exit is how a spawned process ended.
-type Exit struct {
-	// Code is the leader's exit code; nil when a signal ended it (or it never ran).
-	Code *int
-	// Signal is the signal that ended the leader ("SIGTERM"…), or "".
-	Signal string
-	// TimedOut and Aborted say what started a kill: the Deadline, or the spawn's
-	// context. The first cause wins; they are never both true.
-	TimedOut, Aborted bool
-	// Killed is true when the process was ended by a signal, a kill (Kill, timeout,
-	// abort, disposal) or a failure rather than by exiting on its own.
-	Killed bool
-	// Err, when not nil, is an infrastructure failure that ended the process's
-	// supervision (a lost connection to a remote host): the command's real outcome is
-	// unknown, and Result returns Err.
-	Err error
 }
 
 // Process is one spawned command tree as a Spawner hands it to the core. All methods
@@ -78,21 +60,22 @@ type Process interface {
 	// Done is closed once the process has settled: it ended, its output is complete,
 	// and Exit reports how.
 	Done() <-chan struct{}
-	// Exit returns how the process ended, and false until Done is closed.
-	Exit() (Exit, bool)
+	// Exit returns how the process ended, and false until Done is closed. Err is set
+	// when the process's supervision failed (a lost connection): Result returns it.
+	Exit() (proc.Exit, bool)
 	// Kill ends the whole tree (SIGTERM, then SIGKILL after the grace period). It
 	// returns false once the process has settled and is idempotent.
 	Kill() bool
 	// Stdout and Stderr are the captured streams.
-	Stdout() *subprocess.Stream
-	Stderr() *subprocess.Stream
+	Stdout() *proc.Stream
+	Stderr() *proc.Stream
 }
 
 // Spawner starts the processes of an Executor: the local one is Local; a remote
 // executor brings its own. Spawn starts cmd within lim; cancelling ctx later aborts the
-// process (Exit.Aborted). A failure to start that belongs to the call — a missing
+// process (proc.ReasonAbort). A failure to start that belongs to the call — a missing
 // working directory, a missing program, no connection — is returned as (or wrapping) a
-// *subprocess.SpawnError: the core then hands out a settled handle carrying it (see
+// *proc.SpawnError: the core then hands out a settled handle carrying it (see
 // Executor.Execute). Any other error fails Execute itself.
 type Spawner interface {
 	Spawn(ctx context.Context, cmd Command, lim Limits) (Process, error)
@@ -125,10 +108,10 @@ type Options struct {
 }
 
 // Executor runs `bash -c` commands through a Spawner. It implements shell.Executor and
-// holds no process state of its own: processes belong to the Spawner's owner (the
-// subprocess service, the ssh service), so an Executor — and the plugin activation that
-// made it — can go away while its executions keep running and stay readable through
-// their handles.
+// holds no process state of its own: processes belong to the service behind the
+// Spawner (the subprocess service, the ssh service), so an Executor — and the plugin
+// activation that made it — can go away while its executions keep running and stay
+// readable through their handles.
 type Executor struct {
 	sp   Spawner
 	cfg  Config
@@ -243,7 +226,7 @@ func (e *Executor) Resolve(req shell.ExecRequest) (shell.ExecSpec, error) {
 // Execute starts spec and returns its handle. It fails only for a spec Resolve did not
 // produce, an already-cancelled ctx ("aborted before spawn: …"), a Prepare error or a
 // Spawner that cannot spawn at all (closed). A start the host refuses (missing workdir,
-// missing bash, no connection: a *subprocess.SpawnError) is not an Execute error: the
+// missing bash, no connection: a *proc.SpawnError) is not an Execute error: the
 // handle settles killed with the failure as its only stderr output, once, and Result
 // returns the failure. The deadline (ExpiryKill) counts from here; cancelling ctx
 // aborts the call.
@@ -270,7 +253,7 @@ func (e *Executor) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Exec
 	}
 	// Both streams share the one per-stream cap: a model-visible call is bounded the
 	// same way whichever stream the output arrives on.
-	capture := subprocess.Capture{MaxBytes: spec.StdoutMaxBytes, SpillMaxBytes: toInt(e.cfg.MaxSpillBytes, 1<<62)}
+	capture := proc.Capture{MaxBytes: spec.StdoutMaxBytes, SpillMaxBytes: toInt(e.cfg.MaxSpillBytes, 1<<62)}
 	lim.Stdout, lim.Stderr = capture, capture
 	cmd := &Command{Argv: []string{"bash", "-c", spec.Command}, Dir: spec.Workdir, Env: spec.Env, DshEnv: spec.DshEnv, Owner: spec.SessionID}
 	if spec.Stdin != nil {
@@ -284,13 +267,13 @@ func (e *Executor) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Exec
 		}
 		finish = f
 	}
-	proc, err := e.sp.Spawn(ctx, *cmd, lim)
+	p, err := e.sp.Spawn(ctx, *cmd, lim)
 	if err != nil {
-		var se *subprocess.SpawnError
+		var se *proc.SpawnError
 		if errors.As(err, &se) {
 			return failed(name, err), nil
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &execution{name: name, proc: proc, timeoutMs: timeoutMs, finish: finish}, nil
+	return &execution{name: name, process: p, timeoutMs: timeoutMs, finish: finish}, nil
 }

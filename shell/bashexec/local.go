@@ -11,7 +11,7 @@ import (
 // them. A program name without a slash (the core's "bash") is looked up in the
 // harness's PATH at each spawn and keeps its name as argv[0], so bash names itself
 // "bash" in its messages, as it does under every executor; a missing program fails the
-// call as a *subprocess.SpawnError.
+// call as a *proc.SpawnError.
 func Local(sup *subprocess.Supervisor) Spawner { return local{sup} }
 
 type local struct{ sup *subprocess.Supervisor }
@@ -36,22 +36,5 @@ func (l local) Spawn(ctx context.Context, cmd Command, lim Limits) (Process, err
 	if err != nil {
 		return nil, err
 	}
-	return localProcess{p}, nil
-}
-
-// localProcess adapts a *subprocess.Process to Process.
-type localProcess struct{ *subprocess.Process }
-
-func (p localProcess) Exit() (Exit, bool) {
-	ex, ok := p.Process.Exit()
-	if !ok {
-		return Exit{}, false
-	}
-	return Exit{
-		Code:     ex.Code,
-		Signal:   ex.Signal,
-		TimedOut: ex.Reason == subprocess.ReasonTimeout,
-		Aborted:  ex.Reason == subprocess.ReasonAbort,
-		Killed:   ex.State() == subprocess.Killed,
-	}, true
+	return p, nil
 }

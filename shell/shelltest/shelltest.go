@@ -57,6 +57,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -311,8 +312,8 @@ func (k *kit) results(t *testing.T) {
 	if res.ExitCode != nil || res.Signal != "SIGTERM" || res.TimedOut || res.Aborted {
 		t.Errorf("kill -TERM $$: exit %s signal %q timedOut %v aborted %v; want SIGTERM and neither flag", code(res), res.Signal, res.TimedOut, res.Aborted)
 	}
-	if st := x.Status(); st.Status != shell.StatusKilled || st.Signal != "SIGTERM" || st.ExitCode != nil {
-		t.Errorf("status after a signal death %+v", st)
+	if ex, ok := x.Exit(); !ok || ex.State() != proc.Killed || ex.Signal != "SIGTERM" || ex.Code != nil {
+		t.Errorf("exit after a signal death %+v", ex)
 	}
 	if x.Kill() {
 		t.Error("Kill of a finished execution returned true")
@@ -331,8 +332,8 @@ func (k *kit) results(t *testing.T) {
 	if code(second) != "4" || (second.Sandbox != nil && second.Sandbox.Mode == "changed") {
 		t.Errorf("a caller's change to a result leaked into the next Result: %+v", second)
 	}
-	if st := x.Status(); st.Status != shell.StatusCompleted || st.ExitCode == nil || *st.ExitCode != 4 {
-		t.Errorf("status after exit 4: %+v", st)
+	if ex, ok := x.Exit(); !ok || ex.State() != proc.Completed || ex.Code == nil || *ex.Code != 4 {
+		t.Errorf("exit after exit 4: %+v", ex)
 	}
 }
 
@@ -424,8 +425,8 @@ func (k *kit) abortAndKill(t *testing.T) {
 	// Kill: neither flag; idempotent; false once finished.
 	x = e.start(context.Background(), shell.ExecRequest{Command: "echo ready; sleep 60", Expiry: shell.ExpiryNone})
 	readUntil(t, x, "ready\n")
-	if st := x.Status(); st.Status != shell.StatusRunning {
-		t.Errorf("status while running: %+v", st)
+	if ex, ok := x.Exit(); ok {
+		t.Errorf("exit while running: %+v", ex)
 	}
 	if !x.Kill() {
 		t.Fatal("Kill of a running command returned false")
@@ -442,8 +443,8 @@ func (k *kit) abortAndKill(t *testing.T) {
 	if res.Aborted || res.TimedOut || res.Signal != "SIGTERM" {
 		t.Errorf("killed: %+v; want SIGTERM and neither flag", res)
 	}
-	if st := x.Status(); st.Status != shell.StatusKilled || st.Signal != "SIGTERM" {
-		t.Errorf("status after Kill: %+v", st)
+	if ex, ok := x.Exit(); !ok || ex.State() != proc.Killed || ex.Signal != "SIGTERM" {
+		t.Errorf("exit after Kill: %+v", ex)
 	}
 
 	// Result's context bounds the wait only.
@@ -453,8 +454,8 @@ func (k *kit) abortAndKill(t *testing.T) {
 	if _, err := x.Result(short); err == nil {
 		t.Error("Result returned before the command ended")
 	}
-	if st := x.Status(); st.Status != shell.StatusRunning {
-		t.Errorf("a Result wait that ended killed the command: %+v", st)
+	if ex, ok := x.Exit(); ok {
+		t.Errorf("a Result wait that ended killed the command: %+v", ex)
 	}
 	x.Kill()
 	done(t, x, 20*time.Second)
@@ -587,8 +588,8 @@ func (k *kit) spawnFailure(t *testing.T) {
 	if r := x.ReadOutput(); r.Delta != "" {
 		t.Errorf("second read of a failed start: %+v", r)
 	}
-	if st := x.Status(); st.Status != shell.StatusKilled || st.ExitCode != nil {
-		t.Errorf("status of a failed start %+v", st)
+	if ex, ok := x.Exit(); !ok || ex.State() != proc.Killed || ex.Code != nil {
+		t.Errorf("exit of a failed start %+v", ex)
 	}
 	if x.Kill() {
 		t.Error("Kill of a failed start returned true")

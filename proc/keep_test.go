@@ -1,4 +1,4 @@
-package subprocess_test
+package proc_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package subprocess
+package proc
 
 import (
 	"errors"

@@ -1,39 +1,35 @@
-package subprocess_test
+package proc_test
 
 import (
 	"bytes"
 	"errors"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
-	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
-// logBuffer collects log output for assertions.
-type logBuffer struct{ proctest.Buffer }
+// spillCapture keeps a 1000-byte tail and spills up to 1 MiB.
+var spillCapture = proc.Capture{MaxBytes: 1000, SpillMaxBytes: 1 << 20}
 
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
-
-func newSpool(t *testing.T, budget int64) (*subprocess.Spool, *logBuffer) {
+func newSpool(t *testing.T, budget int64) (*proc.Spool, *proctest.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
-	sp := subprocess.NewSpool(subprocess.SpoolOptions{Root: t.TempDir(), BudgetBytes: budget, Logger: logs.logger()})
+	logs := &proctest.Buffer{}
+	sp := proc.NewSpool(proc.SpoolOptions{Root: t.TempDir(), BudgetBytes: budget, Logger: logs.Logger()})
 	t.Cleanup(sp.Close)
 	return sp, logs
 }
 
 // streamOf writes n bytes of data (cycling through "0123456789") into a new stream of
 // owner, in writes of at most chunk bytes.
-func streamOf(t *testing.T, sp *subprocess.Spool, owner string, n, chunk int) (*subprocess.Stream, []byte) {
+func streamOf(t *testing.T, sp *proc.Spool, owner string, n, chunk int) (*proc.Stream, []byte) {
 	t.Helper()
 	data := bytes.Repeat([]byte("0123456789"), n/10+1)[:n]
 	s := sp.NewStream(owner, spillCapture)
@@ -64,8 +60,8 @@ func TestSpoolStream(t *testing.T) {
 	if sp.Dir() != "" || sp.Budget() != 1<<20 || sp.Root() == "" {
 		t.Fatalf("new spool: dir %q budget %d root %q", sp.Dir(), sp.Budget(), sp.Root())
 	}
-	s := sp.NewStream("sess-1", subprocess.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20})
-	want := seqOutput(3000)
+	s := sp.NewStream("sess-1", proc.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20})
+	want := proctest.SeqOutput(3000)
 	if n, err := io.Copy(s, strings.NewReader(want)); err != nil || n != int64(len(want)) {
 		t.Fatalf("io.Copy = %d, %v", n, err)
 	}
@@ -177,7 +173,7 @@ func TestSpoolRefusesASwappedSpillDirectory(t *testing.T) {
 	if entries, _ := os.ReadDir(target); len(entries) != 0 {
 		t.Errorf("the spool wrote through the symlink: %v", entries)
 	}
-	if moved := spillFiles(t, dir+".moved"); len(moved) != 1 {
+	if moved := proctest.SpillFiles(t, dir+".moved"); len(moved) != 1 {
 		t.Errorf("the moved directory holds %q; want only the first file", moved)
 	}
 	if !strings.Contains(logs.String(), "the spill directory was moved or replaced") {
@@ -257,38 +253,6 @@ func TestSpoolRefusesAPlantedFileName(t *testing.T) {
 	}
 }
 
-// The same attack as a command would make it: a command of the Supervisor replaces the
-// spill directory with a symlink; the next command's spill is not written through it.
-func TestSupervisorSpillSurvivesACommandSwappingTheDirectory(t *testing.T) {
-	proctest.NoLeftovers(t)
-	logs := &logBuffer{}
-	sup := subprocess.New(subprocess.Options{DisableCgroups: true, SpillRoot: t.TempDir(), Logger: logs.logger()})
-	t.Cleanup(sup.Close)
-	spillOf(t, sup, 5000)
-	dir := sup.SpillDir()
-	target := t.TempDir()
-	swap := bashSpec(`mv "$D" "$D.moved" && ln -s "$T" "$D"`)
-	swap.Env = map[string]string{"D": dir, "T": target}
-	swapper := spawn(t, sup, swap)
-	if ex := waitDone(t, swapper, 10*time.Second); code(ex) != 0 {
-		t.Fatalf("swap: %+v %s", ex, swapper.Stderr().Output().Text)
-	}
-	p := spawn(t, sup, zeros([]int{5000}))
-	waitDone(t, p, 10*time.Second)
-	if out := p.Stdout().Output(); out.SpillPath != "" || !out.Truncated || out.Bytes != 5000 {
-		t.Errorf("after the swap: %+v", out.SpillPath)
-	}
-	if entries, _ := os.ReadDir(target); len(entries) != 0 {
-		t.Errorf("the Supervisor wrote through the symlink: %v", entries)
-	}
-	if !strings.Contains(logs.String(), "the spill directory was moved or replaced") {
-		t.Errorf("no warning; logs:\n%s", logs)
-	}
-	sup.Close()
-	os.Remove(dir)
-	os.RemoveAll(dir + ".moved")
-}
-
 // Another user cannot read or list an owner's spill files (the directories are 0700,
 // the files 0600). A process of the same user can, where nothing else hides them: that
 // is for the sandbox (its mount namespace shows confined commands no spill root).
@@ -320,7 +284,7 @@ func TestSpoolFilesArePrivateToTheUser(t *testing.T) {
 // still open: a stream that cannot make room loses its own spill instead.
 func TestSpoolEvictionIsFairToOwners(t *testing.T) {
 	sp, _ := newSpool(t, 300_000)
-	closed := func(owner string, n int) *subprocess.Stream {
+	closed := func(owner string, n int) *proc.Stream {
 		t.Helper()
 		s, _ := streamOf(t, sp, owner, n, n)
 		if s.SpillPath() == "" {
@@ -329,13 +293,13 @@ func TestSpoolEvictionIsFairToOwners(t *testing.T) {
 		s.Close()
 		return s
 	}
-	kept := func(name string, s *subprocess.Stream) {
+	kept := func(name string, s *proc.Stream) {
 		t.Helper()
 		if fi, err := os.Stat(s.SpillPath()); s.SpillPath() == "" || err != nil || fi.Size() != s.Len() {
 			t.Errorf("%s: spill %q (%v); want it kept", name, s.SpillPath(), err)
 		}
 	}
-	evicted := func(name string, s *subprocess.Stream, path string) {
+	evicted := func(name string, s *proc.Stream, path string) {
 		t.Helper()
 		if _, err := os.Stat(path); s.SpillPath() != "" || !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: spill %q (file: %v); want it evicted", name, s.SpillPath(), err)
@@ -381,7 +345,7 @@ func TestSpoolEvictionIsFairToOwners(t *testing.T) {
 	ar.Close()
 	br.Close()
 	kept("ar (closed)", ar)
-	if files := spillFiles(t, sp.Dir()); len(files) != 1 || files[0] != ar.SpillPath() || sp.Used() != 100_000 {
+	if files := proctest.SpillFiles(t, sp.Dir()); len(files) != 1 || files[0] != ar.SpillPath() || sp.Used() != 100_000 {
 		t.Errorf("spill dir holds %q, used %d", files, sp.Used())
 	}
 }
@@ -436,18 +400,18 @@ func TestSpoolConcurrentWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if used, disk := sp.Used(), diskUsage(t, sp.Dir()); used != disk {
+	if used, disk := sp.Used(), proctest.DiskUsage(t, sp.Dir()); used != disk {
 		t.Errorf("Used %d, on disk %d", used, disk)
 	}
 }
 
 func TestSpoolDefaults(t *testing.T) {
-	sp := subprocess.NewSpool(subprocess.SpoolOptions{})
+	sp := proc.NewSpool(proc.SpoolOptions{})
 	defer sp.Close()
-	if sp.Root() != os.TempDir() || sp.Budget() != subprocess.DefaultSpillBudgetBytes || sp.Used() != 0 || sp.Dir() != "" {
+	if sp.Root() != os.TempDir() || sp.Budget() != proc.DefaultSpillBudgetBytes || sp.Used() != 0 || sp.Dir() != "" {
 		t.Errorf("defaults: root %q budget %d used %d dir %q", sp.Root(), sp.Budget(), sp.Used(), sp.Dir())
 	}
-	s := sp.NewStream("", subprocess.Capture{MaxBytes: -5, SpillMaxBytes: -1}) // negative limits count as 0
+	s := sp.NewStream("", proc.Capture{MaxBytes: -5, SpillMaxBytes: -1}) // negative limits count as 0
 	s.Write([]byte("abc"))
 	if out := s.Output(); out.Text != "" || !out.Truncated || out.Bytes != 3 || out.SpillPath != "" {
 		t.Errorf("a stream keeping nothing: %+v", out)

@@ -1,4 +1,4 @@
-package subprocess
+package proc
 
 import (
 	"crypto/rand"
@@ -132,12 +132,13 @@ func NewSpool(opts SpoolOptions) *Spool {
 // (a negative MaxBytes or SpillMaxBytes counts as 0). Its spill file, if it needs one,
 // is <spill dir>/<owner dir>/<n>.log. The stream must be closed when it ends.
 func (sp *Spool) NewStream(owner string, limits Capture) *Stream {
-	return sp.newStream(owner, limits, strconv.FormatUint(sp.seq.Add(1), 10)+".log")
+	return sp.NewNamedStream(owner, limits, strconv.FormatUint(sp.seq.Add(1), 10)+".log")
 }
 
-// newStream is NewStream with the spill file's name chosen by the caller; names must
-// not repeat within the spool.
-func (sp *Spool) newStream(owner string, limits Capture, fileName string) *Stream {
+// NewNamedStream is NewStream with the spill file's name chosen by the caller (the
+// Supervisor's "<n>-stdout.log"); names must not repeat within the spool, nor take the
+// form NewStream gives ("<n>.log").
+func (sp *Spool) NewNamedStream(owner string, limits Capture, fileName string) *Stream {
 	limits.MaxBytes = max(limits.MaxBytes, 0)
 	limits.SpillMaxBytes = max(limits.SpillMaxBytes, 0)
 	sp.mu.Lock()
@@ -346,7 +347,7 @@ func (sp *Spool) deleteLocked(f *spillFile) {
 	o := f.owner
 	if o.fd >= 0 {
 		if err := unix.Unlinkat(o.fd, f.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-			sp.log.Warn("subprocess: cannot remove a spill file", "path", f.path, "err", errnoText(err))
+			sp.log.Warn("subprocess: cannot remove a spill file", "path", f.path, "err", ErrnoText(err))
 			return
 		}
 	}
@@ -383,7 +384,7 @@ func (sp *Spool) forgetOwnerLocked(o *spoolOwner) {
 		o.fd = -1
 		// Not through a symlink: unlinkat of a symlink with AT_REMOVEDIR fails.
 		if err := unix.Unlinkat(sp.dirFD, o.dirName, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-			sp.log.Warn("subprocess: cannot remove a spill directory", "path", filepath.Join(sp.dir, o.dirName), "err", errnoText(err))
+			sp.log.Warn("subprocess: cannot remove a spill directory", "path", filepath.Join(sp.dir, o.dirName), "err", ErrnoText(err))
 		}
 	}
 	if o.ended && o.streams == 0 && o.files == 0 && sp.owners[o.id] == o {
@@ -467,7 +468,7 @@ func (sp *Spool) initLocked() error {
 			return &opError{op: "open", path: sp.root, err: err}
 		}
 		defer unix.Close(rootFD)
-		removeDeadInstances(rootFD, sp.root, spillPrefix, func(name string) {
+		RemoveDeadInstances(rootFD, spillPrefix, func(name string) {
 			_ = os.RemoveAll(filepath.Join(sp.root, name)) // never follows a symlink below root
 		})
 		for range 10 {
@@ -547,61 +548,12 @@ func checkDirPath(path string, want inode) error {
 	return nil
 }
 
-// removeDeadInstances calls remove for every directory entry of parent named
-// <prefix><pid>-<suffix> whose owner is dead: no process holds its lock (flock) and
-// no process has its pid. Both must hold: the lock protects a live instance in another
-// pid namespace, the pid an instance of an older dsh that took no lock.
-func removeDeadInstances(parentFD int, parent, prefix string, remove func(name string)) {
-	entries, err := readDirNames(parentFD)
-	if err != nil {
-		return
-	}
-	for _, name := range entries {
-		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok {
-			continue
-		}
-		pidText, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
-			continue
-		}
-		if instanceLocked(parentFD, name) {
-			continue
-		}
-		remove(name)
-	}
+// opError is a failed operation on a path, worded "<op> <path>: ENOENT (…)"; it unwraps
+// to the errno.
+type opError struct {
+	op, path string
+	err      error
 }
 
-// instanceLocked reports whether a live process holds the lock of directory name (or
-// it cannot be told: not a directory of this user, unreadable).
-func instanceLocked(parentFD int, name string) bool {
-	fd, err := unix.Openat(parentFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return true
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || int(st.Uid) != os.Geteuid() {
-		return true
-	}
-	return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil
-}
-
-// readDirNames lists the entries of the open directory fd (which it does not close).
-func readDirNames(fd int) ([]string, error) {
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		return nil, err
-	}
-	unix.CloseOnExec(dup)
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	if _, err := unix.Seek(dup, 0, 0); err != nil {
-		return nil, err
-	}
-	return f.Readdirnames(-1)
-}
+func (e *opError) Error() string { return e.op + " " + e.path + ": " + ErrnoText(e.err) }
+func (e *opError) Unwrap() error { return e.err }
