@@ -41,7 +41,7 @@ func (c *Config) Validate() error {
 // New returns the executor: the core's local spawner, with `nice -n N` in front of bash.
 func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
 	niceness := strconv.Itoa(cfg.Niceness)
-	return bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
+	return bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{
 		Name: Name,
 		Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
 			cmd.Argv = append([]string{"nice", "-n", niceness}, cmd.Argv...)

@@ -25,7 +25,7 @@ const Name = "kit-local"
 func Local(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
 	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
 	t.Cleanup(sup.Close)
-	ex, err := bashexec.New(bashexec.Local(sup), cfg, bashexec.Options{Name: Name})
+	ex, err := bashexec.New(sup.Spawner(), cfg, bashexec.Options{Name: Name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 // New returns the executor the plugin provides: the shared core running `bash -c` on
 // this host through sup. Embedders may use it directly.
 func New(sup *subprocess.Supervisor, cfg *Config) (*bashexec.Executor, error) {
-	return bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{Name: Name})
+	return bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{Name: Name})
 }
 
 // Module registers Plugin in the catalog.

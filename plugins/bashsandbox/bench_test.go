@@ -28,7 +28,7 @@ func newBenchRig(b *testing.B) *benchRig {
 	b.Cleanup(sup.Close)
 	ws, _ := os.MkdirTemp("", "dsh-sandbox-bench-")
 	b.Cleanup(func() { os.RemoveAll(ws) })
-	local, err := bashexec.New(bashexec.Local(sup), bashexec.Config{Cwd: ws, TimeoutMs: 120000, MaxTimeoutMs: 600000,
+	local, err := bashexec.New(sup.Spawner(), bashexec.Config{Cwd: ws, TimeoutMs: 120000, MaxTimeoutMs: 600000,
 		MaxOutputBytes: 64000, MaxSpillBytes: 67108864, GraceMs: 3000}, bashexec.Options{Name: "bash-local"})
 	if err != nil {
 		b.Fatal(err)

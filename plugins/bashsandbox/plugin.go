@@ -189,7 +189,7 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 	resolver.owner = sup
 	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots,
 		spillRoot: sup.Spool().Root(), log: log, profileFiles: profileFiles}
-	ex, err := bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
+	ex, err := bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,
 		Prepare:     s.prepare,

@@ -27,7 +27,7 @@ func newExecutor(t *testing.T, cfg bashexec.Config, opts bashexec.Options) *bash
 	if opts.Name == "" {
 		opts.Name = "bash-local"
 	}
-	ex, err := bashexec.New(bashexec.Local(sup), cfg, opts)
+	ex, err := bashexec.New(sup.Spawner(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestConfigCheckMessages(t *testing.T) {
 	sup := subprocess.New(subprocess.Options{DisableCgroups: true})
 	defer sup.Close()
 	for _, name := range []string{"bash-local", "bash-sandbox"} {
-		if _, err := bashexec.New(bashexec.Local(sup), bashexec.Config{}, bashexec.Options{Name: name}); err == nil ||
+		if _, err := bashexec.New(sup.Spawner(), bashexec.Config{}, bashexec.Options{Name: name}); err == nil ||
 			err.Error() != name+": timeoutMs must be a positive finite number" {
 			t.Errorf("New with a zero config: %v", err)
 		}

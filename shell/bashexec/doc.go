@@ -28,7 +28,7 @@
 //		Apply: func(a *container.Activation, cfg *Config) error {
 //			sup, err := container.Injected(a, subprocess.Service)
 //			…
-//			ex, err := bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
+//			ex, err := bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{
 //				Name: "bash-nice",
 //				Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
 //					cmd.Argv = append([]string{"nice", "-n", "10"}, cmd.Argv...)
