@@ -30,14 +30,9 @@ func callCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var raw json.RawMessage
-			if len(args) == 2 {
-				raw = json.RawMessage(args[1])
-				if args[1] == "-" {
-					if raw, err = io.ReadAll(g.stdin); err != nil {
-						return fmt.Errorf("reading arguments from stdin: %w", err)
-					}
-				}
+			raw, err := g.callArgs(args)
+			if err != nil {
+				return err
 			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
@@ -46,46 +41,76 @@ func callCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer h.stop()
-			reg, ok := container.Lookup[*tools.Registry](h.rt, tools.Service)
-			if !ok {
-				return fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
-			}
-			session, err := g.session(ws)
+			res, err := g.call(ctx, h.rt, ws, args[0], raw)
 			if err != nil {
 				return err
 			}
-			prompter := &lazyTerminal{}
-			defer prompter.close()
-			session.Prompter = prompter
-			res := reg.Call(ctx, args[0], raw, session)
-			// Before the session ends: its end deletes the session's spill files.
-			if env, ok := container.Lookup[*shellenv.Registry](h.rt, shellenv.Service); ok {
-				preserveSpills(&res, h.rt, session.ID, filepath.Join(env.Home(), "spill"))
-			}
-			h.rt.EndSession(session.ID)
-			if asJSON {
-				out, err := json.Marshal(struct {
-					Text    string `json:"text"`
-					IsError bool   `json:"isError"`
-					Value   any    `json:"value"`
-				}{res.Text, res.IsError, res.Value})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(g.stdout, "%s\n", out)
-			} else {
-				fmt.Fprint(g.stdout, res.Text)
-			}
-			if res.IsError {
-				return exitCodeError(exitError)
-			}
-			return nil
+			return g.printResult(res, asJSON)
 		},
 	}
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text", "isError", "value"} instead of the text`)
 	return cmd
+}
+
+// callArgs returns the call's ARGS_JSON: the second argument, or stdin for "-".
+func (g *globalFlags) callArgs(args []string) (json.RawMessage, error) {
+	if len(args) < 2 {
+		return nil, nil
+	}
+	if args[1] != "-" {
+		return json.RawMessage(args[1]), nil
+	}
+	raw, err := io.ReadAll(g.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("reading arguments from stdin: %w", err)
+	}
+	return raw, nil
+}
+
+// call runs tool in a session of its own, which it ends; the spill files the call
+// reported are kept first (the session's end deletes its own).
+func (g *globalFlags) call(ctx context.Context, rt *container.Runtime, ws, tool string, raw json.RawMessage) (tools.Result, error) {
+	reg, ok := container.Lookup[*tools.Registry](rt, tools.Service)
+	if !ok {
+		return tools.Result{}, fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
+	}
+	session, err := g.session(ws)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	prompter := &lazyTerminal{}
+	defer prompter.close()
+	session.Prompter = prompter
+	res := reg.Call(ctx, tool, raw, session)
+	if env, ok := container.Lookup[*shellenv.Registry](rt, shellenv.Service); ok {
+		preserveSpills(&res, rt, session.ID, filepath.Join(env.Home(), "spill"))
+	}
+	rt.EndSession(session.ID)
+	return res, nil
+}
+
+// printResult prints the result's text exactly, or with --json {"text", "isError",
+// "value"}; a result with isError ends the command with exit status 1.
+func (g *globalFlags) printResult(res tools.Result, asJSON bool) error {
+	if asJSON {
+		out, err := json.Marshal(struct {
+			Text    string `json:"text"`
+			IsError bool   `json:"isError"`
+			Value   any    `json:"value"`
+		}{res.Text, res.IsError, res.Value})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "%s\n", out)
+	} else {
+		fmt.Fprint(g.stdout, res.Text)
+	}
+	if res.IsError {
+		return exitCodeError(exitError)
+	}
+	return nil
 }
 
 // lazyTerminal asks on the controlling terminal, opened on first use; without one the
