@@ -27,8 +27,8 @@ type HTTPOptions struct {
 	// Tokens are the bearer tokens, one per principal (clients that share a token share
 	// a principal). Serve refuses to start without one.
 	Tokens []string
-	// AllowRemote lets Serve listen on a non-loopback address, which it refuses
-	// otherwise.
+	// AllowRemote lets Serve listen on a non-loopback (or non-TCP) address, which it
+	// refuses otherwise.
 	AllowRemote bool
 	// MaxSessions bounds the harness sessions HTTP clients hold at once: session-lane
 	// MCP sessions plus stateless-lane principals (HTTP 503 beyond). 0 means
@@ -171,6 +171,7 @@ func (f *httpFront) count() int {
 
 func (f *httpFront) refuse(w http.ResponseWriter) {
 	limit := f.s.http.maxSessions()
+	// The text names dsh's flag: it is what users of `dsh serve` read.
 	f.s.log.Warn("session refused: the session limit is reached", "maxSessions", limit)
 	http.Error(w, fmt.Sprintf("session limit reached: %d sessions are open in this harness (--max-sessions)", limit), http.StatusServiceUnavailable)
 }
