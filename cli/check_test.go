@@ -34,7 +34,7 @@ func TestCheckRefusesTwoProvidersOfAnExclusiveService(t *testing.T) {
 		}
 		var out, errOut bytes.Buffer
 		code := run([]string{"check", "--profile", path}, strings.NewReader(""), &out, &errOut,
-			[]fx.Option{broker("broker-a"), broker("broker-b")})
+			Options{Plugins: []fx.Option{broker("broker-a"), broker("broker-b")}})
 		return out.String() + errOut.String(), code
 	}
 	out, code := check("plugins:\n  - name: broker-a\n  - name: broker-b\n")

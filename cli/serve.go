@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -13,11 +14,21 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/mcpserve"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )
 
+// serveFlags are the flags of `dsh serve` beyond the global ones.
+type serveFlags struct {
+	addr           string
+	allowRemote    bool
+	tokenFile      string
+	maxSessions    int
+	sessionTimeout time.Duration
+}
+
 func serveCmd(g *globalFlags) *cobra.Command {
-	var o httpOptions
+	var o serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--profile P] [--workspace DIR] [--http ADDR [--token-file FILE] [--allow-remote] [--max-sessions N]]",
 		Short: "Serve the composition as an MCP server (stdio, or streamable HTTP at /mcp with --http)",
@@ -29,59 +40,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			"are applied without restarting, and running processes and jobs survive. Stops on SIGINT,\n" +
 			"SIGTERM or (stdio) end of input, after disposing every plugin and killing every process.",
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ws, err := g.workspaceDir()
-			if err != nil {
-				return err
-			}
-			if _, err := g.session(ws); err != nil {
-				return err
-			}
-			if o.addr != "" {
-				if err := checkAddr(o.addr, o.allowRemote); err != nil {
-					return err
-				}
-				if o.maxSessions < 1 {
-					return usageError{fmt.Errorf("--max-sessions %d: want at least 1", o.maxSessions)}
-				}
-			} else if isTerminal(g.stdin) {
-				fmt.Fprintln(g.stderr, "dsh: serving MCP (JSON-RPC, one message per line) on stdin/stdout for an MCP client to start; press Ctrl-D or Ctrl-C to stop")
-			}
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
-			h, log, err := g.start(ctx, slog.LevelInfo, true)
-			if err != nil {
-				return err
-			}
-			defer stackBallast()()
-			newSession := func() *container.Session {
-				s, _ := g.session(ws) // the flags were checked above
-				return s
-			}
-			b := newBridge(ctx, h.rt, newSession, version(), log, sdkLogger(log))
-			if o.addr == "" {
-				err = serveStdio(ctx, b, g.stdin, g.stdout)
-			} else {
-				var tokens []string
-				home := dshHome(h.rt)
-				if tokens, err = loadTokens(o.tokenFile, home, g.stderr); err == nil {
-					// Confined commands must not read it (and drive this endpoint); the
-					// generated one, in the dsh home, the sandbox always hides.
-					if o.tokenFile != "" {
-						bashsandbox.MaskFile(o.tokenFile)
-					}
-					err = serveHTTP(ctx, b, tokens, o, g.stderr, log)
-				}
-			}
-			b.close()
-			if stopErr := h.stop(); stopErr != nil {
-				log.Error("shutdown", "err", stopErr)
-			}
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return err
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return g.serve(cmd.Context(), o) },
 	}
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
@@ -94,23 +53,89 @@ func serveCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-// serveStdio serves the bridge to one client on in/out until the input ends or ctx does.
-func serveStdio(ctx context.Context, b *bridge, in io.Reader, out io.Writer) error {
-	sc := b.newScope(nil, allProtocolVersions)
-	ss, err := sc.server.Connect(ctx, &stdioTransport{in: in, out: out}, nil)
+// serve runs `dsh serve`: check the flags, compose the profile, serve until the input or
+// a signal ends it, dispose the composition.
+func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
+	ws, err := g.workspaceDir()
 	if err != nil {
 		return err
 	}
-	ended := make(chan error, 1)
-	go func() { ended <- ss.Wait() }()
-	select {
-	case err := <-ended:
+	if _, err := g.session(ws); err != nil {
 		return err
-	case <-ctx.Done():
-		_ = ss.Close()
-		<-ended
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	if o.addr == "" && isTerminal(g.stdin) {
+		fmt.Fprintln(g.stderr, "dsh: serving MCP (JSON-RPC, one message per line) on stdin/stdout for an MCP client to start; press Ctrl-D or Ctrl-C to stop")
+	}
+	ctx, cancel := signalContext(ctx)
+	defer cancel()
+	h, log, err := g.start(ctx, slog.LevelInfo, true)
+	if err != nil {
+		return err
+	}
+	err = g.serveWith(ctx, h.rt, log, ws, o)
+	if stopErr := h.stop(); stopErr != nil {
+		log.Error("shutdown", "err", stopErr)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// serveWith serves rt's composition on stdio, or on --http with its bearer tokens.
+func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log *slog.Logger, ws string, o serveFlags) error {
+	opts := mcpserve.Options{
+		NewSession: func() *container.Session {
+			s, _ := g.session(ws) // the flags were checked before
+			return s
+		},
+		HTTP: mcpserve.HTTPOptions{
+			AllowRemote:    o.allowRemote,
+			MaxSessions:    o.maxSessions,
+			SessionTimeout: o.sessionTimeout,
+		},
+		Tuning: g.tuning,
+	}
+	if o.addr == "" {
+		srv := mcpserve.New(rt, version(), log, opts)
+		defer srv.Close()
+		return srv.ServeStdio(ctx, g.stdin, g.stdout)
+	}
+	tokens, err := loadTokens(o.tokenFile, dshHome(rt), g.stderr)
+	if err != nil {
+		return err
+	}
+	// Confined commands must not read it (and drive this endpoint); the generated one,
+	// in the dsh home, the sandbox always hides.
+	if o.tokenFile != "" {
+		bashsandbox.MaskFile(o.tokenFile)
+	}
+	opts.HTTP.Tokens = tokens
+	srv := mcpserve.New(rt, version(), log, opts)
+	defer srv.Close()
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("--http %q: %w", o.addr, err)
+	}
+	fmt.Fprintf(g.stderr, "dsh: serving MCP (streamable HTTP) on http://%s%s\n", ln.Addr(), mcpserve.Endpoint)
+	return srv.Serve(ctx, ln)
+}
+
+// check validates the HTTP flags before anything is composed.
+func (o serveFlags) check() error {
+	if o.addr == "" {
 		return nil
 	}
+	if err := checkAddr(o.addr, o.allowRemote); err != nil {
+		return err
+	}
+	if o.maxSessions < 1 {
+		return usageError{fmt.Errorf("--max-sessions %d: want at least 1", o.maxSessions)}
+	}
+	return nil
 }
 
 // isTerminal reports whether r is a terminal.
@@ -129,31 +154,4 @@ func isTerminal(r io.Reader) bool {
 		terminal = err == nil
 	})
 	return terminal
-}
-
-// sdkLogger is the MCP SDK's logger: log, but only warnings and errors unless dsh logs
-// at debug level — the SDK reports every session and notification at info.
-func sdkLogger(log *slog.Logger) *slog.Logger {
-	if log.Enabled(context.Background(), slog.LevelDebug) {
-		return log
-	}
-	return slog.New(minLevel{log.Handler(), slog.LevelWarn})
-}
-
-// minLevel is a slog.Handler that drops records below min.
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, l)
-}
-
-func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(attrs), h.min}
-}
-
-func (h minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h.Handler.WithGroup(name), h.min}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/mcpserve"
 )
 
 // BenchmarkServeInProcess drives `serve` over in-memory pipes in this process, so the
@@ -19,7 +20,7 @@ func BenchmarkServeInProcess(b *testing.B) {
 	outR, outW, _ := os.Pipe()
 	done := make(chan int)
 	go func() {
-		done <- run([]string{"serve", "--workspace", b.TempDir(), "--log-level", "warn"}, inR, outW, os.Stderr, nil)
+		done <- run([]string{"serve", "--workspace", b.TempDir(), "--log-level", "warn"}, inR, outW, os.Stderr, Options{Tuning: mcpserve.DefaultTuning()})
 		outW.Close()
 	}()
 	out := bufio.NewReaderSize(outR, 1<<20)

@@ -114,7 +114,7 @@ func TestServeProgressNotifications(t *testing.T) {
 			switch lane {
 			case "stateless-http":
 				srv := startHTTPServe(t, "--workspace", t.TempDir(), "--token-file", writeTokens(t, testToken))
-				cs = httpModern(t, srv.url, testToken, modernOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
+				cs = httpStateless(t, srv.url, testToken, statelessOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
 			case "session":
 				cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
 					ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { record(r.Params) },
@@ -125,7 +125,7 @@ func TestServeProgressNotifications(t *testing.T) {
 				}
 				t.Cleanup(func() { cs.Close() })
 			default:
-				cs = connectModern(t, &mcp.CommandTransport{Command: cmd}, modernOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
+				cs = connectStateless(t, &mcp.CommandTransport{Command: cmd}, statelessOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
 			}
 			params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
 				"command": "head -c 3100000 /dev/zero; sleep 7", "description": "Print, then take 7 seconds"}}

@@ -22,8 +22,8 @@ var dshBin string
 
 // The MCP revisions of the two lanes: the newest session-based one, and the stateless one.
 const (
-	sessionRevision = "2025-11-25"
-	modernRevision  = "2026-07-28"
+	sessionRevision   = "2025-11-25"
+	statelessRevision = "2026-07-28"
 )
 
 func TestMain(m *testing.M) {

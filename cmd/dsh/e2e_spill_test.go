@@ -54,9 +54,9 @@ func TestServeConfinedReadsItsSpillFile(t *testing.T) {
 func TestServeHTTPSpillFilesArePrivate(t *testing.T) {
 	const otherToken = "e2e-other-token-0123456789abcdef"
 	s := startHTTPServe(t, "--profile", "sandbox", "--workspace", t.TempDir(), "--token-file", writeTokens(t, testToken, otherToken))
-	a := httpModern(t, s.url, testToken, modernOptions{noListen: true})
-	b := httpModern(t, s.url, otherToken, modernOptions{noListen: true})
-	bash := func(c *modernClient, command string) string {
+	a := httpStateless(t, s.url, testToken, statelessOptions{noListen: true})
+	b := httpStateless(t, s.url, otherToken, statelessOptions{noListen: true})
+	bash := func(c *statelessClient, command string) string {
 		return c.text(t, "bash", map[string]any{"command": command, "description": "Read a spill file"})
 	}
 	path := spillOf(t, bash(a, "seq 1 30000"))
@@ -107,7 +107,7 @@ func TestServeTokenFileHiddenFromConfinedCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startHTTPServe(t, "--profile", "sandbox", "--workspace", ws, "--token-file", file)
-	c := httpModern(t, s.url, testToken, modernOptions{noListen: true})
+	c := httpStateless(t, s.url, testToken, statelessOptions{noListen: true})
 	if got := c.text(t, "bash", map[string]any{"command": "wc -c < " + file, "description": "Read the token file"}); got != "0\n" {
 		t.Fatalf("the token file inside the sandbox: %q", got)
 	}
@@ -126,7 +126,7 @@ func TestServeGeneratedTokenHiddenFromConfinedCommands(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "notes"), []byte("visible\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := httpModern(t, url, strings.TrimSpace(string(token)), modernOptions{noListen: true})
+	c := httpStateless(t, url, strings.TrimSpace(string(token)), statelessOptions{noListen: true})
 	got := c.text(t, "bash", map[string]any{"command": `cat "$DSH_HOME/notes"; wc -c < "$DSH_HOME/serve-token"`, "description": "Read the token"})
 	if got != "visible\n0\n" {
 		t.Fatalf("$DSH_HOME inside the sandbox: %q", got)

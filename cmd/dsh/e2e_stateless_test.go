@@ -17,23 +17,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// modernClient is a Go SDK client that negotiates the stateless revision, recording what
+// statelessClient is a Go SDK client that negotiates the stateless revision, recording what
 // the server pushes.
-type modernClient struct {
+type statelessClient struct {
 	*mcp.ClientSession
 	updates *recorder // resources/updated: "<uri>|<notice>"
 	changes *recorder
 }
 
-type modernOptions struct {
+type statelessOptions struct {
 	elicit   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	progress func(*mcp.ProgressNotificationClientRequest)
 	noListen bool // no tool-list handler: the client keeps no subscriptions/listen open
 }
 
-func connectModern(t *testing.T, transport mcp.Transport, o modernOptions) *modernClient {
+func connectStateless(t *testing.T, transport mcp.Transport, o statelessOptions) *statelessClient {
 	t.Helper()
-	c := &modernClient{updates: &recorder{}, changes: &recorder{}}
+	c := &statelessClient{updates: &recorder{}, changes: &recorder{}}
 	opts := &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 			notice, _ := r.Params.Meta["dev.dsh/notice"].(string)
@@ -48,7 +48,7 @@ func connectModern(t *testing.T, transport mcp.Transport, o modernOptions) *mode
 	if o.progress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { o.progress(r) }
 	}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e-modern", Version: "1"}, opts)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e-stateless", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := cl.Connect(ctx, transport, nil)
@@ -56,20 +56,20 @@ func connectModern(t *testing.T, transport mcp.Transport, o modernOptions) *mode
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	if got := cs.InitializeResult().ProtocolVersion; got != modernRevision {
-		t.Fatalf("negotiated %q, want %q", got, modernRevision)
+	if got := cs.InitializeResult().ProtocolVersion; got != statelessRevision {
+		t.Fatalf("negotiated %q, want %q", got, statelessRevision)
 	}
 	c.ClientSession = cs
 	return c
 }
 
-func httpModern(t *testing.T, url, token string, o modernOptions) *modernClient {
+func httpStateless(t *testing.T, url, token string, o statelessOptions) *statelessClient {
 	t.Helper()
-	return connectModern(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: authClient(token)}, o)
+	return connectStateless(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: authClient(token)}, o)
 }
 
 // call runs a tool and returns its text, isError and structured content.
-func (c *modernClient) call(t *testing.T, name string, args map[string]any) (string, bool, any) {
+func (c *statelessClient) call(t *testing.T, name string, args map[string]any) (string, bool, any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -86,7 +86,7 @@ func (c *modernClient) call(t *testing.T, name string, args map[string]any) (str
 	return text.String(), res.IsError, res.StructuredContent
 }
 
-func (c *modernClient) text(t *testing.T, name string, args map[string]any) string {
+func (c *statelessClient) text(t *testing.T, name string, args map[string]any) string {
 	t.Helper()
 	text, _, _ := c.call(t, name, args)
 	return text
@@ -100,7 +100,7 @@ func TestStatelessLaneOverHTTP(t *testing.T) {
 	const otherToken = "e2e-other-token-fedcba9876543210"
 	srv := startHTTPServe(t, "--workspace", ws, "--token-file", writeTokens(t, testToken, otherToken))
 
-	a := httpModern(t, srv.url, testToken, modernOptions{})
+	a := httpStateless(t, srv.url, testToken, statelessOptions{})
 	wantPrompt, _, _ := runDsh(t, ws, "prompt", "--workspace", ws)
 	if got := a.InitializeResult().Instructions; got+"\n" != wantPrompt {
 		t.Errorf("discover instructions:\n%q\nwant (dsh prompt):\n%q", got, wantPrompt)
@@ -133,7 +133,7 @@ func TestStatelessLaneOverHTTP(t *testing.T) {
 
 	// One principal, one harness session: a second connection shares it.
 	sid := a.text(t, "bash", map[string]any{"command": "echo $DSH_SESSION_ID", "description": "Show the session id"})
-	b := httpModern(t, srv.url, testToken, modernOptions{})
+	b := httpStateless(t, srv.url, testToken, statelessOptions{})
 	if got := b.text(t, "bash", map[string]any{"command": "echo $DSH_SESSION_ID", "description": "Show the session id"}); got != sid || len(strings.TrimSpace(sid)) != 16 {
 		t.Errorf("DSH_SESSION_ID: %q on the second connection, %q on the first", got, sid)
 	}
@@ -167,7 +167,7 @@ func TestStatelessLaneOverHTTP(t *testing.T) {
 	}
 
 	// Another principal is fenced off.
-	o := httpModern(t, srv.url, otherToken, modernOptions{})
+	o := httpStateless(t, srv.url, otherToken, statelessOptions{})
 	if got := o.text(t, "bash", map[string]any{"command": "echo $DSH_SESSION_ID", "description": "Show the session id"}); got == sid {
 		t.Errorf("two principals share DSH_SESSION_ID %q", got)
 	}
@@ -198,20 +198,20 @@ func TestStatelessEscalationUsesInputRequired(t *testing.T) {
 			var mu sync.Mutex
 			answer := "decline"
 			var asked []*mcp.ElicitParams
-			o := modernOptions{elicit: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			o := statelessOptions{elicit: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				asked = append(asked, req.Params)
 				return &mcp.ElicitResult{Action: answer}, nil
 			}}
 			args := []string{"--profile", "sandbox", "--sandbox-mode", "read-only", "--workspace", ws}
-			var c *modernClient
+			var c *statelessClient
 			if lane == "http" {
 				srv := startHTTPServe(t, append(args, "--token-file", writeTokens(t, testToken))...)
-				c = httpModern(t, srv.url, testToken, o)
+				c = httpStateless(t, srv.url, testToken, o)
 			} else {
 				cmd := exec.Command(dshBin, append([]string{"serve"}, args...)...)
-				c = connectModern(t, &mcp.CommandTransport{Command: cmd}, o)
+				c = connectStateless(t, &mcp.CommandTransport{Command: cmd}, o)
 			}
 			marker := filepath.Join(ws, "marker")
 			escalate := map[string]any{"command": "touch marker", "description": "Create a marker file",
@@ -257,7 +257,7 @@ func TestStatelessEscalationUsesInputRequired(t *testing.T) {
 func TestStatelessLaneOverStdio(t *testing.T) {
 	ws := t.TempDir()
 	cmd := exec.Command(dshBin, "serve", "--workspace", ws)
-	c := connectModern(t, &mcp.CommandTransport{Command: cmd}, modernOptions{})
+	c := connectStateless(t, &mcp.CommandTransport{Command: cmd}, statelessOptions{})
 	if text := c.text(t, "bash", map[string]any{"command": "pwd", "description": "Print the directory"}); text != ws+"\n" {
 		t.Errorf("pwd = %q", text)
 	}
@@ -297,7 +297,7 @@ func TestStatelessReplicas(t *testing.T) {
 	r2 := startHTTPServe(t, "--workspace", ws, "--token-file", tokens)
 	host := func(url string) string { return strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp") }
 	lb := &roundRobin{targets: []string{host(r1.url), host(r2.url)}, hits: make([]atomic.Int64, 2)}
-	c := connectModern(t, &mcp.StreamableClientTransport{Endpoint: r1.url, HTTPClient: &http.Client{Transport: lb}}, modernOptions{})
+	c := connectStateless(t, &mcp.StreamableClientTransport{Endpoint: r1.url, HTTPClient: &http.Client{Transport: lb}}, statelessOptions{})
 	ids := map[string]bool{}
 	for i := range 6 {
 		text, isErr, _ := c.call(t, "bash", map[string]any{"command": "echo $DSH_SESSION_ID", "description": "Show the session id"})
@@ -329,7 +329,7 @@ func TestStatelessToolListChanged(t *testing.T) {
 	}
 	write("extends: default\n")
 	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--profile", profile, "--token-file", writeTokens(t, testToken))
-	c := httpModern(t, srv.url, testToken, modernOptions{})
+	c := httpStateless(t, srv.url, testToken, statelessOptions{})
 	write("extends: default\nplugins:\n  - id: jobs\n    disabled: true\n")
 	waitFor(t, 20*time.Second, "tools/list_changed", func() bool { return c.changes.has("tools") })
 	res, err := c.ListTools(context.Background(), nil)
@@ -347,7 +347,7 @@ func TestStatelessToolListChanged(t *testing.T) {
 func TestStatelessPrincipalIdleTimeout(t *testing.T) {
 	ws := t.TempDir()
 	srv := startHTTPServe(t, "--workspace", ws, "--session-timeout", "1s", "--token-file", writeTokens(t, testToken))
-	c := httpModern(t, srv.url, testToken, modernOptions{noListen: true})
+	c := httpStateless(t, srv.url, testToken, statelessOptions{noListen: true})
 	if got := c.text(t, "bash", map[string]any{"command": "echo $$ > pid; exec sleep 300", "description": "Sleep", "run_in_background": true}); got != "started background job bash-1" {
 		t.Fatalf("start: %q", got)
 	}
@@ -365,7 +365,7 @@ func TestStatelessPrincipalIdleTimeout(t *testing.T) {
 func TestStatelessCancelByClosingTheStream(t *testing.T) {
 	ws := t.TempDir()
 	srv := startHTTPServe(t, "--workspace", ws, "--token-file", writeTokens(t, testToken))
-	c := httpModern(t, srv.url, testToken, modernOptions{noListen: true})
+	c := httpStateless(t, srv.url, testToken, statelessOptions{noListen: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -108,7 +108,8 @@ func TestTypeScriptClientStatelessLane(t *testing.T) {
 	if got.Error != "" {
 		t.Fatalf("the TypeScript client failed: %s\nobserved so far: %s\nstderr: %s", got.Error, out, stderr.String())
 	}
-	if got.Era != "modern" || len(got.Discover) == 0 || got.Discover[0] != modernRevision || got.Server.Name != "dsh" {
+	// "modern" is the TypeScript SDK's name for the stateless revision's era.
+	if got.Era != "modern" || len(got.Discover) == 0 || got.Discover[0] != statelessRevision || got.Server.Name != "dsh" {
 		t.Errorf("era %q, supportedVersions %v, server %+v", got.Era, got.Discover, got.Server)
 	}
 	if !strings.Contains(got.Instructions, "[exit code: N]") {

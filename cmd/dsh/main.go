@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/dsh-dev/dsh/cli"
+	"github.com/dsh-dev/dsh/mcpserve"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )
 
@@ -13,5 +14,8 @@ func main() {
 	// First, before anything else runs: when re-executed as the sandbox launcher, this
 	// confines the process and execs the command; it never returns then.
 	bashsandbox.MaybeRunLauncher()
-	os.Exit(cli.Main(os.Args[1:]))
+	// dsh owns its process, so it alone may choose its processors (Tuning.FewerProcs).
+	tuning := mcpserve.DefaultTuning()
+	tuning.ApplyProcs()
+	os.Exit(cli.Run(os.Args[1:], cli.Options{Tuning: tuning}))
 }

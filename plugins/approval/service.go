@@ -43,7 +43,7 @@ type Request struct {
 }
 
 // Approver is the `approval` service: it asks (or decides by policy) and returns one of
-// the four outcomes. Tools look it up at call time (container.Lookup[Approver]). Request must honour ctx
+// the four outcomes. Tools look it up at call time (container.Lookup(services, approval.Service)). Request must honour ctx
 // (a cancelled call returns Cancelled) and must not panic.
 type Approver interface {
 	Request(ctx context.Context, req Request) Outcome

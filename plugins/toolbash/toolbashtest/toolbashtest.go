@@ -80,7 +80,7 @@ func compose(t *testing.T, target Target, tune func(*bashexec.Config)) *composit
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, ok := container.Lookup[*tools.Registry](rt, tools.Service)
+	reg, ok := container.Lookup(rt, tools.Service)
 	if !ok {
 		t.Fatalf("no tools registry: %+v", rt.Status())
 	}

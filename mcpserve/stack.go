@@ -1,4 +1,4 @@
-package cli
+package mcpserve
 
 import (
 	"os"
@@ -8,19 +8,9 @@ import (
 	"sync"
 )
 
-// The SDK serves each request on a fresh goroutine, which Go starts with the average
-// stack in use at the last collection (adaptive stack start, on by default). dsh's own
-// goroutines are shallow, so that average is the 2 KB minimum, and a tools/call goroutine
-// grew 2→4→8→16 KB as the call deepened, its stack copied (each frame adjusted) at every
-// step: about 20 µs of each call, the last copies the deepest. Two measures:
-//
-//   - stackBallast keeps goroutines parked on deep frames while dsh serves, which makes
-//     the average, and so every new goroutine's stack, 16 KB: enough for a whole call.
-//     Once many goroutines run (hundreds of jobs' readers) the average falls back, and
-//   - ensureCallStack then gives the call its stack in one step, while it is shallow.
-//
-// Measured through `dsh serve` (a call of `true`, alternating with and without): 28–46 µs
-// less per call; the ballast holds (24 + 2 × GOMAXPROCS) × 16 KB.
+// The stack measures of Tuning (StackBallast, CallStack): the SDK serves each request on
+// a fresh goroutine, which Go starts with the average stack in use at the last
+// collection (adaptive stack start, on by default).
 const (
 	callStack    = 16 << 10 // what a tool call's goroutine needs
 	ballastFrame = 14 << 10 // with the runtime's guard, the whole of a 16 KB stack

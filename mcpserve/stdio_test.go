@@ -1,4 +1,4 @@
-package cli
+package mcpserve
 
 import (
 	"bufio"
@@ -13,12 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"))
-}
 
 // pipeConn connects a stdioConn to the test: the test writes its input and reads its
 // output, both through OS pipes (the way `dsh serve` runs).
@@ -95,7 +90,7 @@ func TestStdioAnswersBadLinesAndReadsOn(t *testing.T) {
 		{"[]", invalid + `empty batch"}}`},
 		{"{}", invalid + `not a JSON-RPC 2.0 message: want \"jsonrpc\": \"2.0\", got \"\""}}`},
 		{"null", invalid + `not a JSON-RPC 2.0 message: want \"jsonrpc\": \"2.0\", got \"\""}}`},
-		{`"text"`, invalid + `not a JSON-RPC 2.0 message: json: cannot unmarshal string into Go value of type cli.envelope"}}`},
+		{`"text"`, invalid + `not a JSON-RPC 2.0 message: json: cannot unmarshal string into Go value of type mcpserve.envelope"}}`},
 		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, invalid},
 		{`{"jsonrpc":"2.0","result":{}}`, invalid + `not a JSON-RPC 2.0 message: neither a request (no \"method\") nor a response (no \"id\")"}}`},
 		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{}]`, invalid + `batch element 1 is not a JSON-RPC 2.0 message`},

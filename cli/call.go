@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
+	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
+	"github.com/dsh-dev/dsh/plugins/tools"
+)
+
+func callCmd(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "call [--profile P] [--workspace DIR] [--json] TOOL [ARGS_JSON]",
+		Short: "Run one tool call and print its result text exactly (exit 1 when the result is an error)",
+		Long: "Run one tool call. ARGS_JSON is a JSON object (or - to read it from stdin). The result's\n" +
+			"text is printed exactly as the model would read it, nothing added; with --json the output is\n" +
+			`{"text", "isError", "value"}. Exit status: 0, or 1 when the result is an error.`,
+		Args: usageArgs(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, err := g.workspaceDir()
+			if err != nil {
+				return err
+			}
+			raw, err := g.callArgs(args)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			h, _, err := g.start(ctx, slog.LevelWarn, false)
+			if err != nil {
+				return err
+			}
+			defer h.stop()
+			res, err := g.call(ctx, h.rt, ws, args[0], raw)
+			if err != nil {
+				return err
+			}
+			return g.printResult(res, asJSON)
+		},
+	}
+	addWorkspaceFlag(cmd, g)
+	addSandboxModeFlag(cmd, g)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text", "isError", "value"} instead of the text`)
+	return cmd
+}
+
+// callArgs returns the call's ARGS_JSON: the second argument, or stdin for "-".
+func (g *globalFlags) callArgs(args []string) (json.RawMessage, error) {
+	if len(args) < 2 {
+		return nil, nil
+	}
+	if args[1] != "-" {
+		return json.RawMessage(args[1]), nil
+	}
+	raw, err := io.ReadAll(g.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("reading arguments from stdin: %w", err)
+	}
+	return raw, nil
+}
+
+// call runs tool in a session of its own, which it ends; the spill files the call
+// reported are kept first (the session's end deletes its own).
+func (g *globalFlags) call(ctx context.Context, rt *container.Runtime, ws, tool string, raw json.RawMessage) (tools.Result, error) {
+	reg, ok := container.Lookup(rt, tools.Service)
+	if !ok {
+		return tools.Result{}, fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
+	}
+	session, err := g.session(ws)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	prompter := &lazyTerminal{}
+	defer prompter.close()
+	session.Prompter = prompter
+	res := reg.Call(ctx, tool, raw, session)
+	if env, ok := container.Lookup(rt, shellenv.Service); ok {
+		preserveSpills(&res, rt, session.ID, filepath.Join(env.Home(), "spill"))
+	}
+	rt.EndSession(session.ID)
+	return res, nil
+}
+
+// printResult prints the result's text exactly, or with --json {"text", "isError",
+// "value"}; a result with isError ends the command with exit status 1.
+func (g *globalFlags) printResult(res tools.Result, asJSON bool) error {
+	if asJSON {
+		out, err := json.Marshal(struct {
+			Text    string `json:"text"`
+			IsError bool   `json:"isError"`
+			Value   any    `json:"value"`
+		}{res.Text, res.IsError, res.Value})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "%s\n", out)
+	} else {
+		fmt.Fprint(g.stdout, res.Text)
+	}
+	if res.IsError {
+		return exitCodeError(exitError)
+	}
+	return nil
+}
+
+// lazyTerminal asks on the controlling terminal, opened on first use; without one the
+// question cannot be asked (approval answers "unavailable").
+type lazyTerminal struct {
+	p       *approval.TerminalPrompter
+	closeFn func() error
+}
+
+func (l *lazyTerminal) Confirm(ctx context.Context, message string) (container.Answer, error) {
+	if l.p == nil {
+		p, closeFn, err := approval.OpenTerminal()
+		if err != nil {
+			return "", err
+		}
+		l.p, l.closeFn = p, closeFn
+	}
+	return l.p.Confirm(ctx, message)
+}
+
+func (l *lazyTerminal) close() {
+	if l.closeFn != nil {
+		_ = l.closeFn()
+	}
+}

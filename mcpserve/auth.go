@@ -1,0 +1,86 @@
+package mcpserve
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+// tokens are the bearer tokens Serve accepts, each with what is derived from it. Only
+// digests are kept.
+type tokens struct {
+	sums [][32]byte // SHA-256 of each token
+	ids  []string   // principal id of each token
+	keys [][]byte   // request-state key of each token
+}
+
+// newTokens derives, for each token, its principal id (the harness session id of the
+// stateless lane: the same across restarts and replicas) and the key that signs its
+// input_required request states (so every replica sharing the token verifies them).
+func newTokens(list []string) tokens {
+	var t tokens
+	for _, token := range list {
+		t.sums = append(t.sums, sha256.Sum256([]byte(token)))
+		id := sha256.Sum256([]byte("dsh principal\x00" + token))
+		t.ids = append(t.ids, hex.EncodeToString(id[:8]))
+		key := hmac.New(sha256.New, []byte(token))
+		key.Write([]byte("dsh request state"))
+		t.keys = append(t.keys, key.Sum(nil))
+	}
+	return t
+}
+
+// match returns the index of token among the configured ones, or -1. Every token is
+// compared, in constant time.
+func (t tokens) match(token string) int {
+	sum := sha256.Sum256([]byte(token))
+	found := -1
+	for i, s := range t.sums {
+		if subtle.ConstantTimeCompare(sum[:], s[:]) == 1 {
+			found = i
+		}
+	}
+	return found
+}
+
+// authenticate answers 401 with WWW-Authenticate: Bearer unless the request carries one
+// of the tokens (compared in constant time, against every token), and hands the SDK the
+// token's principal as the TokenInfo user (the session lane then refuses a session to
+// any other principal).
+func (f *httpFront) authenticate(next http.Handler) http.Handler {
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		if i := f.auth.match(token); i >= 0 {
+			return &auth.TokenInfo{UserID: f.auth.ids[i], Expiration: time.Now().Add(24 * time.Hour)}, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}
+	sdk := auth.RequireBearerToken(verify, nil)(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || f.auth.match(strings.TrimSpace(token)) < 0 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "unauthorized: this endpoint needs Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		sdk.ServeHTTP(w, r)
+	})
+}
+
+// principalIndex is the index of the token r authenticated with, or -1.
+func (f *httpFront) principalIndex(r *http.Request) int {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		for i, id := range f.auth.ids {
+			if id == ti.UserID {
+				return i
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,198 @@
+package mcpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Endpoint is the one HTTP path Serve answers on; every other path is 404.
+const Endpoint = "/mcp"
+
+// DefaultMaxSessions is HTTPOptions.MaxSessions when it is 0.
+const DefaultMaxSessions = 64
+
+// maxBodyBytes bounds a request body (the SDK's default).
+const maxBodyBytes = mcp.DefaultMaxRequestBodyBytes
+
+// HTTPOptions configure Serve.
+type HTTPOptions struct {
+	// Tokens are the bearer tokens, one per principal (clients that share a token share
+	// a principal). Serve refuses to start without one.
+	Tokens []string
+	// AllowRemote lets Serve listen on a non-loopback (or non-TCP) address, which it
+	// refuses otherwise.
+	AllowRemote bool
+	// MaxSessions bounds the harness sessions HTTP clients hold at once: session-lane
+	// MCP sessions plus stateless-lane principals (HTTP 503 beyond). 0 means
+	// DefaultMaxSessions.
+	MaxSessions int
+	// SessionTimeout ends a session-lane MCP session or a principal that has gone this
+	// long without a request, and with it the harness session and its jobs. 0: never.
+	SessionTimeout time.Duration
+}
+
+// Serve serves streamable HTTP at Endpoint on ln until ctx ends; then it ends every
+// harness session of its clients, the calls in flight and the open streams, and returns
+// nil. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.http.check(ln.Addr()); err != nil {
+		ln.Close()
+		return err
+	}
+	f := newHTTPFront(ctx, s)
+	reqCtx, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
+	srv := &http.Server{
+		Handler:           f.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// End the sessions and the open streams first: a client holding a stream open would
+	// otherwise keep Shutdown waiting.
+	f.shutdown()
+	cancelRequests()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		s.log.Debug("http shutdown", "err", err)
+	}
+	<-errc
+	return nil
+}
+
+// check refuses to serve without a token, or on a non-loopback address unless allowed.
+func (o HTTPOptions) check(addr net.Addr) error {
+	if len(o.Tokens) == 0 {
+		return errors.New("mcpserve: no bearer token (HTTPOptions.Tokens)")
+	}
+	if tcp, ok := addr.(*net.TCPAddr); !o.AllowRemote && (!ok || !tcp.IP.IsLoopback()) {
+		return fmt.Errorf("mcpserve: refusing to serve on non-loopback address %s (HTTPOptions.AllowRemote is off)", addr)
+	}
+	return nil
+}
+
+func (o HTTPOptions) maxSessions() int {
+	if o.MaxSessions <= 0 {
+		return DefaultMaxSessions
+	}
+	return o.MaxSessions
+}
+
+// httpFront serves Endpoint: bearer-token authentication, then each request on the lane
+// its protocol revision asks for — the stateless lane (2026-07-28: the token's principal
+// is the harness session) or the session lane (every MCP session is a harness session)
+// — within the session limit.
+type httpFront struct {
+	s             *Server
+	base          context.Context // the serving's: scopes end with it
+	auth          tokens
+	sessions      *scope // the session lane's server
+	sessionLane   *mcp.StreamableHTTPHandler
+	statelessLane *mcp.StreamableHTTPHandler
+
+	createMu sync.Mutex // serializes session creation against the limit
+
+	mu         sync.Mutex
+	principals map[string]*principal
+}
+
+type principalKey struct{}
+
+func newHTTPFront(base context.Context, s *Server) *httpFront {
+	f := &httpFront{s: s, base: base, auth: newTokens(s.http.Tokens), principals: map[string]*principal{}}
+	f.sessions = s.newScope(base, nil, sessionProtocolVersions)
+	f.sessionLane = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.sessions.server },
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, SessionTimeout: s.http.SessionTimeout})
+	f.statelessLane = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
+			return p.scope.server
+		}
+		return nil
+	}, &mcp.StreamableHTTPOptions{Logger: s.sdkLog, Stateless: true, PropagateRequestCancellation: true})
+	return f
+}
+
+// handler is the whole HTTP surface: Endpoint behind the bearer token, 404 elsewhere.
+func (f *httpFront) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(Endpoint, f.authenticate(http.HandlerFunc(f.route)))
+	return mux
+}
+
+// route sends each request to its lane. A request is stateless-lane when its
+// Mcp-Protocol-Version header or its _meta names the 2026-07-28 revision (or later).
+func (f *httpFront) route(w http.ResponseWriter, r *http.Request) {
+	stateless, err := statelessRequest(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if stateless {
+		f.serveStateless(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		// A new session (or a sessionless request, which the SDK answers at once).
+		f.createMu.Lock()
+		if n := f.count(); n >= f.s.http.maxSessions() {
+			f.createMu.Unlock()
+			f.refuse(w)
+			return
+		}
+		defer f.createMu.Unlock()
+	}
+	f.sessionLane.ServeHTTP(w, r)
+}
+
+// count is the number of harness sessions HTTP clients hold: session-lane MCP sessions
+// and stateless principals.
+func (f *httpFront) count() int {
+	f.mu.Lock()
+	n := len(f.principals)
+	f.mu.Unlock()
+	return n + f.sessions.sessionCount()
+}
+
+func (f *httpFront) refuse(w http.ResponseWriter) {
+	limit := f.s.http.maxSessions()
+	// The text names dsh's flag: it is what users of `dsh serve` read.
+	f.s.log.Warn("session refused: the session limit is reached", "maxSessions", limit)
+	http.Error(w, fmt.Sprintf("session limit reached: %d sessions are open in this harness (--max-sessions)", limit), http.StatusServiceUnavailable)
+}
+
+// shutdown ends every harness session of the HTTP clients.
+func (f *httpFront) shutdown() {
+	f.sessions.closeSessions()
+	f.s.dropScope(f.sessions)
+	f.mu.Lock()
+	ps := make([]*principal, 0, len(f.principals))
+	for _, p := range f.principals {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.gone = true
+		ps = append(ps, p)
+	}
+	f.principals = map[string]*principal{}
+	f.mu.Unlock()
+	for _, p := range ps {
+		f.s.dropScope(p.scope)
+		f.s.rt.EndSession(p.session.ID)
+	}
+}

@@ -1,0 +1,84 @@
+package mcpserve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// envelope is a JSON-RPC 2.0 message as it arrives.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      any             `json:"id"`
+	Method  *string         `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *jsonrpc.Error  `json:"error"`
+}
+
+// decodeMessage decodes one JSON-RPC 2.0 message as jsonrpc.DecodeMessage does (a
+// "method" key makes it a request, else it is a response and needs an id), without the
+// SDK's per-call decoder buffer.
+func decodeMessage(data []byte) (jsonrpc.Message, error) {
+	var e envelope
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&e); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the message")
+	}
+	if e.JSONRPC != "2.0" {
+		return nil, fmt.Errorf(`want "jsonrpc": "2.0", got %q`, e.JSONRPC)
+	}
+	id, err := jsonrpc.MakeID(e.ID)
+	if err != nil {
+		return nil, err
+	}
+	if e.Method != nil {
+		return &jsonrpc.Request{Method: *e.Method, ID: id, Params: e.Params}, nil
+	}
+	if !id.IsValid() {
+		return nil, errors.New(`neither a request (no "method") nor a response (no "id")`)
+	}
+	resp := &jsonrpc.Response{ID: id, Result: e.Result}
+	if e.Error != nil {
+		resp.Error = e.Error
+	}
+	return resp, nil
+}
+
+// encodeMessage encodes msg as jsonrpc.EncodeMessage does. A successful response is
+// written around its result as it is: the SDK encoded that already, compact, and
+// encoding it again would only validate and copy it (a 64 kB output tail becomes a
+// result of several hundred kB).
+func encodeMessage(msg jsonrpc.Message) ([]byte, error) {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || resp.Error != nil || !resp.ID.IsValid() || len(resp.Result) == 0 || bytes.IndexByte(resp.Result, '\n') >= 0 {
+		return jsonrpc.EncodeMessage(msg)
+	}
+	var id []byte
+	switch v := resp.ID.Raw().(type) {
+	case int64:
+		id = strconv.AppendInt(nil, v, 10)
+	default:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // as the SDK encodes
+		if err := enc.Encode(v); err != nil {
+			return nil, err
+		}
+		id = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	}
+	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
+	data := make([]byte, 0, len(head)+len(id)+len(mid)+len(resp.Result)+2) // + "}\n"
+	data = append(data, head...)
+	data = append(data, id...)
+	data = append(data, mid...)
+	data = append(data, resp.Result...)
+	return append(data, '}'), nil
+}
