@@ -27,7 +27,7 @@ func decodeMessage(data []byte) (jsonrpc.Message, error) {
 	var e envelope
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&e); err != nil {
-		return nil, err
+		return nil, typeError(err)
 	}
 	if dec.More() {
 		return nil, errors.New("trailing data after the message")
@@ -81,4 +81,27 @@ func encodeMessage(msg jsonrpc.Message) ([]byte, error) {
 	data = append(data, mid...)
 	data = append(data, resp.Result...)
 	return append(data, '}'), nil
+}
+
+// typeError words a JSON value of the wrong type by what the message needs, never by
+// the Go type it was decoded into: `expected a JSON object, got a JSON string`,
+// `"method" must be a JSON string, got a JSON number`.
+func typeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	if te.Field == "" {
+		return fmt.Errorf("expected a JSON object, got a JSON %s", te.Value)
+	}
+	want := te.Type.Kind().String()
+	switch want {
+	case "ptr", "struct", "map":
+		want = "object"
+	case "slice":
+		want = "array"
+	case "int", "int64", "float64":
+		want = "number"
+	}
+	return fmt.Errorf("%q must be a JSON %s, got a JSON %s", te.Field, want, te.Value)
 }
