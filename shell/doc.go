@@ -1,17 +1,16 @@
 // Package shell is the executor seam: the request/spec/result vocabulary that every
 // `shell` provider implements and every caller (the bash tool, jobs, other plugins)
 // uses, the sandbox policy types, and the exit-status marker contract. It holds types
-// and pure helpers only; executors live in their own plugin
-// packages, and the core that the bash executors share is package
-// [github.com/dsh-dev/dsh/shell/bashexec]. Package
-// [github.com/dsh-dev/dsh/shell/shelltest] checks an executor against this
-// contract.
+// and pure helpers only: executors live in their own plugin packages, the core that the
+// bash executors share is package [github.com/dsh-dev/dsh/shell/bashexec], and package
+// [github.com/dsh-dev/dsh/shell/shelltest] checks an executor against this contract
+// (a second kit, beside the bash tool, checks it through the real tool).
 //
 // # The contract every executor honours
 //
-// A profile mounts exactly one provider of the `shell` service ([Service]). Whatever
-// it runs on — this host, a sandbox, a remote machine — the model must not be able to
-// tell the executors apart except by what they confine. So every executor:
+// A profile mounts exactly one provider of the `shell` service. Whatever it runs on —
+// this host, a sandbox, a remote machine — the model must not be able to tell the
+// executors apart except by what they confine. So every executor:
 //
 //  1. Resolve is the only place defaults and caps apply. The spec it returns is fully
 //     explicit: Workdir absolute (the request's, a relative one resolved against the

@@ -6,6 +6,7 @@
 // reloading or removing this plugin never kills a running command, and handles already
 // handed out stay usable.
 //
-// Its behaviour is the executor seam's contract (package shell), checked by the
-// conformance kit (package shelltest) in both process-isolation modes.
+// Its behaviour is the executor seam's contract (package shell), checked in both
+// process-isolation modes by the seam's conformance kit (package shelltest) and by the
+// kit that drives the real bash tool.
 package bashlocal

@@ -12,26 +12,23 @@
 // call runs can be adjusted per call with Options.Prepare (a sandbox wraps or
 // redirects the spawn and adds its facts to the result).
 //
-// A new executor is typically a plugin of a few dozen lines:
+// A new executor is its config — bashexec.Config embedded inline (`yaml:",inline"`),
+// with its own keys beside it — and one call:
 //
-//	type Config struct {
-//		bashexec.Config `yaml:",inline"`
-//	}
-//	func (c *Config) Validate() error { return c.Config.Check("bash-nice") }
+//	ex, err := bashexec.New(bashexec.Local(sup), cfg.Config, bashexec.Options{
+//		Name: "bash-nice",
+//		Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
+//			cmd.Argv = append([]string{"nice", "-n", "10"}, cmd.Argv...)
+//			return nil, nil
+//		},
+//	})
 //
-//	Apply: func(a *container.Activation, config any) error {
-//		sup, err := container.Injected[*subprocess.Supervisor](a, subprocess.Service)
-//		…
-//		ex, err := bashexec.New(bashexec.Local(sup), config.(*Config).Config, bashexec.Options{
-//			Name: "bash-nice",
-//			Prepare: func(_ context.Context, _ shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
-//				cmd.Argv = append([]string{"nice", "-n", "10"}, cmd.Argv...)
-//				return nil, nil
-//			},
-//		})
-//		…
-//		return a.Provide(shell.Service, ex)
-//	}
+// which its plugin's Apply provides as the `shell` service. The example module
+// examples/bash-nice in the dsh repository is such an executor, whole; the conformance
+// kits (package shelltest for the seam, the bash tool's kit for what the model sees)
+// prove it honours the seam.
 //
-// and package shelltest proves it honours the seam.
+// What it does not do: own processes (the subprocess and ssh services do, so an
+// executor's reload kills nothing), confine (bash-sandbox's Prepare does), or render
+// results for the model (the bash tool does).
 package bashexec
