@@ -9,9 +9,9 @@
 //
 // # The contract every executor honours
 //
-// A profile mounts exactly one provider of the `shell` service ([Service]). Whatever
-// it runs on — this host, a sandbox, a remote machine — the model must not be able to
-// tell the executors apart except by what they confine. So every executor:
+// A profile mounts exactly one provider of the `shell` service. Whatever it runs on —
+// this host, a sandbox, a remote machine — the model must not be able to tell the
+// executors apart except by what they confine. So every executor:
 //
 //  1. Resolve is the only place defaults and caps apply. The spec it returns is fully
 //     explicit: Workdir absolute (the request's, a relative one resolved against the

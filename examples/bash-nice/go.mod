@@ -37,5 +37,6 @@ require (
 )
 
 // The example builds against this checkout. A plugin author drops this line and
-// requires a released dsh version instead.
+// requires a dsh commit instead (go get github.com/dsh-dev/dsh@<commit>: no version is
+// tagged yet, so it is recorded as a pseudo-version).
 replace github.com/dsh-dev/dsh => ../..

@@ -49,7 +49,8 @@
 //     not end in one, then "[stderr]\n<stderr>". An empty body is "(no output)".
 //  3. Markers, one per line, after a "\n" when the body lacks one, in this order: the
 //     sandbox denial marker "[sandbox: file access denied under <mode> mode]" (and the
-//     escalation hint when escalation is advertised) or the runner-failure marker;
+//     escalation hint when escalation is advertised), or "[sandbox: the sandbox runner
+//     itself failed under <mode> mode — …]" when the sandbox could not start it;
 //     "[timed out after <timeoutMs>ms]"; then "[killed by signal: <SIG>]" when a signal
 //     ended the command, else "[exit code: <N>]" when N ≠ 0.
 //

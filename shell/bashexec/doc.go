@@ -12,7 +12,8 @@
 // call runs can be adjusted per call with Options.Prepare (a sandbox wraps or
 // redirects the spawn and adds its facts to the result).
 //
-// A new executor is typically a plugin of a few dozen lines:
+// A new executor is its config — bashexec.Config embedded inline (`yaml:",inline"`),
+// with its own keys beside it — and one call:
 //
 //	type Config struct {
 //		bashexec.Config `yaml:",inline"`
@@ -42,4 +43,8 @@
 //
 // and package shelltest proves it honours the seam (package toolbashtest, that the bash
 // tool shows it to the model as it should).
+//
+// What it does not do: own processes (the subprocess and ssh services do, so an
+// executor's reload kills nothing), confine (bash-sandbox's Prepare does), or render
+// results for the model (the bash tool does).
 package bashexec
