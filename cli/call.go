@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -103,14 +106,51 @@ func (g *globalFlags) printResult(res tools.Result, asJSON bool) error {
 		if err != nil {
 			return err
 		}
+		if writesToTerminal(g.stdout) {
+			out = asciiJSON(out)
+		}
 		fmt.Fprintf(g.stdout, "%s\n", out)
 	} else {
-		fmt.Fprint(g.stdout, res.Text)
+		fmt.Fprint(g.stdout, forTerminal(g.stdout, res.Text))
 	}
 	if res.IsError {
 		return exitCodeError(exitError)
 	}
 	return nil
+}
+
+// forTerminal is text as it is printed to w: exact when w is not a terminal; on a
+// terminal nothing the command printed may act on it (retitle it, hide text, move the
+// cursor), so every control character but \n and \t is escaped as in approval prompts,
+// and the shell's prompt starts on a line of its own.
+func forTerminal(w io.Writer, text string) string {
+	if !writesToTerminal(w) {
+		return text
+	}
+	text = approval.EscapeForTerminal(text)
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return text
+}
+
+// asciiJSON escapes every non-ASCII character of a JSON text as \uXXXX (a surrogate
+// pair above U+FFFF): the same JSON value, with nothing a terminal would act on (the
+// encoder already escapes the C0 controls).
+func asciiJSON(data []byte) []byte {
+	var b strings.Builder
+	for _, r := range string(data) {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return []byte(b.String())
 }
 
 // lazyTerminal asks on the controlling terminal, opened on first use; without one the

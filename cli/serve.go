@@ -139,8 +139,14 @@ func (o serveFlags) check() error {
 }
 
 // isTerminal reports whether r is a terminal.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+func isTerminal(r io.Reader) bool { return fileIsTerminal(r) }
+
+// writesToTerminal reports whether w is a terminal.
+func writesToTerminal(w io.Writer) bool { return fileIsTerminal(w) }
+
+// fileIsTerminal reports whether v is an *os.File open on a terminal.
+func fileIsTerminal(v any) bool {
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}

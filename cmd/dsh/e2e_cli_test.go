@@ -3,9 +3,12 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 func TestCallPrintsTextExactly(t *testing.T) {
@@ -192,6 +195,42 @@ func TestOperatorMessages(t *testing.T) {
 			if p, _ := row["providers"].(map[string]any); p["shell"] != "bash" || p["tools"] != "tools" {
 				t.Errorf("tool-bash providers %v", row["providers"])
 			}
+		}
+	}
+}
+
+// On a terminal, `dsh call` escapes what the command printed (it can neither retitle
+// the terminal nor hide text) and ends the output with a newline; piped, the bytes are
+// exact. Confined and local alike: the output is the command's, whatever confines it.
+func TestCallOnATerminalEscapesControls(t *testing.T) {
+	script, err := exec.LookPath("script") // util-linux: runs a command on a new pty
+	if err != nil {
+		t.Skip("no script(1) to give dsh call a terminal")
+	}
+	const command = `printf '\033]2;TITLE\007\033[8mhidden\302\205x'`
+	args, _ := json.Marshal(map[string]string{"command": command, "description": "Print controls"})
+	for _, profile := range []string{"default", "sandbox"} {
+		ws := t.TempDir()
+		piped, _, code := runDsh(t, ws, "call", "--profile", profile, "bash", string(args))
+		if piped != "\x1b]2;TITLE\x07\x1b[8mhidden\u0085x" || code != 0 {
+			t.Errorf("%s, piped: %q (exit %d)", profile, piped, code)
+		}
+		line := proctest.Quote(dshBin) + " call --profile " + profile + " bash " + proctest.Quote(string(args))
+		cmd := exec.Command(script, "-qec", line, "/dev/null")
+		cmd.Dir = ws
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s, on a terminal: %v (%q)", profile, err, out)
+		}
+		if got := string(out); got != `\x1b]2;TITLE\x07\x1b[8mhidden\u0085x`+"\r\n" {
+			t.Errorf("%s, on a terminal: %q", profile, got)
+		}
+		cmd = exec.Command(script, "-qec", line+" --json", "/dev/null")
+		cmd.Dir = ws
+		out, _ = cmd.Output()
+		var res struct{ Text string }
+		if strings.ContainsAny(string(out), "\x1b\x07\u0085") || json.Unmarshal(out, &res) != nil || res.Text != piped {
+			t.Errorf("%s, --json on a terminal: %q", profile, out)
 		}
 	}
 }
