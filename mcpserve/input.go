@@ -46,9 +46,13 @@ func (s *Server) newAsker(sc *scope, session *container.Session, req *mcp.CallTo
 	if req.Params.RequestState == "" && len(req.Params.InputResponses) == 0 {
 		return a, nil
 	}
-	if !verifyState(key, digest, req.Params.RequestState, time.Now()) {
+	now := time.Now()
+	if !verifyState(key, digest, req.Params.RequestState, now) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 			Message: "requestState is invalid or expired for this call: call the tool again without inputResponses"}
+	}
+	if !s.usedStates.take(req.Params.RequestState, now) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this approval was already used"}
 	}
 	if r, ok := req.Params.InputResponses[approvalInputKey].(*mcp.ElicitResult); ok {
 		a.answer = r

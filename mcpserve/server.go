@@ -40,6 +40,7 @@ type Server struct {
 	http       HTTPOptions
 	tuning     Tuning
 	stateKey   []byte // signs input_required request states outside a principal
+	usedStates usedStates
 
 	mu       sync.Mutex
 	scopes   map[*scope]struct{}
