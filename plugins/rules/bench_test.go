@@ -1,12 +1,17 @@
 package rules_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/rules"
+	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
 // benchPolicy has 200 rules: most name programs the command does not use, a few
@@ -61,4 +66,91 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchRows is benchPolicy's rules as a rules row's config.
+func benchRows() []any {
+	var rs []any
+	for i := range 190 {
+		switch i % 3 {
+		case 0:
+			rs = append(rs, map[string]any{"allow": fmt.Sprintf("tool%d run *", i)})
+		case 1:
+			rs = append(rs, map[string]any{"id": fmt.Sprintf("deny-%d", i), "deny": fmt.Sprintf("danger%d --force *", i), "reason": "no"})
+		default:
+			rs = append(rs, map[string]any{"ask": fmt.Sprintf("cli%d deploy * --prod", i)})
+		}
+	}
+	return append(rs,
+		map[string]any{"allow": []any{"cat *", "grep *", "sort *", "uniq *", "head *"}},
+		map[string]any{"allow": []any{"awk *", "sed *", "tr *", "wc *"}},
+		map[string]any{"deny": "*-danger *"},
+	)
+}
+
+// BenchmarkWaterfall is a whole registry call of a 10-command pipeline through the rules
+// row's gate (200 rules), to a bash tool that returns at once: validation, the
+// waterfall, the judgement.
+func BenchmarkWaterfall(b *testing.B) {
+	fake := container.Define(container.Declaration[container.NoConfig]{
+		Name:   "fake-bash",
+		Inject: container.Keys{tools.Service},
+		Apply: func(a *container.Activation, _ container.NoConfig) error {
+			reg, err := container.Injected(a, tools.Service)
+			if err != nil {
+				return err
+			}
+			return reg.Register(a, tools.Tool{Name: "bash",
+				InputSchema: &tools.Schema{Type: "object", Required: []string{"command"},
+					Properties: tools.Properties{{Name: "command", Schema: &tools.Schema{Type: "string"}}, {Name: "description", Schema: &tools.Schema{Type: "string"}}}},
+				Execute: func(context.Context, tools.Call) (tools.Result, error) { return tools.Result{Text: "ok"}, nil },
+			})
+		},
+	})
+	cat, err := container.NewCatalog(tools.Plugin, rules.Plugin, fake)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := container.NewRuntime(cat, container.Options{Logger: quiet})
+	defer rt.Close()
+	if err := rt.Compose("bench", []container.Row{{ID: "tools", Plugin: "tools"}, {ID: "bash", Plugin: "fake-bash"},
+		{ID: "rules", Plugin: "rules", Config: map[string]any{"default": "ask", "rules": benchRows()}}}); err != nil {
+		b.Fatal(err)
+	}
+	reg, _ := container.Lookup(rt, tools.Service)
+	args, _ := json.Marshal(map[string]any{"command": pipeline, "description": "d"})
+	session := &container.Session{ID: "bench"}
+	if res := reg.Call(context.Background(), "bash", args, session); res.Text != "ok" {
+		b.Fatal(res.Text)
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		reg.Call(context.Background(), "bash", args, session)
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkTrueWithRules alternates a whole `bash` call of `true` (bash-local) in a
+// composition with the rules row (200 rules) and in one without, and reports their
+// medians and ratio: the cost of the waterfall beside a real command.
+func BenchmarkTrueWithRules(b *testing.B) {
+	with := newStack(b, map[string]any{"default": "ask", "rules": append(benchRows(), map[string]any{"allow": "true"})})
+	without := newStack(b, nil)
+	call := func(s *stack) time.Duration {
+		t0 := time.Now()
+		if res := s.bash(b, nil, "true"); res.Text != "(no output)" {
+			b.Fatal(res.Text)
+		}
+		return time.Since(t0)
+	}
+	var w, wo []time.Duration
+	for b.Loop() {
+		w = append(w, call(with))
+		wo = append(wo, call(without))
+	}
+	mw, mwo := proctest.Median(w), proctest.Median(wo)
+	b.ReportMetric(float64(mw.Nanoseconds()), "with-rules-median-ns")
+	b.ReportMetric(float64(mwo.Nanoseconds()), "without-median-ns")
+	b.ReportMetric(float64(mw)/float64(mwo), "with/without")
 }

@@ -22,6 +22,11 @@ type Config struct {
 	// CodexRules are Codex .rules files (Starlark); each prefix_rule becomes a
 	// rule, and a match or not_match example that disagrees fails the load.
 	CodexRules []string `yaml:"codexRules"`
+
+	// As the plugin's config: where relative imports are read from, and the policy
+	// Validate compiled.
+	dir    string
+	policy *Policy
 }
 
 // Rule is one rule of the configuration: exactly one of Allow, Ask or Deny, each a
