@@ -36,7 +36,7 @@ func apply(a *container.Activation, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	rs := &Roles{cfg: cfg}
+	rs := New(cfg)
 	if err := rs.checkExecutor(a); err != nil {
 		return err
 	}
@@ -85,6 +85,10 @@ func (rs *Roles) checkExecutor(a *container.Activation) error {
 type Roles struct {
 	cfg *Config
 }
+
+// New returns the roles of a validated config: what the plugin provides (dsh explain
+// reads a profile's roles through it without composing).
+func New(cfg *Config) *Roles { return &Roles{cfg: cfg} }
 
 // Of returns session's role: its Role, else the default. ok is false when it has
 // neither (roles do not restrict it). role is nil for a role the config does not

@@ -81,7 +81,7 @@ func Summary(p *Policy, cfg *Config) string {
 		s += "; imports " + strings.Join(files, ", ")
 	}
 	if n := len(p.Warnings()); n > 0 {
-		s += fmt.Sprintf("; %d import warnings (see the log)", n)
+		s += fmt.Sprintf("; import warnings: %d", n)
 	}
 	return s
 }
