@@ -57,6 +57,7 @@ type globalFlags struct {
 	profile     string
 	workspace   string
 	sandboxMode string
+	role        string
 	logLevel    string
 	extra       []fx.Option
 	stdin       io.Reader
@@ -94,7 +95,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, extra []fx.Op
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.profile, "profile", "p", "default", "built-in profile name (default, sandbox, minimal) or a profile file path")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn, error (default: info for serve, warn otherwise)")
-	root.AddCommand(serveCmd(g), callCmd(g), statusCmd(g), toolsCmd(g), promptCmd(g), checkCmd(g))
+	root.AddCommand(serveCmd(g), callCmd(g), statusCmd(g), toolsCmd(g), promptCmd(g), checkCmd(g), explainCmd(g))
 
 	err := root.ExecuteContext(context.Background())
 	var exit exitCodeError
@@ -144,7 +145,7 @@ func (g *globalFlags) session(ws string) (*container.Session, error) {
 	if g.sandboxMode != "" && shell.ModeRank(g.sandboxMode) < 0 {
 		return nil, usageError{fmt.Errorf("--sandbox-mode %q: want read-only, workspace-write or danger-full-access", g.sandboxMode)}
 	}
-	return &container.Session{ID: newSessionID(), Cwd: ws, SandboxMode: g.sandboxMode}, nil
+	return &container.Session{ID: newSessionID(), Cwd: ws, SandboxMode: g.sandboxMode, Role: g.role}, nil
 }
 
 // workspaceDir returns the absolute, existing workspace directory.
@@ -182,6 +183,10 @@ func (g *globalFlags) start(ctx context.Context, level slog.Level, watch bool) (
 		return nil, nil, err
 	}
 	if err := g.checkSandboxMode(h.rt); err != nil {
+		_ = h.stop()
+		return nil, nil, err
+	}
+	if err := g.checkRole(h.rt); err != nil {
 		_ = h.stop()
 		return nil, nil, err
 	}
@@ -279,6 +284,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 	}
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
+	addRoleFlag(cmd, g)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text", "isError", "value"} instead of the text`)
 	return cmd
 }
@@ -376,8 +382,8 @@ func printStatus(w io.Writer, st container.Status) {
 }
 
 func toolsCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "tools [--profile P]",
+	cmd := &cobra.Command{
+		Use:   "tools [--profile P] [--role R]",
 		Short: "Print the composed tool definitions as JSON",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -394,7 +400,8 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			}
 			defs := []def{}
 			if reg, ok := container.Lookup[*tools.Registry](h.rt, tools.Service); ok {
-				for _, t := range reg.Tools() {
+				// As a session of the role sees them (every tool, as registered, without one).
+				for _, t := range reg.ToolsFor(&container.Session{Role: g.role}) {
 					defs = append(defs, def{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 				}
 			}
@@ -406,6 +413,8 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	}
+	addRoleFlag(cmd, g)
+	return cmd
 }
 
 func promptCmd(g *globalFlags) *cobra.Command {
@@ -473,6 +482,9 @@ func checkCmd(g *globalFlags) *cobra.Command {
 				}
 			}
 			fmt.Fprintf(g.stdout, "profile %s: ok (%d rows)\n", p.Name, enabled)
+			for _, note := range policyNotes(h.catalog, p.Rows) {
+				fmt.Fprintln(g.stdout, note)
+			}
 			return nil
 		},
 	}

@@ -1,4 +1,5 @@
-// Package cli is the dsh command line: serve (MCP), call, status, tools, prompt, check.
+// Package cli is the dsh command line: serve (MCP), call, status, tools, prompt, check,
+// explain (how a profile's rules and roles judge a bash command; docs/policy.md).
 // It is a package (not just package main) so that embedders can build their own dsh
 // binary with extra plugin modules: see Main.
 //
