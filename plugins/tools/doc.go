@@ -16,7 +16,7 @@
 //     "<name>" is not available to this session (<why>)`). A tool's Shape gives a session
 //     its own description and schema to see.
 //   - Between validation and Execute, a call goes through the gates registered for its
-//     tool (the waterfall: see waterfall.go): the strictest answer wins, a deny runs
+//     tool (the waterfall; docs/policy.md): the strictest answer wins, a deny runs
 //     nothing, an ask goes to the `approval` service, and every decision is logged with
 //     its source. A tool without gates runs exactly as it would without a waterfall.
 //   - Every outcome is a Result: validation and policy failures, unknown tools,
