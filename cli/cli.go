@@ -400,7 +400,7 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			}
 			defs := []def{}
 			if reg, ok := container.Lookup[*tools.Registry](h.rt, tools.Service); ok {
-				// As a session of the role sees them (every tool, as registered, without one).
+				// As a session of --role (else of the default role, if any) sees them.
 				for _, t := range reg.ToolsFor(&container.Session{Role: g.role}) {
 					defs = append(defs, def{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 				}

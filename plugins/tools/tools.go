@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -71,6 +72,15 @@ type Call struct {
 	Extra map[string]any
 	// Session is the calling harness session, or nil.
 	Session *container.Session
+}
+
+// Arguments returns the call's arguments as the caller gave them: the declared ones and
+// the extra keys together (what a hook is shown as the tool's input).
+func (c Call) Arguments() map[string]any {
+	out := make(map[string]any, len(c.Args)+len(c.Extra))
+	maps.Copy(out, c.Args)
+	maps.Copy(out, c.Extra)
+	return out
 }
 
 // Result is what a tool call produces: Text for the model, Value for programs (MCP

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 
 	"github.com/dsh-dev/dsh/container"
@@ -86,7 +85,7 @@ func (r *Registry) runGates(ctx context.Context, t *Tool, gates []*gate, call Ca
 			continue
 		}
 		if raw == nil {
-			raw = given(call)
+			raw = call.Arguments()
 		}
 		if reflect.DeepEqual(j.verdict.Args, raw) {
 			continue
@@ -122,14 +121,6 @@ func check(ctx context.Context, g *gate, tool string, call Call) (v Verdict) {
 		v.Source = fmt.Sprintf("gate %q", g.Name)
 	}
 	return v
-}
-
-// given is a call's arguments as a caller gave them: declared and extra keys together.
-func given(call Call) map[string]any {
-	out := make(map[string]any, len(call.Args)+len(call.Extra))
-	maps.Copy(out, call.Args)
-	maps.Copy(out, call.Extra)
-	return out
 }
 
 // strictest combines the answers: the strictest wins, the first of equals names it; all
@@ -208,9 +199,9 @@ func subject(call Call) string {
 	if c, ok := call.Args["command"].(string); ok {
 		return c
 	}
-	data, err := json.Marshal(given(call))
+	data, err := json.Marshal(call.Arguments())
 	if err != nil {
-		return fmt.Sprint(given(call))
+		return fmt.Sprint(call.Arguments())
 	}
 	return string(data)
 }
