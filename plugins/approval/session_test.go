@@ -186,3 +186,31 @@ func TestTerminalQuestionsThroughTheApprover(t *testing.T) {
 		inR.Close()
 	}
 }
+
+// A form offers "for the session" as one boolean; its reply maps onto the answers.
+func TestForm(t *testing.T) {
+	schema := approval.ForSessionSchema()
+	prop := schema["properties"].(map[string]any)["forSession"].(map[string]any)
+	if schema["type"] != "object" || prop["type"] != "boolean" || prop["title"] != "Allow this for the rest of the session" {
+		t.Fatalf("schema %v", schema)
+	}
+	for _, c := range []struct {
+		action  string
+		content map[string]any
+		want    container.Answer
+	}{
+		{"accept", map[string]any{"forSession": true}, container.AcceptedForSession},
+		{"accept", map[string]any{"forSession": false}, container.Accepted},
+		{"accept", nil, container.Accepted},
+		{"accept", map[string]any{"forSession": "yes"}, container.Accepted},
+		{"decline", map[string]any{"forSession": true}, container.Declined},
+		{"cancel", nil, container.Cancelled},
+	} {
+		if got, err := approval.FormAnswer(c.action, c.content); err != nil || got != c.want {
+			t.Errorf("%s %v: %q %v, want %q", c.action, c.content, got, err, c.want)
+		}
+	}
+	if _, err := approval.FormAnswer("maybe", nil); err == nil {
+		t.Fatal("an unknown action was read")
+	}
+}
