@@ -124,8 +124,7 @@ func TestToolsOfARole(t *testing.T) {
 		}
 	}
 
-	// Without a default role, a session without a role is not restricted; the roles'
-	// restrictions end with their row.
+	// Without a default role, a session without a role is not restricted.
 	rt, err = compose(t, container.Row{ID: "roles", Plugin: "roles", Config: map[string]any{"roles": map[string]any{"reader": map[string]any{"tools": []any{"bash"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +136,12 @@ func TestToolsOfARole(t *testing.T) {
 	if err := rt.Unmount("roles"); err != nil {
 		t.Fatal(err)
 	}
-	if got := names(reg.ToolsFor(&container.Session{ID: "x", Role: "reader"})); len(got) != 3 {
+	// Its sessions are then refused every tool, not left unrestricted.
+	if got := names(reg.ToolsFor(&container.Session{ID: "x", Role: "reader"})); len(got) != 0 {
 		t.Fatalf("after the roles row left, reader sees %q", got)
+	}
+	if got := names(reg.ToolsFor(&container.Session{ID: "x"})); len(got) != 3 {
+		t.Fatalf("after the roles row left, a session without a role sees %q", got)
 	}
 }
 

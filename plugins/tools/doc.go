@@ -13,8 +13,9 @@
 //     tool look at them); the text of a successful result then opens with
 //     `[ignored unknown argument: timeout]` (or `[ignored unknown arguments: a, b]`).
 //   - Restrictions hide tools from sessions (ToolsFor leaves them out; a call gets `tool
-//     "<name>" is not available to this session (<why>)`). A tool's Shape gives a session
-//     its own description and schema to see.
+//     "<name>" is not available to this session (<why>)`); while none is registered, a
+//     session with a role sees no tool. A tool's Shape gives a session its own
+//     description and schema to see.
 //   - Between validation and Execute, a call goes through the gates registered for its
 //     tool (the waterfall; docs/policy.md): the strictest answer wins, a deny runs
 //     nothing, an ask goes to the `approval` service, and every decision is logged with

@@ -128,7 +128,9 @@ func (r *Registry) AddGate(scope container.Scope, g Gate) error {
 
 // Restriction hides tools from sessions: a hidden tool is left out of the session's
 // ToolsFor and a call to it is refused with `tool "<name>" is not available to this
-// session (<why>)`, before its arguments are validated.
+// session (<why>)`, before its arguments are validated. While no restriction is
+// registered, a session with a role (container.Session.Role) is refused every tool:
+// `(role "<role>": no roles are active)`.
 type Restriction struct {
 	// Name names the restriction in logs.
 	Name string
@@ -154,8 +156,16 @@ func (r *Registry) Restrict(scope container.Scope, rs Restriction) error {
 	return nil
 }
 
-// hidden applies the restrictions to one tool for session.
+// hidden applies the restrictions to one tool for session. A session with a role while
+// no restriction is registered (the roles row failed, or a reload is replacing it) sees
+// nothing: what its role allows cannot be told.
 func hidden(restrictions []*Restriction, session *container.Session, tool string) (why string, hide bool) {
+	if len(restrictions) == 0 {
+		if session != nil && session.Role != "" {
+			return fmt.Sprintf("role %q: no roles are active", session.Role), true
+		}
+		return "", false
+	}
 	for _, rs := range restrictions {
 		if why, hide = hideSafely(rs, session, tool); hide {
 			return why, true

@@ -214,10 +214,8 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 	if !ok {
 		return Errorf("unknown tool %q", name)
 	}
-	if len(restrictions) > 0 {
-		if why, hide := hidden(restrictions, session, name); hide {
-			return Errorf("tool %q is not available to this session (%s)", name, why)
-		}
+	if why, hide := hidden(restrictions, session, name); hide {
+		return Errorf("tool %q is not available to this session (%s)", name, why)
 	}
 	args, extra, err := t.InputSchema.validate(raw)
 	if err != nil {

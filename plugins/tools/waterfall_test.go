@@ -389,6 +389,19 @@ func TestRestrictionsAndShapes(t *testing.T) {
 	if len(reg.Tools()) != 2 {
 		t.Fatal("Tools is filtered")
 	}
+	// Without any restriction, a session with a role sees nothing: fail closed.
+	if err := h.rt.Unmount("roles"); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.ToolsFor(reader); len(got) != 0 {
+		t.Fatalf("with no roles active, reader sees %q", names(got))
+	}
+	if res := reg.Call(context.Background(), "list", nil, reader); res.Text != `Error: tool "list" is not available to this session (role "reader": no roles are active)` {
+		t.Fatal(res.Text)
+	}
+	if res := reg.Call(context.Background(), "list", nil, &container.Session{ID: "w"}); res.Text != "listed" {
+		t.Fatal(res.Text)
+	}
 }
 
 // logRecorder keeps every record with its attributes flattened.
