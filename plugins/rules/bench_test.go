@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func benchRows() []any {
 
 // BenchmarkWaterfall is a whole registry call of a 10-command pipeline through the rules
 // row's gate (200 rules), to a bash tool that returns at once: validation, the
-// waterfall, the judgement.
+// waterfall, the judgement (made anew for a distinct command, kept for a repeated one).
 func BenchmarkWaterfall(b *testing.B) {
 	fake := container.Define(container.Declaration[container.NoConfig]{
 		Name:   "fake-bash",
@@ -118,36 +119,71 @@ func BenchmarkWaterfall(b *testing.B) {
 		b.Fatal(err)
 	}
 	reg, _ := container.Lookup(rt, tools.Service)
-	args, _ := json.Marshal(map[string]any{"command": pipeline, "description": "d"})
 	session := &container.Session{ID: "bench"}
-	if res := reg.Call(context.Background(), "bash", args, session); res.Text != "ok" {
-		b.Fatal(res.Text)
+	call := func(b *testing.B, command string) {
+		args, _ := json.Marshal(map[string]any{"command": command, "description": "d"})
+		if res := reg.Call(context.Background(), "bash", args, session); res.Text != "ok" {
+			b.Fatal(res.Text)
+		}
 	}
-	b.ReportAllocs()
-	cpu0 := cpuTime(b)
-	for b.Loop() {
-		reg.Call(context.Background(), "bash", args, session)
-	}
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	// Every call a command not seen before (the judgement is not kept): the whole cost.
+	b.Run("distinct", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0, i := cpuTime(b), 0
+		for b.Loop() {
+			i++
+			call(b, pipeline+" -c "+strconv.Itoa(i))
+		}
+		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	})
+	b.Run("repeated", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 := cpuTime(b)
+		for b.Loop() {
+			call(b, pipeline)
+		}
+		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	})
 }
 
 // BenchmarkTrueWithRules alternates a whole `bash` call of `true` (bash-local) in a
 // composition with the rules row (200 rules) and in one without, and reports their
-// medians and ratio: the cost of the waterfall beside a real command.
+// medians and ratio: the cost of the waterfall beside a real command — the same
+// command each time, and a distinct one each time.
 func BenchmarkTrueWithRules(b *testing.B) {
-	with := newStack(b, map[string]any{"default": "ask", "rules": append(benchRows(), map[string]any{"allow": "true"})})
+	with := newStack(b, map[string]any{"default": "ask", "rules": append(benchRows(), map[string]any{"allow": "true *"})})
 	without := newStack(b, nil)
+	b.Run("repeated", func(b *testing.B) { pairTrue(b, with, without, func(int) string { return "true" }) })
+	// Every call a command not seen before: the judgement is made each time.
+	b.Run("distinct", func(b *testing.B) {
+		pairTrue(b, with, without, func(i int) string { return "true " + strconv.Itoa(i) })
+	})
+}
+
+// pairTrue alternates the command of call i on with and on without, and reports the
+// medians and their ratio.
+func pairTrue(b *testing.B, with, without *stack, command func(i int) string) {
+	i := 0
 	call := func(s *stack) time.Duration {
 		t0 := time.Now()
-		if res := s.bash(b, nil, "true"); res.Text != "(no output)" {
+		if res := s.bash(b, nil, command(i)); res.Text != "(no output)" {
 			b.Fatal(res.Text)
 		}
 		return time.Since(t0)
 	}
 	var w, wo []time.Duration
+	first := true
 	for b.Loop() {
-		w = append(w, call(with))
-		wo = append(wo, call(without))
+		// Which one goes first alternates: neither always follows the other's exit.
+		if first {
+			w = append(w, call(with))
+			wo = append(wo, call(without))
+		} else {
+			wo = append(wo, call(without))
+			w = append(w, call(with))
+		}
+		first = !first
+		i++
 	}
 	mw, mwo := proctest.Median(w), proctest.Median(wo)
 	b.ReportMetric(float64(mw.Nanoseconds()), "with-rules-median-ns")

@@ -235,3 +235,28 @@ func statusDetail(t *testing.T, rt *container.Runtime, id string) string {
 	t.Fatalf("no row %s", id)
 	return ""
 }
+
+// A gate's answers are the policy's, whether its recent outcomes hold the command or
+// not (more commands than it keeps, and commands too long to keep).
+func TestCheckMatchesJudge(t *testing.T) {
+	p, err := rules.Compile(rules.Config{Default: "ask", Rules: []rules.Rule{{Allow: "echo *"}, {ID: "rm", Deny: "rm *"}}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := rules.NewMemory()
+	session := &container.Session{ID: "s"}
+	want := map[rules.Decision]tools.Decision{rules.Allow: tools.Allow, rules.Ask: tools.Ask, rules.Deny: tools.Deny}
+	commands := []string{"echo " + strings.Repeat("x", 2000), "rm " + strings.Repeat("y", 2000)}
+	for i := range 600 {
+		commands = append(commands, fmt.Sprintf("echo %d", i), fmt.Sprintf("rm %d", i), fmt.Sprintf("make %d", i))
+	}
+	for round := range 2 {
+		for _, c := range commands {
+			j := p.Judge(c)
+			v := mem.Check(p, tools.Call{Args: map[string]any{"command": c}, Session: session}, "")
+			if v.Decision != want[j.Decision] || v.Source != j.Source || v.Reason != j.Reason || (v.Decision == tools.Ask) != (v.Remember != nil) {
+				t.Fatalf("round %d, %q: gate %+v, judgement %s %s", round, c, v, j.Decision, j.Source)
+			}
+		}
+	}
+}
