@@ -297,14 +297,11 @@ type lazyTerminal struct {
 }
 
 func (l *lazyTerminal) Confirm(ctx context.Context, message string) (container.Answer, error) {
-	if l.p == nil {
-		p, closeFn, err := approval.OpenTerminal()
-		if err != nil {
-			return "", err
-		}
-		l.p, l.closeFn = p, closeFn
+	p, err := l.terminal()
+	if err != nil {
+		return "", err
 	}
-	return l.p.Confirm(ctx, message)
+	return p.Confirm(ctx, message)
 }
 
 func (l *lazyTerminal) close() {

@@ -45,14 +45,23 @@ func (g *globalFlags) checkRole(rt *container.Runtime) error {
 // ConfirmForSession asks on the controlling terminal whether to allow once, for the
 // session, or not (container.SessionPrompter).
 func (l *lazyTerminal) ConfirmForSession(ctx context.Context, message string) (container.Answer, error) {
+	p, err := l.terminal()
+	if err != nil {
+		return "", err
+	}
+	return p.ConfirmForSession(ctx, message)
+}
+
+// terminal opens the controlling terminal on first use.
+func (l *lazyTerminal) terminal() (*approval.TerminalPrompter, error) {
 	if l.p == nil {
 		p, closeFn, err := approval.OpenTerminal()
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		l.p, l.closeFn = p, closeFn
 	}
-	return l.p.ConfirmForSession(ctx, message)
+	return l.p, nil
 }
 
 var _ container.SessionPrompter = (*lazyTerminal)(nil)
