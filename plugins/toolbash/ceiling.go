@@ -9,19 +9,19 @@ import (
 	"github.com/dsh-dev/dsh/shell"
 )
 
-// A session's role may cap the sandbox mode its commands run in (the roles plugin's
-// maxMode). Under the cap, the session's schema offers only the escalations within it,
+// A session's role may set a ceiling on the sandbox mode its commands run in (the roles
+// plugin's maxMode). Under it, the session's schema offers only the escalations within it,
 // a call runs in at most that mode whatever the executor's default or the session's
 // override, and a wider escalation is refused before anyone is asked.
 
-// ceiling is the sandbox cap of one session: the widest mode its commands may run in,
-// and the role that sets it. The zero value is no cap.
+// ceiling is the sandbox ceiling of one session: the widest mode its commands may run
+// in, and the role that sets it. The zero value is none.
 type ceiling struct {
 	max  string
 	role string
 }
 
-// ceiling returns the cap of session's role, looked up at call time.
+// ceiling returns the ceiling of session's role, looked up at call time.
 func (t *bashTool) ceiling(session *container.Session) ceiling {
 	rs, ok := container.Lookup(t.services, roles.Service)
 	if !ok {
@@ -31,17 +31,17 @@ func (t *bashTool) ceiling(session *container.Session) ceiling {
 	return ceiling{max: m, role: role}
 }
 
-// caps reports whether c is narrower than danger-full-access (a cap that matters).
-func (c ceiling) caps() bool {
+// binds reports whether c is below danger-full-access: whether it narrows anything.
+func (c ceiling) binds() bool {
 	return c.max != "" && shell.ModeRank(c.max) < shell.ModeRank(shell.ModeDangerFullAccess)
 }
 
 // allows reports whether mode is within c.
 func (c ceiling) allows(mode string) bool {
-	return !c.caps() || shell.ModeRank(mode) <= shell.ModeRank(c.max)
+	return !c.binds() || shell.ModeRank(mode) <= shell.ModeRank(c.max)
 }
 
-// clamp is mode, or the cap when mode is wider.
+// clamp is mode, or the ceiling when mode is wider.
 func (c ceiling) clamp(mode string) string {
 	if c.allows(mode) {
 		return mode
@@ -65,19 +65,19 @@ func (c ceiling) exceeded(m string) failure {
 	return failure(fmt.Sprintf("sandbox escalation to %q exceeds the %q role's ceiling %q", m, c.role, c.max))
 }
 
-// unkept is the refusal of every call of a capped role on an executor that does not
+// unkept is the refusal of every call of a role with a ceiling on an executor that does not
 // confine (one swapped in after the roles row checked it).
 func (c ceiling) unkept() failure {
 	return failure(fmt.Sprintf("the %q role's sandbox ceiling %q cannot be kept: this composition's executor does not confine commands", c.role, c.max))
 }
 
-// shaped is the bash tool as a capped session sees it.
+// shaped is the bash tool as a session under a ceiling sees it.
 type shaped struct {
 	description string
 	schema      *tools.Schema
 }
 
-// shapes builds the tool for each cap that narrows it (read-only, workspace-write),
+// shapes builds the tool for each ceiling that narrows it (read-only, workspace-write),
 // once per registration, so that Shape returns the same values every time.
 func (t *bashTool) shapes() map[string]shaped {
 	out := map[string]shaped{}
@@ -91,11 +91,11 @@ func (t *bashTool) shapes() map[string]shaped {
 	return out
 }
 
-// shape is the Tool.Shape of a confining registration: a capped session sees only the
-// escalations within its cap, and its default mode as the cap makes it.
+// shape is the Tool.Shape of a confining registration: a session under a ceiling sees
+// only the escalations within it, and its default mode as the ceiling makes it.
 func (t *bashTool) shape(session *container.Session) (string, *tools.Schema) {
 	c := t.ceiling(session)
-	if !c.caps() {
+	if !c.binds() {
 		return "", nil
 	}
 	s := t.shaped[c.max]

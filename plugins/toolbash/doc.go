@@ -41,12 +41,12 @@
 // is available`; no approval service → `sandbox escalation to "<m>" requires approval,
 // but no approval service is composed`.
 //
-// A session's role may cap the sandbox mode (the roles plugin's maxMode): the session
-// sees a schema offering only the escalations within the cap (Tool.Shape), its calls run
-// in at most that mode whatever the default or its override, and a wider escalation is
-// refused before anyone is asked: `sandbox escalation to "<m>" exceeds the "<role>"
-// role's ceiling "<max>"`. Under an executor that does not confine, a capped role's
-// calls are refused: `the "<role>" role's sandbox ceiling "<max>" cannot be kept: this
+// A session's role may set a ceiling on the sandbox mode (the roles plugin's maxMode):
+// the session sees a schema offering only the escalations within it (Tool.Shape), its
+// calls run in at most that mode whatever the default or its override, and a wider
+// escalation is refused before anyone is asked: `sandbox escalation to "<m>" exceeds the
+// "<role>" role's ceiling "<max>"`. Under an executor that does not confine, the calls of
+// a role with a ceiling are refused: `the "<role>" role's sandbox ceiling "<max>" cannot be kept: this
 // composition's executor does not confine commands`.
 //
 // # Rendering (foreground)

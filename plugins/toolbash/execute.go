@@ -27,7 +27,7 @@ type bashTool struct {
 	background bool
 	sandbox    string            // the executor's default mode; "" when it does not confine
 	remote     bool              // the executor runs commands on another host (shell.Remote)
-	shaped     map[string]shaped // the tool under each narrowing cap (confining only)
+	shaped     map[string]shaped // the tool under each narrowing ceiling (confining only)
 }
 
 // bashArgs are the validated named arguments of one call.
@@ -137,7 +137,7 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 		return bad.result(), nil
 	}
 	c := t.ceiling(call.Session)
-	if c.caps() && t.sandbox == "" {
+	if c.binds() && t.sandbox == "" {
 		return c.unkept().result(), nil
 	}
 	policy, bad, err := t.sandboxPolicy(ctx, call.Session, a, c)
@@ -209,9 +209,9 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 		}
 		effective = current.Mode
 	}
-	capped := !c.allows(effective)
-	if capped {
-		// Narrowed to the cap, whatever the default or the session's override say.
+	narrowed := !c.allows(effective)
+	if narrowed {
+		// Narrowed to the ceiling, whatever the default or the session's override say.
 		effective = c.max
 		if haveResolver {
 			var err error
@@ -228,7 +228,7 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 		switch {
 		case haveResolver:
 			return &current, nil, nil
-		case capped:
+		case narrowed:
 			return &shell.SandboxPolicy{Mode: effective, WorkspaceRoot: root}, nil, nil
 		}
 		return nil, nil, nil
@@ -289,7 +289,7 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 // advertises sandbox_permissions and a wider mode exists within the session's ceiling.
 func (t *bashTool) escalation(mode string, c ceiling) bool {
 	widest := shell.ModeDangerFullAccess
-	if c.caps() {
+	if c.binds() {
 		widest = c.max
 	}
 	return t.sandbox != "" && shell.ModeRank(mode) < shell.ModeRank(widest)
