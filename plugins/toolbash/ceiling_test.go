@@ -13,14 +13,14 @@ import (
 	"github.com/dsh-dev/dsh/shell"
 )
 
-// rolesRow caps reader at read-only and builder at workspace-write; admin is uncapped.
+// rolesRow gives reader the ceiling read-only and builder workspace-write; admin has none.
 var rolesRow = container.Row{ID: "roles", Plugin: "roles", Config: map[string]any{"roles": map[string]any{
 	"reader":  map[string]any{"maxMode": "read-only"},
 	"builder": map[string]any{"maxMode": "workspace-write"},
 	"admin":   map[string]any{},
 }}}
 
-func cappedHarness(t *testing.T, mode string, a *fakeApprover) *harness {
+func ceilingHarness(t *testing.T, mode string, a *fakeApprover) *harness {
 	t.Helper()
 	return newHarness(t, setup{mode: mode, approver: a, extraPlugin: []container.Plugin{roles.Plugin}, extraRows: []container.Row{rolesRow}})
 }
@@ -30,9 +30,9 @@ func roleSession(id, role string) *container.Session {
 }
 
 // A session's bash schema offers only the escalations within its role's ceiling, and
-// its description says what it may do; an uncapped session sees the tool as registered.
+// its description says what it may do; a session without one sees the tool as registered.
 func TestCeilingShapesTheSchema(t *testing.T) {
-	h := cappedHarness(t, "workspace-write", &fakeApprover{outcome: approval.AllowedOnce})
+	h := ceilingHarness(t, "workspace-write", &fakeApprover{outcome: approval.AllowedOnce})
 	bash := func(s *container.Session) tools.Tool {
 		for _, tl := range h.tools.ToolsFor(s) {
 			if tl.Name == "bash" {
@@ -75,7 +75,7 @@ func TestCeilingShapesTheSchema(t *testing.T) {
 	if bash(roleSession("r2", "reader")).InputSchema != reader.InputSchema {
 		t.Fatal("the reader's schema is rebuilt per listing")
 	}
-	// The composition's description is unchanged for an uncapped session.
+	// The composition's description is unchanged for a session without a ceiling.
 	if bash(nil).Description != toolbash.Description(true, "workspace-write") {
 		t.Fatal("the uncapped description changed")
 	}
@@ -85,7 +85,7 @@ func TestCeilingShapesTheSchema(t *testing.T) {
 // session's override are narrowed to the ceiling; no escalation hint is offered past it.
 func TestCeilingRefusesWithoutAsking(t *testing.T) {
 	a := &fakeApprover{outcome: approval.AllowedOnce}
-	h := cappedHarness(t, "workspace-write", a)
+	h := ceilingHarness(t, "workspace-write", a)
 	reader := roleSession("r", "reader")
 	expect(t, h.call(t, reader, escalateArgs("danger-full-access")), `Error: sandbox escalation to "danger-full-access" exceeds the "reader" role's ceiling "read-only"`, true)
 	expect(t, h.call(t, roleSession("b", "builder"), escalateArgs("danger-full-access")), `Error: sandbox escalation to "danger-full-access" exceeds the "builder" role's ceiling "workspace-write"`, true)
@@ -112,7 +112,7 @@ func TestCeilingRefusesWithoutAsking(t *testing.T) {
 		t.Fatalf("builder: %q", res.Text)
 	}
 	// Below its ceiling it does, and escalation within the ceiling is asked as before.
-	h2 := cappedHarness(t, "read-only", a)
+	h2 := ceilingHarness(t, "read-only", a)
 	h2.exec.behave = h.exec.behave
 	if res := h2.call(t, roleSession("b", "builder"), `{"command":"touch x","description":"Touch"}`); !strings.Contains(res.Text, toolbash.EscalationHint) {
 		t.Fatalf("builder below its ceiling: %q", res.Text)
@@ -128,7 +128,7 @@ func TestCeilingRefusesWithoutAsking(t *testing.T) {
 // when it finds one that is not; a call of a capped role is refused if one is swapped in
 // (or came up after the roles row).
 func TestCeilingNeedsAConfiningExecutor(t *testing.T) {
-	h := cappedHarness(t, "", nil)
+	h := ceilingHarness(t, "", nil)
 	var st container.RowStatus
 	for _, r := range h.rt.Status().Rows {
 		if r.ID == "roles" {
