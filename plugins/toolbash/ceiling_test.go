@@ -77,7 +77,7 @@ func TestCeilingShapesTheSchema(t *testing.T) {
 	}
 	// The composition's description is unchanged for a session without a ceiling.
 	if bash(nil).Description != toolbash.Description(true, "workspace-write") {
-		t.Fatal("the uncapped description changed")
+		t.Fatal("the description without a ceiling changed")
 	}
 }
 
@@ -125,7 +125,7 @@ func TestCeilingRefusesWithoutAsking(t *testing.T) {
 }
 
 // A ceiling below danger-full-access needs a confining executor: the roles row fails
-// when it finds one that is not; a call of a capped role is refused if one is swapped in
+// when it finds one that is not; a call of a role with a ceiling is refused if one is swapped in
 // (or came up after the roles row).
 func TestCeilingNeedsAConfiningExecutor(t *testing.T) {
 	h := ceilingHarness(t, "", nil)
