@@ -13,10 +13,12 @@ require (
 	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/spf13/cobra v1.10.2
+	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

@@ -53,6 +53,7 @@ func callCmd(g *globalFlags) *cobra.Command {
 	}
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
+	addRoleFlag(cmd, g)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text", "isError", "value"} instead of the text`)
 	return cmd
 }
@@ -161,14 +162,11 @@ type lazyTerminal struct {
 }
 
 func (l *lazyTerminal) Confirm(ctx context.Context, message string) (container.Answer, error) {
-	if l.p == nil {
-		p, closeFn, err := approval.OpenTerminal()
-		if err != nil {
-			return "", err
-		}
-		l.p, l.closeFn = p, closeFn
+	p, err := l.terminal()
+	if err != nil {
+		return "", err
 	}
-	return l.p.Confirm(ctx, message)
+	return p.Confirm(ctx, message)
 }
 
 func (l *lazyTerminal) close() {

@@ -18,6 +18,8 @@ import (
 	bashssh "github.com/dsh-dev/dsh/plugins/bashssh"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/roles"
+	"github.com/dsh-dev/dsh/plugins/rules"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -34,6 +36,8 @@ var Plugins = fx.Options(
 	bashssh.Module,
 	jobs.Module,
 	prompt.Module,
+	roles.Module,
+	rules.Module,
 	shellenv.Module,
 	ssh.Module,
 	subprocess.Module,

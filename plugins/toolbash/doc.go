@@ -1,6 +1,6 @@
 // Package toolbash is the model-facing `bash` tool over the `shell` executor seam. It
-// injects tools, shell, systemPrompt and bashEnv; it looks up jobs, approval and
-// sandboxPolicy at call time. Process handling stays behind the seam, so any executor
+// injects tools, shell, systemPrompt and bashEnv; it looks up jobs, approval,
+// sandboxPolicy and roles at call time. Process handling stays behind the seam, so any executor
 // swaps in without the model seeing a difference.
 //
 // The package exports the plugin contract (Plugin, Module, Config) and the typed result
@@ -40,6 +40,14 @@
 // unavailable → `sandbox escalation to "<m>" requires approval, but no approval channel
 // is available`; no approval service → `sandbox escalation to "<m>" requires approval,
 // but no approval service is composed`.
+//
+// A session's role may set a ceiling on the sandbox mode (the roles plugin's maxMode):
+// the session sees a schema offering only the escalations within it (Tool.Shape), its
+// calls run in at most that mode whatever the default or its override, and a wider
+// escalation is refused before anyone is asked: `sandbox escalation to "<m>" exceeds the
+// "<role>" role's ceiling "<max>"`. Under an executor that does not confine, the calls of
+// a role with a ceiling are refused: `the "<role>" role's sandbox ceiling "<max>" cannot be kept: this
+// composition's executor does not confine commands`.
 //
 // # Rendering (foreground)
 //

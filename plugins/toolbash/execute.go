@@ -25,8 +25,9 @@ type bashTool struct {
 	exec       shell.Executor
 	env        *shellenv.Registry
 	background bool
-	sandbox    string // the executor's default mode; "" when it does not confine
-	remote     bool   // the executor runs commands on another host (shell.Remote)
+	sandbox    string            // the executor's default mode; "" when it does not confine
+	remote     bool              // the executor runs commands on another host (shell.Remote)
+	shaped     map[string]shaped // the tool under each narrowing ceiling (confining only)
 }
 
 // bashArgs are the validated named arguments of one call.
@@ -135,7 +136,11 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 	if bad != nil {
 		return bad.result(), nil
 	}
-	policy, bad, err := t.sandboxPolicy(ctx, call.Session, a)
+	c := t.ceiling(call.Session)
+	if c.binds() && t.sandbox == "" {
+		return c.unkept().result(), nil
+	}
+	policy, bad, err := t.sandboxPolicy(ctx, call.Session, a, c)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -160,10 +165,10 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 		req.SessionID = call.Session.ID
 	}
 	if a.background {
-		return t.startBackground(ctx, call.Session, req)
+		return t.startBackground(ctx, call.Session, req, c)
 	}
 	req.TimeoutMs = a.timeoutMs
-	return t.runForeground(ctx, req)
+	return t.runForeground(ctx, req, c)
 }
 
 // workdir applies the session's cwd: the default, and the base of a relative workdir.
@@ -187,9 +192,10 @@ func workdir(session *container.Session, policy *shell.SandboxPolicy, requested 
 	return filepath.Join(base, requested)
 }
 
-// sandboxPolicy resolves the policy of a call on a confining executor, after the
-// escalation check and approval. It returns nil for non-confining executors.
-func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session, a bashArgs) (*shell.SandboxPolicy, *failure, error) {
+// sandboxPolicy resolves the policy of a call on a confining executor, within the
+// session's ceiling c, after the escalation check and approval. It returns nil for
+// non-confining executors.
+func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session, a bashArgs, c ceiling) (*shell.SandboxPolicy, *failure, error) {
 	if t.sandbox == "" {
 		return nil, nil, nil
 	}
@@ -203,25 +209,43 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 		}
 		effective = current.Mode
 	}
-	if a.escalate == "" {
-		if !haveResolver {
-			return nil, nil, nil
+	narrowed := !c.allows(effective)
+	if narrowed {
+		// Narrowed to the ceiling, whatever the default or the session's override say.
+		effective = c.max
+		if haveResolver {
+			var err error
+			if current, err = resolver.Resolve(session, effective); err != nil {
+				return nil, nil, fmt.Errorf("sandbox policy: %w", err)
+			}
 		}
-		return &current, nil, nil
+	}
+	root := ""
+	if session != nil {
+		root = session.Cwd
+	}
+	if a.escalate == "" {
+		switch {
+		case haveResolver:
+			return &current, nil, nil
+		case narrowed:
+			return &shell.SandboxPolicy{Mode: effective, WorkspaceRoot: root}, nil, nil
+		}
+		return nil, nil, nil
 	}
 	m := a.escalate
 	if shell.ModeRank(m) <= shell.ModeRank(effective) {
 		f := failure(fmt.Sprintf("sandbox escalation to %q is not strictly wider than this call's current %q mode", m, effective))
 		return nil, &f, nil
 	}
+	if !c.allows(m) {
+		f := c.exceeded(m) // refused before anyone is asked
+		return nil, &f, nil
+	}
 	if f := t.approve(ctx, session, a); f != nil {
 		return nil, f, nil
 	}
 	if !haveResolver {
-		root := ""
-		if session != nil {
-			root = session.Cwd
-		}
 		return &shell.SandboxPolicy{Mode: m, WorkspaceRoot: root}, nil, nil
 	}
 	p, err := resolver.Resolve(session, m)
@@ -262,12 +286,16 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 }
 
 // escalation reports whether a denial under mode gets the escalation hint: the tool
-// advertises sandbox_permissions and a wider mode exists.
-func (t *bashTool) escalation(mode string) bool {
-	return t.sandbox != "" && shell.ModeRank(mode) < shell.ModeRank(shell.ModeDangerFullAccess)
+// advertises sandbox_permissions and a wider mode exists within the session's ceiling.
+func (t *bashTool) escalation(mode string, c ceiling) bool {
+	widest := shell.ModeDangerFullAccess
+	if c.binds() {
+		widest = c.max
+	}
+	return t.sandbox != "" && shell.ModeRank(mode) < shell.ModeRank(widest)
 }
 
-func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (tools.Result, error) {
+func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest, c ceiling) (tools.Result, error) {
 	spec, err := t.exec.Resolve(req)
 	if err != nil {
 		return tools.Result{}, err
@@ -289,7 +317,7 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (to
 	if res.Sandbox != nil {
 		mode = res.Sandbox.Mode
 	}
-	return tools.Result{Text: render(res, t.escalation(mode)), Value: valueOf(res)}, nil
+	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: valueOf(res)}, nil
 }
 
 // outputCounter is an Execution that knows how much output its command produced so far
@@ -298,7 +326,7 @@ type outputCounter interface {
 	OutputBytes() int64
 }
 
-func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest) (tools.Result, error) {
+func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest, c ceiling) (tools.Result, error) {
 	rt, ok := t.jobs()
 	if !ok {
 		return failure("background jobs unavailable: load the jobs plugin").result(), nil
@@ -322,7 +350,7 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 			if err != nil {
 				return jobs.Hooks{}, err
 			}
-			return t.adapt(execution), nil
+			return t.adapt(execution, c), nil
 		},
 	})
 	if err != nil {
@@ -336,7 +364,7 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 
 // adapt turns an execution into job hooks. Reads are consuming; once the command has
 // finished, the first read also carries its sandbox facts (denial or runner failure).
-func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
+func (t *bashTool) adapt(e shell.Execution, c ceiling) jobs.Hooks {
 	var mu sync.Mutex
 	noted := false
 	return jobs.Hooks{
@@ -355,7 +383,7 @@ func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
 			if err != nil || res.Sandbox == nil {
 				return text
 			}
-			lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode))
+			lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode, c))
 			if len(lines) == 0 {
 				return text
 			}

@@ -63,6 +63,9 @@ func apply(a *container.Activation, cfg *Config) error {
 		sandbox:    exec.SandboxMode(),
 	}
 	_, t.remote = exec.(shell.Remote)
+	if t.sandbox != "" {
+		t.shaped = t.shapes()
+	}
 	if prev, seen := rememberMode(reg, t.sandbox); seen && prev != "" && t.sandbox == "" {
 		// The executor was swapped for one that does not confine (a reload of the
 		// profile): applied, since the user may mean it, but never silently.
@@ -75,7 +78,7 @@ func apply(a *container.Activation, cfg *Config) error {
 }
 
 func (t *bashTool) definition() tools.Tool {
-	return tools.Tool{
+	def := tools.Tool{
 		Name:          toolName,
 		Description:   toolDescription(t.background, t.sandbox),
 		InputSchema:   inputSchema(t.background, t.sandbox != ""),
@@ -84,6 +87,10 @@ func (t *bashTool) definition() tools.Tool {
 		PresentCall:   presentCall,
 		PresentResult: presentResult,
 	}
+	if t.sandbox != "" {
+		def.Shape = t.shape // a role's sandbox ceiling narrows what a session is offered
+	}
+	return def
 }
 
 // Argument names.
@@ -101,6 +108,15 @@ const (
 // workdir; run_in_background when background is enabled; sandbox_permissions and
 // justification when the executor confines.
 func inputSchema(background, confining bool) *tools.Schema {
+	if confining {
+		return schemaFor(background, []string{shell.ModeWorkspaceWrite, shell.ModeDangerFullAccess})
+	}
+	return schemaFor(background, nil)
+}
+
+// schemaFor is the argument schema offering the escalations (none: no
+// sandbox_permissions, no justification).
+func schemaFor(background bool, escalations []string) *tools.Schema {
 	props := tools.Properties{
 		{Name: argCommand, Schema: &tools.Schema{Type: "string",
 			Description: "The command, run via bash -c. No state persists between calls — use workdir, not cd."}},
@@ -115,10 +131,10 @@ func inputSchema(background, confining bool) *tools.Schema {
 		props = append(props, tools.Property{Name: argRunInBackground, Schema: &tools.Schema{Type: "boolean",
 			Description: "Run as a background job: the call returns a job id immediately and no timeout applies. Read output with job_output, stop it with job_kill."}})
 	}
-	if confining {
+	if len(escalations) > 0 {
 		props = append(props,
 			tools.Property{Name: argSandboxPermissions, Schema: &tools.Schema{Type: "string",
-				Enum:        []string{shell.ModeWorkspaceWrite, shell.ModeDangerFullAccess},
+				Enum:        escalations,
 				Description: "Only to retry a command the sandbox denied: the narrowest wider sandbox mode this exact command needs. Requires justification; the user is asked to approve."}},
 			tools.Property{Name: argJustification, Schema: &tools.Schema{Type: "string",
 				Description: "Required together with sandbox_permissions: one sentence for the user explaining why this exact command needs the wider access."}},
@@ -131,6 +147,12 @@ func inputSchema(background, confining bool) *tools.Schema {
 // whether run_in_background is offered, sandboxMode is the executor's default mode (""
 // when it does not confine).
 func toolDescription(background bool, sandboxMode string) string {
+	return describe(background, sandboxMode, []string{shell.ModeWorkspaceWrite, shell.ModeDangerFullAccess})
+}
+
+// describe is the description offering the escalations of a confining executor (none:
+// a session that cannot widen its sandbox).
+func describe(background bool, sandboxMode string, escalations []string) string {
 	var b strings.Builder
 	b.WriteString("Run a shell command with bash -c and return its output.\n\n")
 	b.WriteString("- Every call runs in a fresh bash process: nothing persists between calls (cd, variables, functions, activated environments). " +
@@ -148,11 +170,15 @@ func toolDescription(background bool, sandboxMode string) string {
 	} else {
 		b.WriteString("- Background execution is not available: every command must finish within the timeout, so split long work into shorter steps and avoid commands that never exit (servers, watchers).\n")
 	}
-	if sandboxMode != "" {
+	switch {
+	case sandboxMode != "" && len(escalations) > 0:
 		b.WriteString("- Commands run in a file sandbox (default mode: " + sandboxMode + "). An operation the sandbox refuses fails with [sandbox: file access denied under <mode> mode]. " +
 			"Only after such a denial, and only when the command really needs it, retry the exact same command once with sandbox_permissions set to the narrowest wider mode that suffices " +
-			"(workspace-write or danger-full-access) and a one-sentence justification; the user is asked to approve. " +
+			"(" + strings.Join(escalations, " or ") + ") and a one-sentence justification; the user is asked to approve. " +
 			"Never escalate speculatively, and do not retry after the escalation is rejected.\n")
+	case sandboxMode != "":
+		b.WriteString("- Commands run in a file sandbox (mode: " + sandboxMode + "), which this session cannot widen. An operation the sandbox refuses fails with [sandbox: file access denied under <mode> mode]: " +
+			"do not retry it; find another way or report it.\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -49,6 +49,12 @@ type harness struct {
 
 func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	t.Helper()
+	return newHarnessLogging(t, quiet, extra...)
+}
+
+// newHarnessLogging is newHarness with the runtime logging to log.
+func newHarnessLogging(t *testing.T, log *slog.Logger, extra ...container.Plugin) *harness {
+	t.Helper()
 	h := &harness{}
 	register := container.Define(container.Declaration[container.NoConfig]{
 		Name:   "echo",
@@ -83,7 +89,7 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.rt = container.NewRuntime(cat, container.Options{Logger: quiet})
+	h.rt = container.NewRuntime(cat, container.Options{Logger: log})
 	t.Cleanup(h.rt.Close)
 	rows := []container.Row{{ID: "tools", Plugin: "@deepseek-ai/dsh-tools"}, {ID: "echo", Plugin: "echo"}}
 	for _, p := range extra {
