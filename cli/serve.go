@@ -45,7 +45,6 @@ func serveCmd(g *globalFlags) *cobra.Command {
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
 	addRoleFlag(cmd, g)
-	addRoleFlag(cmd, g)
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "http", "", "serve streamable HTTP at http://ADDR/mcp (host:port; port 0 picks a free one) instead of stdio")
 	f.StringVar(&o.tokenFile, "token-file", "", "with --http: the bearer tokens, one per line (one principal each); default: generate one into $DSH_HOME/serve-token")
