@@ -28,14 +28,14 @@ type Command struct {
 	DshEnv map[string]string
 	// Stdin is written to the command once and closed; nil means no input (/dev/null).
 	Stdin []byte
-	// Owner is the calling harness session ("" for none): spawners key per-session
+	// Owner is the calling harness session's id ("" for none): spawners key per-session
 	// resources (spill directories) on it.
 	Owner string
 	// Start, when set, starts the command's leader in place of the spawner's own fork
 	// and exec — a box (the per-session sandbox process) that is the leader's parent
-	// (see proc.Starter). Local passes it to the Supervisor, which owns the tree all
-	// the same; a spawner that cannot honour it must fail the spawn rather than ignore
-	// it (the command would run outside what Prepare arranged).
+	// (see proc.Starter). The Supervisor's Spawner passes it on to the Supervisor,
+	// which owns the tree all the same; a spawner that cannot honour it must fail the
+	// spawn rather than ignore it (the command would run outside what Prepare arranged).
 	Start proc.Starter
 }
 
@@ -71,8 +71,8 @@ type Process interface {
 	Stderr() *proc.Stream
 }
 
-// Spawner starts the processes of an Executor: the local one is Local; a remote
-// executor brings its own. Spawn starts cmd within lim; cancelling ctx later aborts the
+// Spawner starts the processes of an Executor: the local one is the subprocess
+// Supervisor's (Supervisor.Spawner); a remote executor brings its own. Spawn starts cmd within lim; cancelling ctx later aborts the
 // process (proc.ReasonAbort). A failure to start that belongs to the call — a missing
 // working directory, a missing program, no connection — is returned as (or wrapping) a
 // *proc.SpawnError: the core then hands out a settled handle carrying it (see
