@@ -164,7 +164,7 @@ func questionDigest(message string, forSession bool) string {
 func (a *inputAsker) inputRequired() *mcp.CallToolResult {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var body stateBody
+	body := stateBody{Nonce: base64.RawURLEncoding.EncodeToString(randomKey()[:12])}
 	for _, g := range a.given {
 		if g.used && g.err == nil {
 			body.Given = append(body.Given, stateEntry{Key: g.key, Question: g.digest, Answer: g.answer})

@@ -34,8 +34,11 @@ func callDigest(sessionID, tool string, args json.RawMessage) ([]byte, error) {
 }
 
 // stateBody is what a request state carries besides the call and the expiry: the
-// questions of its input_required result and the answers of the earlier rounds.
+// questions of its input_required result and the answers of the earlier rounds. Nonce
+// makes every state dsh issues a new one: a state is accepted once, and the same call
+// asked again within the second must not find its state used.
 type stateBody struct {
+	Nonce string       `json:"n"`
 	Asked []stateEntry `json:"asked,omitempty"`
 	Given []stateEntry `json:"given,omitempty"`
 }
