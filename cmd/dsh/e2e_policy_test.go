@@ -352,3 +352,58 @@ func TestPolicyAskThenEscalation(t *testing.T) {
 		})
 	}
 }
+
+// TestTypeScriptClientPolicy: the TypeScript client on the stateless lane answers a rule's
+// question "for the session" (the forSession boolean of the form in input_required) and
+// the escalation once: the first call asks both and runs, the second asks only the
+// escalation (the rule remembered) and runs.
+func TestTypeScriptClientPolicy(t *testing.T) {
+	node, script := nodeScript(t, "ts-policy.mjs", "@modelcontextprotocol/client")
+	ws := t.TempDir()
+	srv := startHTTPServe(t, "--profile", writePolicyProfile(t, "sandbox"), "--workspace", ws, "--sandbox-mode", "read-only",
+		"--token-file", writeTokens(t, testToken))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), "DSH_URL="+srv.url, "DSH_TOKEN="+testToken)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+	}
+	var got struct {
+		Error string
+		Asked []struct {
+			Message       string
+			OffersSession bool `json:"offersSession"`
+		}
+		Results []struct {
+			Text    string
+			IsError bool `json:"isError"`
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("output %s: %v", out, err)
+	}
+	if got.Error != "" {
+		t.Fatalf("the TypeScript client failed: %s\nobserved so far: %s\nstderr: %s", got.Error, out, stderr.String())
+	}
+	if len(got.Results) != 2 || got.Results[0].Text != "(no output)" || got.Results[1].Text != "(no output)" || got.Results[0].IsError || got.Results[1].IsError {
+		t.Errorf("results %+v", got.Results)
+	}
+	var asked []string
+	for _, q := range got.Asked {
+		kind := "escalation"
+		if strings.Contains(q.Message, `Policy: rule "touch *"`) {
+			kind = "rule"
+		}
+		asked = append(asked, fmt.Sprintf("%s:%v", kind, q.OffersSession))
+	}
+	if want := []string{"rule:true", "escalation:false", "escalation:false"}; strings.Join(asked, " ") != strings.Join(want, " ") {
+		t.Errorf("questions %v, want %v", asked, want)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "marker.log")); string(data) != "ran\nran\n" {
+		t.Errorf("marker.log %q", data)
+	}
+}
