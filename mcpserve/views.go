@@ -36,6 +36,7 @@ func (s *Server) listFor(session *container.Session, res *mcp.ListToolsResult) *
 	if !ok {
 		return res
 	}
+	s.listing(session)
 	visible := reg.ToolsFor(session)
 	s.rememberView(session, visible)
 	seen := make(map[string]tools.Tool, len(visible))
@@ -66,6 +67,19 @@ func (s *Server) listFor(session *container.Session, res *mcp.ListToolsResult) *
 	out.Tools = list
 	out.CacheScope = "private"
 	return &out
+}
+
+// listing marks session as listing its tools before its view is computed: a sync that
+// runs meanwhile, on a registry this listing may not have seen, then tells it.
+func (s *Server) listing(session *container.Session) {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if s.views == nil {
+		s.views = map[*container.Session][]viewTool{}
+	}
+	if _, ok := s.views[session]; !ok {
+		s.views[session] = []viewTool{{name: "\x00listing"}}
+	}
 }
 
 // rememberView records what session was last shown.
