@@ -19,7 +19,9 @@ import (
 //
 // When a composition change alters what a session that has listed the tools would list
 // now, its scope's server is told that its tool list changed (the SDK then sends
-// notifications/tools/list_changed, or delivers it on subscriptions/listen).
+// notifications/tools/list_changed, or delivers it on subscriptions/listen). The SDK
+// tells every session of a server, so on the session lane the other sessions hear it
+// too: they re-list and find their lists unchanged.
 
 // viewTool is one tool of a session's view, as far as its definition goes.
 type viewTool struct {
