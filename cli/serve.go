@@ -47,7 +47,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 	addRoleFlag(cmd, g)
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "http", "", "serve streamable HTTP at http://ADDR/mcp (host:port; port 0 picks a free one) instead of stdio")
-	f.StringVar(&o.tokenFile, "token-file", "", "with --http: the bearer tokens, one per line (one principal each); default: generate one into $DSH_HOME/serve-token")
+	f.StringVar(&o.tokenFile, "token-file", "", "with --http: the bearer tokens, one per line (one principal each), each optionally followed by the role of its sessions (\"<token> <role>\"); default: generate one into $DSH_HOME/serve-token")
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "with --http: allow a non-loopback ADDR")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "with --http: the most harness sessions at once (MCP sessions and stateless-revision principals); beyond it: HTTP 503")
 	f.DurationVar(&o.sessionTimeout, "session-timeout", time.Hour, "with --http: end a session (and its background jobs) after this long without a request from its client; 0 never")
@@ -109,12 +109,16 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 	if err != nil {
 		return err
 	}
+	roles, err := g.tokenRoles(rt, o.tokenFile, tokens)
+	if err != nil {
+		return err
+	}
 	// Confined commands must not read it (and drive this endpoint); the generated one,
 	// in the dsh home, the sandbox always hides.
 	if o.tokenFile != "" {
 		bashsandbox.MaskFile(o.tokenFile)
 	}
-	opts.HTTP.Tokens = tokens
+	opts.HTTP.Tokens, opts.HTTP.Roles = tokensOf(tokens), roles
 	srv := mcpserve.New(rt, version(), log, opts)
 	defer srv.Close()
 	ln, err := net.Listen("tcp", o.addr)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/dsh-dev/dsh/container"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
@@ -50,24 +49,11 @@ func loopbackHost(host string) bool {
 	return true
 }
 
-// loadTokens returns the bearer tokens: the non-empty lines of file, or, without one, a
-// new token written 0600 to home/serve-token (and announced on stderr).
-func loadTokens(file, home string, stderr io.Writer) ([]string, error) {
+// loadTokens returns the bearer tokens: the lines of file (readTokenFile), or, without
+// one, a new token written 0600 to home/serve-token (and announced on stderr).
+func loadTokens(file, home string, stderr io.Writer) ([]tokenLine, error) {
 	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--token-file: %w", err)}
-		}
-		var tokens []string
-		for _, line := range strings.Split(string(data), "\n") {
-			if t := strings.TrimSpace(line); t != "" {
-				tokens = append(tokens, t)
-			}
-		}
-		if len(tokens) == 0 {
-			return nil, usageError{fmt.Errorf("--token-file %s: no token in it (one per line)", file)}
-		}
-		return tokens, nil
+		return readTokenFile(file)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -79,7 +65,7 @@ func loadTokens(file, home string, stderr io.Writer) ([]string, error) {
 		return nil, fmt.Errorf("writing the bearer token: %w", err)
 	}
 	fmt.Fprintf(stderr, "dsh: generated a bearer token in %s (clients send \"Authorization: Bearer <token>\"; --token-file sets your own)\n", path)
-	return []string{token}, nil
+	return []tokenLine{{token: token}}, nil
 }
 
 // writePrivate replaces path with data, readable by its owner only, atomically.

@@ -63,8 +63,8 @@ func TestLoadTokens(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tokens")
 	os.WriteFile(file, []byte("  a-token \n\n\tsecond\n"), 0o600)
-	got, err := loadTokens(file, dir, io.Discard)
-	if err != nil || strings.Join(got, ",") != "a-token,second" {
+	lines, err := loadTokens(file, dir, io.Discard)
+	if got := tokensOf(lines); err != nil || strings.Join(got, ",") != "a-token,second" {
 		t.Errorf("tokens %q, %v", got, err)
 	}
 	os.WriteFile(file, []byte("\n \n"), 0o600)
@@ -73,7 +73,8 @@ func TestLoadTokens(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	home := filepath.Join(dir, "home")
-	got, err = loadTokens("", home, &stderr)
+	lines, err = loadTokens("", home, &stderr)
+	got := tokensOf(lines)
 	if err != nil || len(got) != 1 || len(got[0]) != 43 {
 		t.Fatalf("generated %q, %v", got, err)
 	}
@@ -83,7 +84,7 @@ func TestLoadTokens(t *testing.T) {
 		t.Errorf("token file %q mode %v, stderr %q", data, fi.Mode(), stderr.String())
 	}
 	again, _ := loadTokens("", home, io.Discard)
-	if again[0] == got[0] {
+	if again[0].token == got[0] {
 		t.Error("two starts generated the same token")
 	}
 }

@@ -19,13 +19,17 @@ type tokens struct {
 	sums [][32]byte // SHA-256 of each token
 	ids  []string   // principal id of each token
 	keys [][]byte   // request-state key of each token
+
+	roles []string // role of each token's sessions ("" for none)
 }
 
 // newTokens derives, for each token, its principal id (the harness session id of the
 // stateless lane: the same across restarts and replicas) and the key that signs its
 // input_required request states (so every replica sharing the token verifies them).
-func newTokens(list []string) tokens {
-	var t tokens
+// roles, if not nil, has the role of each token.
+func newTokens(list, roles []string) tokens {
+	t := tokens{roles: make([]string, len(list))}
+	copy(t.roles, roles)
 	for _, token := range list {
 		t.sums = append(t.sums, sha256.Sum256([]byte(token)))
 		id := sha256.Sum256([]byte("dsh principal\x00" + token))
@@ -53,11 +57,15 @@ func (t tokens) match(token string) int {
 // authenticate answers 401 with WWW-Authenticate: Bearer unless the request carries one
 // of the tokens (compared in constant time, against every token), and hands the SDK the
 // token's principal as the TokenInfo user (the session lane then refuses a session to
-// any other principal).
+// any other principal) and its role.
 func (f *httpFront) authenticate(next http.Handler) http.Handler {
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if i := f.auth.match(token); i >= 0 {
-			return &auth.TokenInfo{UserID: f.auth.ids[i], Expiration: time.Now().Add(24 * time.Hour)}, nil
+			ti := &auth.TokenInfo{UserID: f.auth.ids[i], Expiration: time.Now().Add(24 * time.Hour)}
+			if role := f.auth.roles[i]; role != "" {
+				ti.Extra = map[string]any{roleKey: role}
+			}
+			return ti, nil
 		}
 		return nil, auth.ErrInvalidToken
 	}

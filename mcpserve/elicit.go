@@ -7,11 +7,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/approval"
 )
 
-// elicitPrompter asks a session-lane client through MCP form elicitation with an empty
-// schema.
+// elicitPrompter asks a session-lane client through MCP form elicitation: a yes/no
+// question with an empty schema, and one that offers "for the session" with the
+// forSession boolean (approval.ForSessionSchema).
 type elicitPrompter struct{ ss *mcp.ServerSession }
+
+var _ container.SessionPrompter = elicitPrompter{}
 
 func (p elicitPrompter) Confirm(ctx context.Context, message string) (container.Answer, error) {
 	res, err := p.ss.Elicit(ctx, &mcp.ElicitParams{
@@ -23,6 +27,20 @@ func (p elicitPrompter) Confirm(ctx context.Context, message string) (container.
 		return "", err
 	}
 	return answerOf(res)
+}
+
+// ConfirmForSession asks with the forSession form: accept with it ticked allows for the
+// rest of the session, accept without it once.
+func (p elicitPrompter) ConfirmForSession(ctx context.Context, message string) (container.Answer, error) {
+	res, err := p.ss.Elicit(ctx, &mcp.ElicitParams{
+		Mode:            "form",
+		Message:         message,
+		RequestedSchema: approval.ForSessionSchema(),
+	})
+	if err != nil {
+		return "", err
+	}
+	return approval.FormAnswer(res.Action, res.Content)
 }
 
 // emptySchema is the schema of a yes/no question: the answer is the action alone.

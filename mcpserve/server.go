@@ -50,6 +50,9 @@ type Server struct {
 	syncMu sync.Mutex
 	served map[string]servedTool // tool definitions currently on the servers
 
+	viewMu sync.Mutex
+	views  map[*container.Session][]viewTool // what each session's last tools/list showed
+
 	unsubscribe func()
 	endTuning   func()
 }
@@ -92,7 +95,7 @@ func (s *Server) newScope(base context.Context, p *principal, versions []string)
 	sc := &scope{principal: p, base: base}
 	sc.server = mcp.NewServer(&mcp.Implementation{Name: "dsh", Version: s.version}, &mcp.ServerOptions{
 		Logger:                    s.sdkLog,
-		InitializedHandler:        func(_ context.Context, req *mcp.InitializedRequest) { s.session(sc, req.Session) },
+		InitializedHandler:        func(_ context.Context, req *mcp.InitializedRequest) { s.session(sc, req) },
 		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		SupportedProtocolVersions: versions,
@@ -124,11 +127,15 @@ func (s *Server) dropScope(sc *scope) {
 	s.mu.Lock()
 	delete(s.scopes, sc)
 	s.mu.Unlock()
+	if sc.principal != nil {
+		s.forgetView(sc.principal.session)
+	}
 }
 
 // middleware fills the initialize and server/discover results with the composed prompt
-// of the moment (it changes with hot reload), and turns on info-level logging for a
-// session-lane client, so job notices reach it even if it never sets a level.
+// of the moment (it changes with hot reload), turns on info-level logging for a
+// session-lane client, so job notices reach it even if it never sets a level, and
+// narrows a tools/list result to what the session sees (listFor).
 func (s *Server) middleware(sc *scope) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -142,12 +149,14 @@ func (s *Server) middleware(sc *scope) mcp.Middleware {
 			ss, _ := req.GetSession().(*mcp.ServerSession)
 			switch r := res.(type) {
 			case *mcp.InitializeResult:
-				r.Instructions = s.instructions(s.session(sc, ss))
+				r.Instructions = s.instructions(s.session(sc, req))
 				if ss != nil {
 					_, _ = next(ctx, "logging/setLevel", &mcp.ServerRequest[*mcp.SetLoggingLevelParams]{Session: ss, Params: &mcp.SetLoggingLevelParams{Level: "info"}})
 				}
 			case *mcp.DiscoverResult:
-				r.Instructions = s.instructions(s.session(sc, ss))
+				r.Instructions = s.instructions(s.session(sc, req))
+			case *mcp.ListToolsResult:
+				return s.listFor(s.session(sc, req), r), nil
 			}
 			return res, err
 		}

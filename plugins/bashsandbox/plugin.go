@@ -152,7 +152,7 @@ func apply(a *container.Activation, cfg *Config) error {
 	if err := shell.Service.Provide(a, ex); err != nil {
 		return err
 	}
-	return prompts.Add(a, promptSection(resolver))
+	return prompts.Add(a, promptSection(resolver, a))
 }
 
 // New returns the confining executor for cfg (as a shell.Executor) and its policy

@@ -247,7 +247,7 @@ func TestPromptSectionPerSession(t *testing.T) {
 	reg := prompt.NewRegistry()
 	scope := &testScope{}
 	defer scope.end()
-	sec := bashsandbox.PromptSection(r)
+	sec := bashsandbox.PromptSection(r, nil)
 	if sec.Name != "sandbox:policy" || sec.Order != 110 {
 		t.Fatalf("section %q order %d", sec.Name, sec.Order)
 	}

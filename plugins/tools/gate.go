@@ -156,6 +156,14 @@ func (r *Registry) Restrict(scope container.Scope, rs Restriction) error {
 	return nil
 }
 
+// Restricted reports whether a restriction is registered: what a session sees
+// (ToolsFor) may then depend on the session.
+func (r *Registry) Restricted() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.restrictions) > 0
+}
+
 // hidden applies the restrictions to one tool for session. A session with a role while
 // no restriction is registered (the roles row failed, or a reload is replacing it) sees
 // nothing: what its role allows cannot be told.
