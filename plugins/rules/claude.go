@@ -9,7 +9,9 @@ import (
 
 // importClaude reads the Bash entries of a Claude Code settings file's
 // permissions: Bash (every command), Bash(<command>) (exactly that command) and
-// Bash(<prefix>:*) (the prefix, then any words). The text inside the parentheses
+// Bash(<prefix>:*) (any command starting with the prefix, as Claude Code documents
+// it: `Bash(npm run test:*)` matches `npm run test:unit` and `npm run test --watch`;
+// the prefix's last word is globbed, then any words follow). The text inside the parentheses
 // is a pattern of this package, so * globs as in the rules. Entries for other tools
 // are ignored. An allow entry that cannot be expressed is left out (stricter) with
 // a warning; an ask or deny entry that cannot be fails the import.
@@ -73,6 +75,9 @@ func claudePattern(entry string) (pattern, bool, error) {
 	src := inner
 	if isPrefix {
 		src = prefix
+		if prefix != "" && !strings.HasSuffix(prefix, " ") {
+			src += "*" // the prefix's last word may go on: test → test:unit
+		}
 	}
 	pat, err := compilePattern(src)
 	if err != nil {

@@ -15,7 +15,8 @@ func TestClaudeSettings(t *testing.T) {
 	for _, c := range []corpusCase{
 		{"npm run test", rules.Allow, `rule "Bash(npm run test:*)"`},
 		{"npm run test -- --watch=false", rules.Allow, `rule "Bash(npm run test:*)"`},
-		{"npm run test:unit", rules.Ask, `default for "npm run test:unit"`}, // the prefix ends at a word
+		{"npm run test:unit", rules.Allow, `rule "Bash(npm run test:*)"`}, // starts with the prefix, as Claude Code documents
+		{"npm run lint:css", rules.Ask, `default for "npm run lint:css"`}, // Bash(npm run lint) is exact
 		{"npm run lint", rules.Allow, `rule "Bash(npm run lint)"`},
 		{"npm run lint --fix", rules.Ask, `default for "npm run lint --fix"`},
 		{"git status && git diff HEAD~1", rules.Allow, `rule "Bash(git status)"`},
