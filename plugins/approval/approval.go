@@ -197,20 +197,23 @@ func sessionID(s *container.Session) string {
 }
 
 // question is the question put to the user for req: it names the tool, the command, the
-// requested sandbox mode (with what it permits), the workspace and the justification,
-// so that a channel showing nothing but this text (an MCP elicitation with an empty
-// schema, a terminal) gives the user everything needed to decide. A request that is not
-// a sandbox escalation shows its reason instead.
+// justification, the workspace and the requested sandbox mode (with what it permits), so
+// that a channel showing nothing but this text (an MCP elicitation with an empty schema,
+// a terminal) gives the user everything needed to decide. A request that is not a
+// sandbox escalation shows its reason instead.
+//
+// What the model wrote (the command, the justification) comes first and what dsh states
+// comes last: the line naming the requested mode is the last one, just before the
+// channel's question, so nothing drawn by a justification can stand between the real
+// mode and the answer. Every field is shown escaped, collapsed and capped (show).
 func question(req Request) string {
 	mode, justification := req.Mode, req.Justification
 	if mode == "" {
 		mode, justification = parseEscalation(req.Reason)
 	}
-	tool := req.Tool
-	if tool == "" {
-		tool = "a tool"
-	} else {
-		tool = "the " + tool + " tool"
+	tool := "a tool"
+	if req.Tool != "" {
+		tool = "the " + show(req.Tool, exact) + " tool"
 	}
 	var b strings.Builder
 	if mode == "" {
@@ -218,27 +221,26 @@ func question(req Request) string {
 		if req.Command != "" {
 			fmt.Fprintf(&b, "\nCommand:\n%s\n", commandBlock(req.Command))
 		}
-		fmt.Fprintf(&b, "\nReason: %s\n", oneLine(escapeControls(req.Reason)))
+		fmt.Fprintf(&b, "\nReason: %s\n", show(req.Reason, sentence))
 		b.WriteString("\nAccept to allow this once; decline to refuse.")
 		return b.String()
 	}
 	fmt.Fprintf(&b, "dsh: %s asks to run a command with wider sandbox access.\n", tool)
+	b.WriteString("Accept to run this one call in the mode named last; decline to refuse (the command will not run).\n")
 	if req.Command != "" {
 		fmt.Fprintf(&b, "\nCommand:\n%s\n", commandBlock(req.Command))
-	}
-	fmt.Fprintf(&b, "\nRequested sandbox mode: %s", mode)
-	if d := modeDescription(mode); d != "" {
-		fmt.Fprintf(&b, " (%s)", d)
-	}
-	b.WriteString("\n")
-	if req.Session != nil && req.Session.Cwd != "" {
-		fmt.Fprintf(&b, "Workspace: %s\n", escapeControls(req.Session.Cwd))
 	}
 	if justification == "" {
 		justification = "(none given)"
 	}
-	fmt.Fprintf(&b, "Justification: %s\n", oneLine(escapeControls(justification)))
-	b.WriteString("\nAccept to run this one call in that mode; decline to refuse (the command will not run).")
+	fmt.Fprintf(&b, "\nJustification: %s\n\n", show(justification, sentence))
+	if req.Session != nil && req.Session.Cwd != "" {
+		fmt.Fprintf(&b, "Workspace: %s\n", show(req.Session.Cwd, exact))
+	}
+	fmt.Fprintf(&b, "Requested sandbox mode: %s", show(mode, exact))
+	if d := modeDescription(mode); d != "" {
+		fmt.Fprintf(&b, " (%s)", d)
+	}
 	return b.String()
 }
 
@@ -267,80 +269,23 @@ func modeDescription(mode string) string {
 	return ""
 }
 
-// commandBlock is a command as the question shows it: escaped (escapeControls), with
-// padding that shows nothing collapsed (collapsePadding), indented; a command longer
-// than a terminal screen ends with a line saying so — padding or a long head would
+// commandBlock is a command as the question shows it (show, as a block), indented; a
+// command longer than a terminal screen ends with a line saying so — a long head would
 // otherwise scroll its first lines out of sight above the question.
 func commandBlock(command string) string {
-	block := indent(collapsePadding(escapeControls(command)))
-	if n := strings.Count(block, "\n") + 1; n > screenLines {
-		block += fmt.Sprintf("\n  [the command is %d lines long: read all of it, above, before you accept]", n)
+	text := indent(show(command, block))
+	if n := strings.Count(text, "\n") + 1; n > screenLines {
+		text += fmt.Sprintf("\n  [the command is %d lines long: read all of it, above, before you accept]", n)
 	}
-	return block
+	return text
 }
 
 // screenLines is how many lines of a command the question shows without a note.
 const screenLines = 20
-
-// collapsePadding writes each run of more than maxBlankLines blank lines, and each run
-// of more than maxSpaces spaces and tabs, as a marker saying how long it was
-// ("[120 blank lines]", "[300 spaces]"), so that padding cannot push part of a command
-// out of sight (below a screen, or off the right of a window that does not wrap).
-func collapsePadding(s string) string {
-	const maxBlankLines, maxSpaces = 2, 16
-	lines := strings.Split(s, "\n")
-	out := make([]string, 0, len(lines))
-	for i := 0; i < len(lines); {
-		j := i
-		for j < len(lines) && strings.TrimLeft(lines[j], " \t") == "" {
-			j++
-		}
-		if j-i > maxBlankLines {
-			out = append(out, fmt.Sprintf("[%d blank lines]", j-i))
-			i = j
-			continue
-		}
-		if j == i {
-			j = i + 1
-		}
-		for _, l := range lines[i:j] {
-			out = append(out, collapseSpaces(l, maxSpaces))
-		}
-		i = j
-	}
-	return strings.Join(out, "\n")
-}
-
-// collapseSpaces writes each run of more than max spaces and tabs in line as
-// "[N spaces]".
-func collapseSpaces(line string, max int) string {
-	var b strings.Builder
-	for i := 0; i < len(line); {
-		j := i
-		for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
-			j++
-		}
-		switch {
-		case j-i > max:
-			fmt.Fprintf(&b, "[%d spaces]", j-i)
-		case j > i:
-			b.WriteString(line[i:j])
-		default:
-			b.WriteByte(line[i])
-			j = i + 1
-		}
-		i = j
-	}
-	return b.String()
-}
 
 // indent prefixes every line of s with two spaces so a multi-line command stays visibly
 // one block.
 func indent(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

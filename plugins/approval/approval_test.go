@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -17,7 +17,12 @@ import (
 	"github.com/dsh-dev/dsh/shell"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if file := os.Getenv(screenHelperVar); file != "" {
+		os.Exit(runScreenHelper(file))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // logRecorder is a slog.Handler that keeps every record with its attributes flattened.
 type logRecorder struct {
@@ -285,15 +290,15 @@ func TestMessageNamesCommandModeAndJustification(t *testing.T) {
 	session := &container.Session{ID: "s", Cwd: "/home/u/project"}
 	got := approval.Message(escalation(session))
 	want := "dsh: the bash tool asks to run a command with wider sandbox access.\n" +
+		"Accept to run this one call in the mode named last; decline to refuse (the command will not run).\n" +
 		"\n" +
 		"Command:\n" +
 		"  make dist\n" +
 		"\n" +
-		"Requested sandbox mode: workspace-write (the command may modify files in the session workspace and temporary directories)\n" +
-		"Workspace: /home/u/project\n" +
 		"Justification: the build writes its output into ./dist\n" +
 		"\n" +
-		"Accept to run this one call in that mode; decline to refuse (the command will not run)."
+		"Workspace: /home/u/project\n" +
+		"Requested sandbox mode: workspace-write (the command may modify files in the session workspace and temporary directories)"
 	if got != want {
 		t.Fatalf("message:\n%s\n--- want:\n%s", got, want)
 	}
@@ -303,8 +308,7 @@ func TestMessageNamesCommandModeAndJustification(t *testing.T) {
 	got = approval.Message(req)
 	for _, part := range []string{
 		"Command:\n  make install\n  ldconfig\n",
-		"Requested sandbox mode: danger-full-access (no sandbox: the command may modify any file you can and use the network)\n",
-		"Justification: needs to install into /usr/local\n",
+		"Justification: needs to install into /usr/local\n\nRequested sandbox mode: danger-full-access (no sandbox: the command may modify any file you can and use the network)",
 	} {
 		if !strings.Contains(got, part) {
 			t.Errorf("message lacks %q:\n%s", part, got)
@@ -361,22 +365,6 @@ func TestMessageEscapesControlCharacters(t *testing.T) {
 	}
 }
 
-// FuzzEscape: whatever the command, the message holds no control character.
-func FuzzEscape(f *testing.F) {
-	f.Add("ls\r\x1b[2K", "why\x00")
-	f.Add("\xc2\x85\xe2\x80\xae", "\x9b31m")
-	f.Fuzz(func(t *testing.T, command, justification string) {
-		got := approval.Message(approval.Request{Tool: "bash", Command: command, Mode: shell.ModeWorkspaceWrite, Justification: justification})
-		for i := 0; i < len(got); {
-			r, size := utf8.DecodeRuneInString(got[i:])
-			if r == utf8.RuneError && size == 1 || r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
-				t.Fatalf("%U at %d in %q", r, i, got)
-			}
-			i += size
-		}
-	})
-}
-
 // Padding cannot push part of a command out of sight: on a terminal, hundreds of blank
 // lines after `rm -rf ~` would scroll it away above the question, leaving only the
 // innocent tail on screen; in a window that does not wrap, hundreds of spaces would
@@ -395,7 +383,7 @@ func TestMessageCollapsesPadding(t *testing.T) {
 		t.Fatalf("spaces:\n%s", got)
 	}
 	got = message("rm -rf ~\n" + strings.TrimSuffix(strings.Repeat("true\n", 30), "\n"))
-	if !strings.Contains(got, "  true\n  [the command is 31 lines long: read all of it, above, before you accept]\n\nRequested sandbox mode: ") {
+	if !strings.Contains(got, "  true\n  [the command is 31 lines long: read all of it, above, before you accept]\n\nJustification: list\n") {
 		t.Fatalf("long command:\n%s", got)
 	}
 	if got := message("make\n\nmake install"); !strings.Contains(got, "Command:\n  make\n  \n  make install\n") {

@@ -7,4 +7,9 @@
 // session's interactive channel (container.Session.Prompter — MCP elicitation under
 // `dsh serve`, a terminal under `dsh call`), `allow` approves without asking (trusted
 // automation), `deny` rejects without asking. Every request and every decision is logged.
+//
+// A question shows each field of the request escaped (nothing in it can act on a
+// terminal or draw as blank), its padding collapsed and cut at 2,000 characters, and
+// names the requested sandbox mode on its last line. EscapeForTerminal is the same
+// escaping for output shown on a terminal.
 package approval

@@ -14,7 +14,8 @@ import (
 )
 
 // TerminalPrompter is a container.Prompter for a user at a terminal (`dsh call` on a
-// tty): it writes the question to Out and reads a y/n answer line from In.
+// tty): it writes the message to Out (escaped, EscapeForTerminal), a blank line and
+// "Allow once? [y/N] ", and reads a y/n answer line from In.
 //
 // "y"/"yes" accepts, "n"/"no" or an empty line declines (the default), end of input
 // cancels; anything else is asked again, at most three times, then cancels. A ctx
@@ -63,7 +64,9 @@ func (p *TerminalPrompter) Confirm(ctx context.Context, message string) (contain
 		default:
 		}
 	}
-	prompt := strings.TrimRight(message, "\n") + "\n\nAllow once? [y/N] "
+	// The approval service's questions are escaped already; a message from elsewhere must
+	// not act on the terminal either.
+	prompt := EscapeForTerminal(strings.TrimRight(message, "\n")) + "\n\nAllow once? [y/N] "
 	for attempt := 1; ; attempt++ {
 		if _, err := io.WriteString(p.Out, prompt); err != nil {
 			return "", fmt.Errorf("approval: write to terminal: %w", err)
