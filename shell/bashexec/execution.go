@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/proc"
@@ -226,4 +227,61 @@ func trimLeadingPartialRune(s string) string {
 		i++
 	}
 	return s[i:]
+}
+
+// OutputChanged returns a channel closed once the output may be longer than n bytes:
+// a stream grew past what n leaves it, or the output is complete. (A stream that
+// grows while the other is being looked at may close it early; callers check again.)
+func (x *execution) OutputChanged(n int64) <-chan struct{} {
+	out, errs := x.process.Stdout(), x.process.Stderr()
+	e := errs.Len()
+	co, ce := out.Changed(n-e), errs.Changed(e)
+	switch {
+	case out.Ended():
+		return ce
+	case errs.Ended():
+		return co // a terminal's stderr, which never gets a byte, ended at once
+	}
+	merged := make(chan struct{})
+	go func() {
+		select {
+		case <-co:
+		case <-ce:
+		}
+		close(merged)
+	}()
+	return merged
+}
+
+// LastOutput is when either stream last received bytes.
+func (x *execution) LastOutput() time.Time {
+	a, b := x.process.Stdout().LastWrite(), x.process.Stderr().LastWrite()
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Detach takes back the deadline and the context of a process that supports it.
+func (x *execution) Detach() bool {
+	d, ok := x.process.(DetachableProcess)
+	return ok && d.Detach()
+}
+
+// terminalExecution is the execution of a command under a terminal: its input goes to
+// the terminal.
+type terminalExecution struct {
+	*execution
+	tty TerminalProcess
+}
+
+var _ shell.Input = (*terminalExecution)(nil)
+
+func (x *terminalExecution) WriteInput(ctx context.Context, p []byte) error {
+	return x.tty.WriteInput(ctx, p)
+}
+func (x *terminalExecution) CloseInput(ctx context.Context) error { return x.tty.CloseInput(ctx) }
+func (x *terminalExecution) Resize(t shell.Terminal) error        { return x.tty.Resize(t) }
+func (x *terminalExecution) WaitingForInput() (waiting, known bool) {
+	return x.tty.WaitingForInput()
 }

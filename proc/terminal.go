@@ -1,0 +1,29 @@
+package proc
+
+import (
+	"errors"
+	"os"
+)
+
+// Terminal is the pseudo-terminal a command runs under: its size in character cells. A
+// command under a terminal has the terminal's slave side as its stdin, stdout and stderr
+// and as the controlling terminal of the session it leads, so its output is one stream;
+// the service that runs it holds the master side, reads the output from it and writes
+// the input to it.
+type Terminal struct {
+	// Cols and Rows are the terminal's width and height (1 to 65535 each).
+	Cols, Rows int
+}
+
+// TerminalStarted is the Started of a Starter that allocated the leader's terminal
+// (StartRequest.Terminal) where the leader lives: a box takes it from its own devpts,
+// so that a confined command's terminal is one of the box's. Master hands the master
+// side to the Supervisor, which from then on owns it (reads the output, writes the
+// input, closes it); it is called once, right after Start.
+type TerminalStarted interface {
+	Started
+	Master() *os.File
+}
+
+// ErrInputClosed: a process takes no more input — it finished, or its input was closed.
+var ErrInputClosed = errors.New("the command takes no more input")
