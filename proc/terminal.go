@@ -27,3 +27,18 @@ type TerminalStarted interface {
 
 // ErrInputClosed: a process takes no more input — it finished, or its input was closed.
 var ErrInputClosed = errors.New("the command takes no more input")
+
+// EndOfInput is what ends a terminal's input, as its user would, after input whose
+// last byte was last (0 when nothing was written): a ^D at the start of a line — after
+// one more ^D that finishes the pending line when the input so far does not end one (a
+// line cut by ^C, ^U, ^\ or ^Z ends there too).
+func EndOfInput(last byte) []byte {
+	switch last {
+	case 0, '\n', '\r', ctrlD, 0x03, 0x15, 0x1c, 0x1a:
+		return []byte{ctrlD}
+	}
+	return []byte{ctrlD, ctrlD}
+}
+
+// ctrlD is the end-of-file character of a terminal's default modes.
+const ctrlD = 0x04

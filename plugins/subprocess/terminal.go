@@ -202,10 +202,8 @@ func inputError(err error) error {
 	return fmt.Errorf("writing to the terminal: %w", err)
 }
 
-// CloseInput ends the terminal's input as its user would: ^D at the start of a line,
-// after one more ^D that finishes the pending line when the input so far does not end
-// one (a line the user cut with ^C or ^U ends there too). Later writes fail with
-// proc.ErrInputClosed; closing again does nothing.
+// CloseInput ends the terminal's input as its user would (proc.EndOfInput). Later
+// writes fail with proc.ErrInputClosed; closing again does nothing.
 func (p *Process) CloseInput(ctx context.Context) error {
 	t := p.tty
 	if t == nil {
@@ -216,36 +214,13 @@ func (p *Process) CloseInput(ctx context.Context) error {
 	if t.closed {
 		return nil
 	}
-	eof := []byte{veof}
-	if !lineStart(t.last) {
-		eof = []byte{veof, veof}
-	}
+	eof := proc.EndOfInput(t.last)
 	err := p.writeLocked(ctx, eof)
 	t.closed = err == nil || errors.Is(err, proc.ErrInputClosed)
 	if errors.Is(err, proc.ErrInputClosed) {
 		return nil // the command has finished: its input has ended already
 	}
 	return err
-}
-
-// The control characters of a terminal's default modes.
-const (
-	veof   = 0x04 // ^D
-	vintr  = 0x03 // ^C
-	vkill  = 0x15 // ^U
-	vquit  = 0x1c // ^\
-	vsusp  = 0x1a // ^Z
-	inLine = 0    // nothing written yet
-)
-
-// lineStart reports whether input that ended with last leaves the terminal at the start
-// of a line.
-func lineStart(last byte) bool {
-	switch last {
-	case inLine, '\n', '\r', veof, vintr, vkill, vquit, vsusp:
-		return true
-	}
-	return false
 }
 
 // Resize changes the terminal's size; the kernel sends SIGWINCH to its foreground
