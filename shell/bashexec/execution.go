@@ -262,6 +262,15 @@ func (x *execution) LastOutput() time.Time {
 	return a
 }
 
+// Tail is the last n bytes of the stream written last (stdout when neither was).
+func (x *execution) Tail(n int) []byte {
+	s := x.process.Stdout()
+	if e := x.process.Stderr(); e.LastWrite().After(s.LastWrite()) {
+		s = e
+	}
+	return s.Since(max(s.Len()-int64(n), 0)).Data
+}
+
 // Detach takes back the deadline and the context of a process that supports it.
 func (x *execution) Detach() bool {
 	d, ok := x.process.(DetachableProcess)
