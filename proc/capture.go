@@ -70,9 +70,6 @@ type Stream struct {
 	// never reported again; the spool may also delete the file of a closed stream
 	// (file.gone), which withdraws its path too.
 	file *spillFile
-	// changed, when a reader waits (Changed), is closed by the next write or Close.
-	changed chan struct{}
-	ended   bool // Close ran: Changed returns a closed channel
 
 	lastWrite atomic.Int64 // unix nanoseconds of the last write with bytes; 0 before
 }
@@ -111,7 +108,6 @@ func (s *Stream) write(p []byte) {
 	s.total = total
 	if n > 0 {
 		s.lastWrite.Store(time.Now().UnixNano())
-		s.wakeLocked()
 	}
 	s.mu.Unlock()
 
@@ -211,10 +207,6 @@ func (s *Stream) Close() {
 		return
 	}
 	s.closed = true
-	s.mu.Lock()
-	s.ended = true
-	s.wakeLocked()
-	s.mu.Unlock()
 	var sf *spillFile
 	if s.spill != nil && !s.flushSpill() {
 		s.dropSpill()
@@ -333,38 +325,6 @@ func (s *Stream) LastWrite() time.Time {
 	}
 	return time.Time{}
 }
-
-// Changed returns a channel that is closed once the stream is longer than off bytes,
-// or has ended (Close): a reader waits for new output on it instead of polling.
-func (s *Stream) Changed(off int64) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.total > off || s.ended {
-		return closedChan
-	}
-	if s.changed == nil {
-		s.changed = make(chan struct{})
-	}
-	return s.changed
-}
-
-// Ended reports whether the stream has ended (Close).
-func (s *Stream) Ended() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ended
-}
-
-// wakeLocked wakes the readers waiting in Changed.
-func (s *Stream) wakeLocked() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
-}
-
-// closedChan is the channel Changed returns when there is no need to wait.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Len is the length of the whole stream so far.
 func (s *Stream) Len() int64 {

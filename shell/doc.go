@@ -78,8 +78,8 @@
 //     input). A confining executor's terminal is inside its sandbox: a confined
 //     command reaches no other terminal. Teardown and the drain bound everything as
 //     for pipes. Others refuse a Terminal in Resolve.
-//  14. Executions implement Activity (how much output, when it last came, a channel
-//     to wait for more) and Detacher: Detach frees a running command from Execute's
+//  14. Executions implement Activity (how much output, when it last came, its tail
+//     without consuming it) and Detacher: Detach frees a running command from Execute's
 //     context and its deadline, so that a caller can hand it over (to a job) without a
 //     restart; what was read from it stays read. ExpiryHandOver resolves the timeout
 //     like ExpiryKill but arms no deadline: the caller acts when it passes.

@@ -62,9 +62,6 @@ type Activity interface {
 	OutputBytes() int64
 	// LastOutput is when the command last produced output (the zero time before it did).
 	LastOutput() time.Time
-	// OutputChanged returns a channel that is closed once the command's output may be
-	// longer than n bytes, or is complete (a caller checks OutputBytes again).
-	OutputChanged(n int64) <-chan struct{}
 	// Tail returns up to the last n bytes of the stream that last received output,
 	// without consuming anything (for progress reports: the last line so far).
 	Tail(n int) []byte

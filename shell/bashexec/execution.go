@@ -229,30 +229,6 @@ func trimLeadingPartialRune(s string) string {
 	return s[i:]
 }
 
-// OutputChanged returns a channel closed once the output may be longer than n bytes:
-// a stream grew past what n leaves it, or the output is complete. (A stream that
-// grows while the other is being looked at may close it early; callers check again.)
-func (x *execution) OutputChanged(n int64) <-chan struct{} {
-	out, errs := x.process.Stdout(), x.process.Stderr()
-	e := errs.Len()
-	co, ce := out.Changed(n-e), errs.Changed(e)
-	switch {
-	case out.Ended():
-		return ce
-	case errs.Ended():
-		return co // a terminal's stderr, which never gets a byte, ended at once
-	}
-	merged := make(chan struct{})
-	go func() {
-		select {
-		case <-co:
-		case <-ce:
-		}
-		close(merged)
-	}()
-	return merged
-}
-
 // LastOutput is when either stream last received bytes.
 func (x *execution) LastOutput() time.Time {
 	a, b := x.process.Stdout().LastWrite(), x.process.Stderr().LastWrite()
