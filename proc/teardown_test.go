@@ -213,7 +213,7 @@ func TestDisarm(t *testing.T) {
 		t.Fatal("Disarm of a running process")
 	}
 	cancel()
-	td.Arm(ctx, time.Now(), nil) // arming again after Disarm arms nothing
+	td.Arm(ctx, time.Now(), nil)       // arming again after Disarm arms nothing
 	time.Sleep(100 * time.Millisecond) // past the deadline: nothing may happen
 	if terms, _, _ := tree.counts(); terms != 0 || td.State() != proc.Running {
 		t.Fatalf("a disarmed teardown killed: %d SIGTERMs", terms)
