@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"os"
 )
 
@@ -11,8 +12,21 @@ import (
 // the service that runs it holds the master side, reads the output from it and writes
 // the input to it.
 type Terminal struct {
-	// Cols and Rows are the terminal's width and height (1 to 65535 each).
+	// Cols and Rows are the terminal's width and height (1 to MaxTerminalCells each).
 	Cols, Rows int
+}
+
+// MaxTerminalCells is the largest width or height of a terminal (the kernel's winsize
+// holds 16 bits).
+const MaxTerminalCells = 65535
+
+// Check reports a size out of range: "cols and rows must be between 1 and 65535, got
+// <cols>x<rows>".
+func (t Terminal) Check() error {
+	if t.Cols < 1 || t.Cols > MaxTerminalCells || t.Rows < 1 || t.Rows > MaxTerminalCells {
+		return fmt.Errorf("cols and rows must be between 1 and %d, got %dx%d", MaxTerminalCells, t.Cols, t.Rows)
+	}
+	return nil
 }
 
 // TerminalStarted is the Started of a Starter that allocated the leader's terminal

@@ -302,8 +302,13 @@ func checkSpec(spec Spec) error {
 	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return err
 	}
-	if t := spec.Terminal; t != nil && (spec.Stdin != nil || t.Cols < 1 || t.Cols > 65535 || t.Rows < 1 || t.Rows > 65535) {
-		return fmt.Errorf("invalid terminal %dx%d (with stdin: %v)", t.Cols, t.Rows, spec.Stdin != nil)
+	if t := spec.Terminal; t != nil {
+		if spec.Stdin != nil {
+			return errors.New("invalid spec: stdin cannot be given with a terminal")
+		}
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("invalid terminal: %w", err)
+		}
 	}
 	for k, v := range spec.Env {
 		if !validName(k) {

@@ -146,8 +146,8 @@ func (p *Process) Resize(size proc.Terminal) error {
 	if p.tty == nil {
 		return errors.New("ssh: the command has no terminal")
 	}
-	if size.Cols < 1 || size.Cols > 65535 || size.Rows < 1 || size.Rows > 65535 {
-		return fmt.Errorf("ssh: invalid terminal size %dx%d", size.Cols, size.Rows)
+	if err := size.Check(); err != nil {
+		return fmt.Errorf("ssh: invalid terminal: %w", err)
 	}
 	_, err := p.ch.SendRequest("window-change", false, xssh.Marshal(windowChange{Columns: uint32(size.Cols), Rows: uint32(size.Rows)}))
 	return err

@@ -100,11 +100,11 @@ func checkSpec(spec Spec) error {
 		return err
 	}
 	if t := spec.Terminal; t != nil {
-		switch {
-		case spec.Stdin != nil:
+		if spec.Stdin != nil {
 			return errors.New("invalid spec: stdin cannot be given with a terminal")
-		case t.Cols < 1 || t.Cols > 65535 || t.Rows < 1 || t.Rows > 65535:
-			return fmt.Errorf("invalid terminal: cols and rows must be between 1 and 65535, got %dx%d", t.Cols, t.Rows)
+		}
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("invalid terminal: %w", err)
 		}
 	}
 	return checkEnv(spec.Env, spec.DshEnv)

@@ -230,8 +230,8 @@ func (p *Process) Resize(size proc.Terminal) error {
 	if t == nil {
 		return errors.New("subprocess: the process has no terminal")
 	}
-	if size.Cols < 1 || size.Cols > 65535 || size.Rows < 1 || size.Rows > 65535 {
-		return fmt.Errorf("subprocess: invalid terminal size %dx%d", size.Cols, size.Rows)
+	if err := size.Check(); err != nil {
+		return fmt.Errorf("subprocess: invalid terminal: %w", err)
 	}
 	var err error
 	if cerr := control(t.master, func(fd int) { err = unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, winsize(size)) }); cerr != nil {

@@ -287,14 +287,11 @@ func (e *Executor) resolveTerminal(req shell.ExecRequest) (*proc.Terminal, error
 	if t.Rows == 0 {
 		t.Rows = shell.DefaultTerminalRows
 	}
-	if t.Cols < 1 || t.Cols > maxCells || t.Rows < 1 || t.Rows > maxCells {
-		return nil, fmt.Errorf("%s: request.terminal: cols and rows must be between 1 and %d, got %dx%d", name, maxCells, t.Cols, t.Rows)
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("%s: request.terminal: %w", name, err)
 	}
 	return &t, nil
 }
-
-// maxCells is the largest terminal width or height (the kernel's winsize holds 16 bits).
-const maxCells = 65535
 
 // Execute starts spec and returns its handle. It fails only for a spec Resolve did not
 // produce, an already-cancelled ctx ("aborted before spawn: …"), a Prepare error or a
@@ -314,7 +311,7 @@ func (e *Executor) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Exec
 		return nil, fmt.Errorf("%s: spec is not resolved: stdoutMaxBytes %d", name, spec.StdoutMaxBytes)
 	case !filepath.IsAbs(spec.Workdir):
 		return nil, fmt.Errorf("%s: spec is not resolved: workdir %q is not absolute", name, spec.Workdir)
-	case spec.Terminal != nil && (spec.Terminal.Cols < 1 || spec.Terminal.Rows < 1 || spec.Stdin != nil || !e.Terminals()):
+	case spec.Terminal != nil && (spec.Terminal.Check() != nil || spec.Stdin != nil || !e.Terminals()):
 		return nil, fmt.Errorf("%s: spec is not resolved: terminal %+v", name, *spec.Terminal)
 	}
 	if ctx.Err() != nil {
