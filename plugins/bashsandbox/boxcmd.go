@@ -110,7 +110,6 @@ func (st *cmdStarter) started(id uint64, rep boxReply, terminal bool) (int, *os.
 	if len(rep.fds) != want {
 		closeAll(rep.fds)
 		b.forget(id)
-		b.fail() // it may run: end it through its box
 		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: fmt.Errorf("the session sandbox sent %d descriptors, want %d (the pidfd, the terminal)", len(rep.fds), want)}
 	}
 	st.launchFailed.Store(rep.r.LaunchFailed)
