@@ -110,7 +110,11 @@ func (st *cmdStarter) started(id uint64, rep boxReply, terminal bool) (int, *os.
 	if len(rep.fds) != want {
 		closeAll(rep.fds)
 		b.forget(id)
-		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: fmt.Errorf("the session sandbox sent %d descriptors, want %d (the pidfd, the terminal)", len(rep.fds), want)}
+		what := "no pidfd"
+		if terminal {
+			what = "no pidfd and terminal"
+		}
+		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent " + what)}
 	}
 	st.launchFailed.Store(rep.r.LaunchFailed)
 	pid, err := pidfdPid(rep.fds[0])
