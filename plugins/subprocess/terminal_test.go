@@ -196,3 +196,15 @@ func terminalFDs(t *testing.T, before map[string]string) []string {
 	}
 	return out
 }
+
+// The drain bound holds under a terminal too: something the leader left holding the
+// terminal (it ignores the hang-up) cannot keep the process from settling.
+func TestTerminalDrainBound(t *testing.T) {
+	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
+		p := spawn(t, sup, ttySpec(`(trap '' HUP; exec sleep 100) & echo started`))
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
+		if proctest.Code(ex) != 0 || p.Stdout().Output().Text != "started\r\n" {
+			t.Errorf("exit %+v, output %q", ex, p.Stdout().Output().Text)
+		}
+	})
+}
