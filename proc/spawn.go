@@ -103,8 +103,14 @@ type StartRequest struct {
 	// overrides, the caller's variables, then the DSH_* snapshot.
 	Env []string
 	// Files are the leader's stdin, stdout and stderr. They stay open until Start
-	// returns; the Supervisor closes them then (the Starter must not).
+	// returns; the Supervisor closes them then (the Starter must not). They are nil
+	// when Terminal is set.
 	Files [3]*os.File
+	// Terminal, when set, asks for the leader to run under a new terminal of this
+	// size, which the Starter allocates: its slave side is the leader's stdin, stdout,
+	// stderr and controlling terminal, and its Started must be a TerminalStarted that
+	// hands over the master side. A Starter that cannot must fail the start.
+	Terminal *Terminal
 	// CgroupFD is the tree's cgroup directory, or -1 when the tree has none. The
 	// leader must start inside it (clone3 with CLONE_INTO_CGROUP), so that nothing it
 	// forks escapes the cgroup before it is there. A Start that fails with EPERM,

@@ -72,6 +72,7 @@ type Teardown struct {
 	escalateAt time.Time     // when escalation fires
 	terminated chan struct{} // closed once Tree.Terminate returned (made by Kill)
 	escalated  chan struct{} // closed once Tree.Escalate returned (made by Kill)
+	disarmed   bool          // Disarm ran: the deadline and the context kill nothing
 }
 
 // Phase is where a process is in its teardown (see Teardown for the transitions).
@@ -168,7 +169,7 @@ func (t *Teardown) LeaderRuns() bool {
 func (t *Teardown) Arm(ctx context.Context, deadline time.Time, timeoutCause error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.phase != PhaseRunning && t.phase != PhaseKilling {
+	if t.phase != PhaseRunning && t.phase != PhaseKilling || t.disarmed {
 		return
 	}
 	if !deadline.IsZero() {
@@ -196,7 +197,7 @@ func (t *Teardown) Arm(ctx context.Context, deadline time.Time, timeoutCause err
 func (t *Teardown) Kill(reason Reason, cause error, explicit bool) bool {
 	t.mu.Lock()
 	switch {
-	case t.phase >= PhaseSettling, t.phase.Exited() && !explicit:
+	case t.phase >= PhaseSettling, t.phase.Exited() && !explicit, t.disarmed && !explicit:
 		t.mu.Unlock()
 		return false
 	case t.phase.Killing():
@@ -216,6 +217,25 @@ func (t *Teardown) Kill(reason Reason, cause error, explicit bool) bool {
 	t.mu.Unlock()
 	t.tree.Terminate()
 	close(terminated)
+	return true
+}
+
+// Disarm takes back what Arm armed: from now on neither the deadline nor the context
+// kills the tree, only Kill does (a caller hands the process over to outlive its own
+// call). It reports false when that is too late — a kill started, the leader exited,
+// the process settled — and true otherwise. A deadline or context that fired at the
+// same moment but had not started its kill yet kills nothing.
+func (t *Teardown) Disarm() bool {
+	t.mu.Lock()
+	if t.phase != PhaseRunning {
+		t.mu.Unlock()
+		return false
+	}
+	t.disarmed = true
+	deadline, stopCtx := t.deadline, t.stopCtx
+	t.deadline, t.stopCtx = nil, nil
+	t.mu.Unlock()
+	t.disarm(deadline, stopCtx)
 	return true
 }
 

@@ -44,6 +44,10 @@ const (
 	ExpiryKill Expiry = "kill"
 	// ExpiryNone arms no deadline: only Kill, the caller's context or disposal stop it.
 	ExpiryNone Expiry = "none"
+	// ExpiryHandOver resolves TimeoutMs as ExpiryKill does (the default, the cap) but
+	// arms no deadline: the caller watches the time and, when it passes, hands the
+	// still-running command over (Detacher) or kills it.
+	ExpiryHandOver Expiry = "hand-over"
 )
 
 // ExecRequest is what a caller asks for. Only Command is required; nil/zero fields take
@@ -73,6 +77,12 @@ type ExecRequest struct {
 	// per-session resources on it (spill directories, a sandbox's session process); it
 	// is not exported to the command (DshEnv carries DSH_SESSION_ID).
 	SessionID string
+	// Terminal, when set, runs the command under a pseudo-terminal (only with an
+	// executor that implements Terminals): the terminal is its stdin, stdout and
+	// stderr, so its output is one stream (Stdout), TERM is TerminalTERM, and the
+	// execution implements Input. A zero Cols or Rows takes the default size
+	// (DefaultTerminalCols × DefaultTerminalRows). Stdin must then be nil.
+	Terminal *Terminal
 }
 
 // ExecSpec is a resolved request: every field explicit.
@@ -87,6 +97,8 @@ type ExecSpec struct {
 	DshEnv         map[string]string
 	Sandbox        *SandboxPolicy
 	SessionID      string
+	// Terminal is the request's terminal with its size made explicit, or nil.
+	Terminal *Terminal
 }
 
 // Execution is the one handle of a started command; foreground and background use are

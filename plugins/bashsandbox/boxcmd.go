@@ -25,13 +25,15 @@ type cmdStarter struct {
 	launchFailed atomic.Bool
 }
 
-// boxCmd is a command started in a box (a proc.Started).
+// boxCmd is a command started in a box (a proc.Started; a proc.TerminalStarted under a
+// terminal).
 type boxCmd struct {
-	box  *box
-	id   uint64
-	pid  int
-	exit chan proc.Exit
-	once sync.Once
+	box    *box
+	id     uint64
+	pid    int
+	exit   chan proc.Exit
+	once   sync.Once
+	master *os.File // the terminal the box allocated for the command, until Master takes it
 }
 
 // Start asks the box to start req confined to the starter's policy. The leader's
@@ -53,15 +55,16 @@ func (st *cmdStarter) Start(req proc.StartRequest) (proc.Started, error) {
 		b.forget(id)
 		return nil, &proc.SpawnError{Op: "sandbox", Err: b.failure()}
 	}
-	pid, err := st.started(id, rep)
+	pid, master, err := st.started(id, rep, req.Terminal != nil)
 	if err != nil {
 		return nil, err
 	}
-	return &boxCmd{box: b, id: id, pid: pid, exit: exit}, nil
+	return &boxCmd{box: b, id: id, pid: pid, exit: exit, master: master}, nil
 }
 
 // message is the Start message for req, with its descriptors: stdin, stdout, stderr
-// and, when it has one, the command's cgroup.
+// (none under a terminal: the box allocates it) and, when it has one, the command's
+// cgroup.
 func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, []int) {
 	m := launch.Start{
 		ID:        id,
@@ -74,7 +77,12 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 		MaskFiles: st.maskFiles,
 		Cgroup:    req.CgroupFD >= 0,
 	}
-	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}
+	var fds []int
+	if t := req.Terminal; t != nil {
+		m.Terminal, m.Cols, m.Rows = true, t.Cols, t.Rows
+	} else {
+		fds = []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}
+	}
 	if req.CgroupFD >= 0 {
 		fds = append(fds, req.CgroupFD)
 	}
@@ -82,33 +90,61 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 }
 
 // started reads the box's answer to start id: the leader's host pid, from the pidfd
-// that came with it, or why the command did not start (the id is then forgotten).
-func (st *cmdStarter) started(id uint64, rep boxReply) (int, error) {
+// that came with it, and, under a terminal, the terminal's master that came after it;
+// or why the command did not start (the id is then forgotten).
+func (st *cmdStarter) started(id uint64, rep boxReply, terminal bool) (int, *os.File, error) {
 	b := st.box
 	if rep.r.Type == launch.MsgFailed {
 		closeAll(rep.fds)
 		b.forget(id)
 		r := rep.r
 		if r.Errno != 0 {
-			return 0, &proc.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
+			return 0, nil, &proc.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
 		}
-		return 0, &proc.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
+		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
 	}
-	if len(rep.fds) != 1 {
+	want := 1
+	if terminal {
+		want = 2
+	}
+	if len(rep.fds) != want {
 		closeAll(rep.fds)
 		b.forget(id)
-		return 0, &proc.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent no pidfd")}
+		what := "no pidfd"
+		if terminal {
+			what = "no pidfd and terminal"
+		}
+		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent " + what)}
 	}
 	st.launchFailed.Store(rep.r.LaunchFailed)
 	pid, err := pidfdPid(rep.fds[0])
 	syscall.Close(rep.fds[0])
 	if err != nil {
 		// It runs, and cannot be signalled by host pid: end it through its box.
+		closeAll(rep.fds[1:])
 		b.forget(id)
 		b.fail()
-		return 0, &proc.SpawnError{Op: "sandbox", Err: err}
+		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: err}
 	}
-	return pid, nil
+	if !terminal {
+		return pid, nil, nil
+	}
+	return pid, terminalMaster(rep.fds[1]), nil
+}
+
+// terminalMaster is the master the box sent, non-blocking so that reads wait on the
+// runtime's poller and a deadline can cut them. (The Supervisor checks that it is a
+// terminal's master.)
+func terminalMaster(fd int) *os.File {
+	_ = syscall.SetNonblock(fd, true)
+	return os.NewFile(uintptr(fd), "ptmx")
+}
+
+// Master hands over the terminal the box allocated (nil without one).
+func (c *boxCmd) Master() *os.File {
+	m := c.master
+	c.master = nil
+	return m
 }
 
 func (c *boxCmd) Pid() int { return c.pid }

@@ -90,6 +90,9 @@ func (e *Executor) RemoteHost() string { return e.host.User() + "@" + e.host.Add
 // spawner starts the core's commands through the ssh service.
 type spawner struct{ host *ssh.Host }
 
+// Terminals reports that commands can run under a (remote) terminal.
+func (spawner) Terminals() bool { return true }
+
 func (s spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.Limits) (bashexec.Process, error) {
 	if len(cmd.Argv) != 3 || cmd.Argv[0] != "bash" || cmd.Argv[1] != "-c" {
 		return nil, fmt.Errorf("cannot run %q remotely: only bash -c commands are supported", cmd.Argv)
@@ -105,6 +108,7 @@ func (s spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 		GraceMs:  lim.GraceMs,
 		Deadline: lim.Deadline,
 		Owner:    cmd.Owner,
+		Terminal: cmd.Terminal,
 	})
 	if err != nil {
 		return nil, err

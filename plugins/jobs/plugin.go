@@ -123,7 +123,7 @@ type KillValue struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// jobTools returns the job_output, job_list and job_kill tools over rt.
+// jobTools returns the job_output, job_write, job_list and job_kill tools over rt.
 //
 // job_output {job_id, wait, timeout_ms}: a consuming read. Without wait it returns at
 // once. With wait: true it first blocks until the job reaches a terminal status or
@@ -154,6 +154,7 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				return jobOutput(ctx, rt, cfg, call), nil
 			},
 		},
+		jobWriteTool(rt, jobID),
 		{
 			Name:         "job_list",
 			Description:  "List your background jobs, one line each: <id> [<kind>] <status> — <label>.",
@@ -230,6 +231,12 @@ func jobOutput(ctx context.Context, rt *Runtime, cfg *Config, call tools.Call) t
 	if err != nil {
 		return tools.Errorf("%v", err)
 	}
+	return outputResult(out)
+}
+
+// outputResult renders a read as job_output does: the new output or "(no new output)",
+// a newline if needed, the status line.
+func outputResult(out Output) tools.Result {
 	text := out.Text
 	if text == "" {
 		text = "(no new output)"

@@ -150,7 +150,7 @@ func TestJobOutputWaitTimesOut(t *testing.T) {
 
 func TestJobsPluginLifecycle(t *testing.T) {
 	h := compose(t, nil)
-	for _, name := range []string{"job_kill", "job_list", "job_output"} {
+	for _, name := range []string{"job_kill", "job_list", "job_output", "job_write"} {
 		tool, ok := h.tools.Tool(name)
 		if !ok {
 			t.Fatalf("tool %s missing", name)

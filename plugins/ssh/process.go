@@ -41,6 +41,10 @@ type Spec struct {
 	Deadline time.Time
 	// Owner is the session the command belongs to ("" for none).
 	Owner string
+	// Terminal, when set, runs the command under a remote pseudo-terminal of this size
+	// (see terminal.go): Stdin must be nil, the output is Stdout, the input goes
+	// through Process.WriteInput.
+	Terminal *proc.Terminal
 }
 
 // Process is one remote command and its captured output. All methods are safe for
@@ -53,6 +57,7 @@ type Process struct {
 	dir     string
 	graceMs int64
 	stdin   []byte
+	tty     *terminal // the command's terminal (Spec.Terminal), or nil
 
 	stdout, stderr *proc.Stream
 
@@ -120,6 +125,14 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	p, err := h.register(ss, spec, marker)
 	if err != nil {
 		return nil, err
+	}
+	if spec.Terminal != nil {
+		p.tty = &terminal{}
+		if err := p.requestTerminal(*spec.Terminal); err != nil {
+			serr := h.cannotStart(p.c.failure(err))
+			p.onStart(nil, serr) // closes the channel; the process settles
+			return nil, serr
+		}
 	}
 	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, spec)); err != nil {
 		return nil, err
@@ -239,9 +252,10 @@ func (p *Process) exec(ctx context.Context, deadline time.Time, payload []byte) 
 		p.onStart(nil, serr) // closes the channel; the process settles
 		return serr
 	}
-	if p.stdin != nil {
+	switch {
+	case p.stdin != nil:
 		go p.writeStdin()
-	} else {
+	case p.tty == nil:
 		_ = p.ch.CloseWrite()
 	}
 	p.tear.Arm(ctx, deadline, nil)
@@ -287,6 +301,14 @@ func checkSpec(spec Spec) error {
 	}
 	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return err
+	}
+	if t := spec.Terminal; t != nil {
+		if spec.Stdin != nil {
+			return errors.New("invalid spec: stdin cannot be given with a terminal")
+		}
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("invalid terminal: %w", err)
+		}
 	}
 	for k, v := range spec.Env {
 		if !validName(k) {

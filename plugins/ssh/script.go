@@ -20,8 +20,9 @@ import (
 // re-executes itself under `setsid -w`), changes directory (or reports which errno
 // stopped it), replaces every DSH_* variable of the remote login environment, exports
 // the fixed overrides and the caller's variables, registers itself (a file named after
-// its pid holding `<starttime> <graceMs>`), prints the marker line on stderr and the
-// start line `<marker> <pid> <starttime>` on stdout, and execs `bash -c <command>`: the
+// its pid holding `<starttime> <graceMs>`), prints the marker line on stderr (unless
+// stderr is a terminal: under one, stdout and stderr are the same stream) and the start
+// line `<marker> <pid> <starttime>` on stdout, and execs `bash -c <command>`: the
 // command keeps the pid sshd waits for, so sshd's exit-status / exit-signal is the
 // command's own, and the pid is the id of the command's process group and session.
 // Registering before the start line means that a command that started is always known
@@ -44,7 +45,7 @@ for __dsh_v in $(compgen -e); do case $__dsh_v in DSH_*) unset "$__dsh_v";; esac
 export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0
 for __dsh_v; do export "$__dsh_v"; done
 [ -z "$__dsh_r" ] || printf '%s %s\n' "${__dsh_birth:--}" "$__dsh_g" 2>/dev/null >"$__dsh_r/$$"
-printf '%s\n' "$__dsh_m" >&2
+[ -t 2 ] || printf '%s\n' "$__dsh_m" >&2
 printf '%s %s %s\n' "$__dsh_m" "$$" "$__dsh_birth"
 exec "$BASH" --norc -c "$__dsh_c"`
 
@@ -181,6 +182,7 @@ var errHeader = errors.New("malformed start line")
 // parseStart reads the start line that follows the marker on stdout: " <pid>
 // <starttime>" or "! chdir <ERRNO>" (without the trailing newline).
 func parseStart(line []byte, dir string) (startLine, error) {
+	line = bytes.TrimSuffix(line, []byte("\r")) // a terminal ends its lines with "\r\n"
 	if rest, ok := bytes.CutPrefix(line, []byte("! chdir ")); ok {
 		var errno syscall.Errno
 		switch string(rest) {

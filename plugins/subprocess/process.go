@@ -42,6 +42,7 @@ type Process struct {
 	rOut, rErr     *os.File // parent ends of the output pipes
 	wIn            *os.File // parent end of the stdin pipe, or nil
 	stdin          []byte
+	tty            *terminal // the terminal the tree runs under (Spec.Terminal), or nil; its master is rOut
 
 	readers   sync.WaitGroup
 	stdinDone chan struct{}
@@ -115,6 +116,9 @@ func (t *tree) AwaitGone(escalateAt time.Time, escalated <-chan struct{}) bool {
 func (t *tree) Cut() {
 	now := time.Now()
 	for _, f := range [...]*os.File{t.rOut, t.rErr} {
+		if f == nil {
+			continue // a terminal has one output
+		}
 		if f.SetReadDeadline(now) != nil {
 			_ = f.Close() // not pollable: closing is the only way to stop the read
 		}
@@ -333,11 +337,15 @@ func (p *Process) wait() {
 // and from now on the budget may delete the spill files to make room for newer output.
 func (p *Process) closeStreams() {
 	if p.note != "" {
+		last := p.stderr // a terminal's one stream is stdout
+		if p.tty != nil {
+			last = p.stdout
+		}
 		note := p.note
-		if t := p.stderr.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
+		if t := last.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
 			note = "\n" + note
 		}
-		_, _ = p.stderr.Write([]byte(note))
+		_, _ = last.Write([]byte(note))
 	}
 	p.stdout.Close()
 	p.stderr.Close()
@@ -356,7 +364,9 @@ func (p *Process) closeStreams() {
 // them and reaps the leaders of the empty ones.
 func (p *Process) retire(killing bool) {
 	_ = p.rOut.Close()
-	_ = p.rErr.Close()
+	if p.rErr != nil {
+		_ = p.rErr.Close()
+	}
 	lingering := false
 	switch {
 	case p.cg != nil:

@@ -42,6 +42,10 @@ type Spec struct {
 	// Start, when set, starts the leader in place of the Supervisor's own fork and
 	// exec (see Starter); the Supervisor owns the tree all the same.
 	Start proc.Starter
+	// Terminal, when set, runs the leader under a pseudo-terminal of this size (see
+	// terminal.go): Stdin must be nil, the output is Stdout, the input goes through
+	// Process.WriteInput. With Start, the Starter allocates the terminal.
+	Terminal *proc.Terminal
 }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
@@ -95,6 +99,14 @@ func checkSpec(spec Spec) error {
 	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return err
 	}
+	if t := spec.Terminal; t != nil {
+		if spec.Stdin != nil {
+			return errors.New("invalid spec: stdin cannot be given with a terminal")
+		}
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("invalid terminal: %w", err)
+		}
+	}
 	return checkEnv(spec.Env, spec.DshEnv)
 }
 
@@ -132,7 +144,8 @@ func (s *Supervisor) newProcess(spec Spec) *Process {
 type launch struct {
 	prog    string
 	argv    []string
-	starter proc.Starter // nil: the Supervisor forks and execs the leader itself
+	starter proc.Starter   // nil: the Supervisor forks and execs the leader itself
+	term    *proc.Terminal // the leader runs under a terminal of this size
 	// child holds the leader's stdin, stdout and stderr; ownStdin says whether its
 	// stdin is a pipe of this spawn (else the shared /dev/null, never closed here).
 	child    [3]*os.File
@@ -147,11 +160,17 @@ type launch struct {
 // plan makes what the leader starts with: its stdio, its attributes (a new session,
 // the managed environment, a pidfd where the kernel has them) and its cgroup.
 func (s *Supervisor) plan(l *launch, p *Process, spec Spec, prog string) error {
-	l.prog, l.argv, l.starter = prog, spec.Argv, spec.Start
-	if err := s.stdio(l, p, spec.Stdin); err != nil {
+	l.prog, l.argv, l.starter, l.term = prog, spec.Argv, spec.Start, spec.Terminal
+	if spec.Terminal != nil {
+		if err := s.terminalStdio(l, p, *spec.Terminal); err != nil {
+			return err
+		}
+	} else if err := s.stdio(l, p, spec.Stdin); err != nil {
 		return err
 	}
-	l.sys = &syscall.SysProcAttr{Setsid: true}
+	// The leader leads a new session; under a terminal, the terminal (its fd 0) is the
+	// session's controlling terminal.
+	l.sys = &syscall.SysProcAttr{Setsid: true, Setctty: spec.Terminal != nil}
 	pidfd := -1
 	if l.pidfd = &pidfd; pidfdSupported() {
 		l.sys.PidFD = l.pidfd
@@ -261,9 +280,15 @@ func (l *launch) startOnce(p *Process) (int, error) {
 	if l.sys.UseCgroupFD {
 		cgfd = l.sys.CgroupFD
 	}
-	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd)
+	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd, l.term)
 	if err != nil {
 		return 0, err
+	}
+	if l.term != nil {
+		if err := p.takeMaster(st); err != nil {
+			abandonStarted(st)
+			return 0, &proc.SpawnError{Op: "terminal", Err: err}
+		}
 	}
 	p.started = st
 	return st.Pid(), nil
@@ -305,9 +330,16 @@ func (s *Supervisor) begin(ctx context.Context, p *Process, spec Spec, l *launch
 	s.live[p] = struct{}{}
 	s.mu.Unlock()
 
-	p.readers.Add(2)
-	go p.readLoop(p.rOut, p.stdout)
-	go p.readLoop(p.rErr, p.stderr)
+	if p.tty != nil {
+		// One stream: the terminal's. Stderr never gets a byte, and ends now.
+		p.stderr.Close()
+		p.readers.Add(1)
+		go p.readLoop(p.rOut, p.stdout)
+	} else {
+		p.readers.Add(2)
+		go p.readLoop(p.rOut, p.stdout)
+		go p.readLoop(p.rErr, p.stderr)
+	}
 	if p.wIn != nil {
 		p.stdinDone = make(chan struct{})
 		go p.writeStdin()

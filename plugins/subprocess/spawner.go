@@ -16,6 +16,9 @@ func (s *Supervisor) Spawner() bashexec.Spawner { return spawner{s} }
 
 type spawner struct{ sup *Supervisor }
 
+// Terminals reports that commands can run under a terminal (Command.Terminal).
+func (l spawner) Terminals() bool { return true }
+
 func (l spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.Limits) (bashexec.Process, error) {
 	if l.sup == nil {
 		return nil, errors.New("no subprocess supervisor")
@@ -32,6 +35,7 @@ func (l spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 		GraceMs:  lim.GraceMs,
 		Deadline: lim.Deadline,
 		Start:    cmd.Start,
+		Terminal: cmd.Terminal,
 	})
 	if err != nil {
 		return nil, err

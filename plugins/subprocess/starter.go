@@ -7,8 +7,9 @@ import (
 	"github.com/dsh-dev/dsh/proc"
 )
 
-// startWith starts the leader through st (Spec.Start), in cgroup cgfd (-1 for none).
-func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAttr, files [3]*os.File, cgfd int) (proc.Started, error) {
+// startWith starts the leader through st (Spec.Start), in cgroup cgfd (-1 for none),
+// under a terminal of size term (nil for none) that the Starter allocates.
+func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAttr, files [3]*os.File, cgfd int, term *proc.Terminal) (proc.Started, error) {
 	return st.Start(proc.StartRequest{
 		Path:     prog,
 		Argv:     argv,
@@ -16,5 +17,18 @@ func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAt
 		Env:      attr.Env,
 		Files:    files,
 		CgroupFD: cgfd,
+		Terminal: term,
 	})
+}
+
+// abandonStarted ends a leader started for a tree the Supervisor cannot take (its
+// Starter handed over no terminal): SIGKILL to its group, then, once it exited, its
+// reaping — in the background, as nothing waits for it.
+func abandonStarted(st proc.Started) {
+	_ = syscall.Kill(-st.Pid(), syscall.SIGKILL)
+	go func() {
+		if _, err := st.Wait(); err == nil {
+			st.Release()
+		}
+	}()
 }

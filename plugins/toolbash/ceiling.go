@@ -84,8 +84,8 @@ func (t *bashTool) shapes() map[string]shaped {
 	for _, m := range []string{shell.ModeReadOnly, shell.ModeWorkspaceWrite} {
 		c := ceiling{max: m}
 		out[m] = shaped{
-			description: describe(t.background, c.clamp(t.sandbox), c.escalations()),
-			schema:      schemaFor(t.background, c.escalations()),
+			description: describe(t.background, c.clamp(t.sandbox), t.terminals, t.onTimeout == OnTimeoutBackground, c.escalations()),
+			schema:      schemaFor(t.background, t.terminals, c.escalations()),
 		}
 	}
 	return out

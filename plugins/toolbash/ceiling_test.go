@@ -76,7 +76,7 @@ func TestCeilingShapesTheSchema(t *testing.T) {
 		t.Fatal("the reader's schema is rebuilt per listing")
 	}
 	// The composition's description is unchanged for a session without a ceiling.
-	if bash(nil).Description != toolbash.Description(true, "workspace-write") {
+	if bash(nil).Description != toolbash.Description(true, "workspace-write", false, false) {
 		t.Fatal("the description without a ceiling changed")
 	}
 }

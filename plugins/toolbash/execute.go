@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
@@ -28,6 +29,9 @@ type bashTool struct {
 	sandbox    string            // the executor's default mode; "" when it does not confine
 	remote     bool              // the executor runs commands on another host (shell.Remote)
 	shaped     map[string]shaped // the tool under each narrowing ceiling (confining only)
+	terminals  bool              // the executor runs commands under a terminal (shell.Terminals): tty is offered
+	inputWait  time.Duration
+	onTimeout  string // OnTimeoutKill or OnTimeoutBackground
 }
 
 // bashArgs are the validated named arguments of one call.
@@ -39,6 +43,7 @@ type bashArgs struct {
 	background    bool
 	escalate      string // sandbox_permissions
 	justification string
+	tty           bool
 }
 
 // failure is a validation or policy failure: an `Error: <message>` result.
@@ -123,6 +128,15 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 			return fail("background jobs unavailable: load the jobs plugin")
 		}
 	}
+	if v, given := arg(call, argTTY); given {
+		if !t.terminals {
+			if v != false {
+				return fail("tty is not available in this composition (the executor runs no terminals)")
+			}
+		} else {
+			a.tty = v == true
+		}
+	}
 	a.workdir, _ = call.Args[argWorkdir].(string)
 	return a, nil
 }
@@ -164,11 +178,14 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 	if call.Session != nil {
 		req.SessionID = call.Session.ID
 	}
+	if a.tty {
+		req.Terminal = &shell.Terminal{}
+	}
 	if a.background {
-		return t.startBackground(ctx, call.Session, req, c)
+		return t.startBackground(ctx, call.Session, req, a.tty, c)
 	}
 	req.TimeoutMs = a.timeoutMs
-	return t.runForeground(ctx, req, c)
+	return t.runForeground(ctx, call.Session, req, a.tty, c)
 }
 
 // workdir applies the session's cwd: the default, and the base of a relative workdir.
@@ -295,7 +312,17 @@ func (t *bashTool) escalation(mode string, c ceiling) bool {
 	return t.sandbox != "" && shell.ModeRank(mode) < shell.ModeRank(widest)
 }
 
-func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest, c ceiling) (tools.Result, error) {
+// runForeground runs a call to its end — or, with the jobs plugin and background
+// enabled, until it waits for input (tty) or outlives its timeout (onTimeout:
+// background), when it continues as a job (see handover.go).
+func (t *bashTool) runForeground(ctx context.Context, session *container.Session, req shell.ExecRequest, tty bool, c ceiling) (tools.Result, error) {
+	f := foreground{t: t, session: session, tty: tty, ceiling: c}
+	if rt, ok := t.jobs(); ok && t.background {
+		f.jobs = rt
+		if t.onTimeout == OnTimeoutBackground {
+			req.Expiry = shell.ExpiryHandOver
+		}
+	}
 	spec, err := t.exec.Resolve(req)
 	if err != nil {
 		return tools.Result{}, err
@@ -304,29 +331,28 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest, c c
 	if err != nil {
 		return tools.Result{}, err
 	}
-	if c, ok := execution.(outputCounter); ok {
-		tools.MeterFrom(ctx).Track(c.OutputBytes)
+	f.x, f.spec = execution, spec
+	if a, ok := execution.(shell.Activity); ok {
+		m := tools.MeterFrom(ctx)
+		m.Track(a.OutputBytes)
+		m.TrackLine(func() string { return lastLine(a.Tail(lastLineBytes)) })
 	}
-	// The call's ctx aborts the execution (Execute); the wait itself must not stop at
-	// the abort, so the result reports it and no process outlives the call.
-	res, err := execution.Result(context.WithoutCancel(ctx))
-	if err != nil {
-		return tools.Result{}, err
+	return f.run(ctx)
+}
+
+// result renders a foreground run that ended: a terminal's output as text.
+func (t *bashTool) result(res shell.RunResult, tty bool, c ceiling) tools.Result {
+	if tty {
+		res.Stdout.Text = plainText([]byte(res.Stdout.Text))
 	}
 	mode := ""
 	if res.Sandbox != nil {
 		mode = res.Sandbox.Mode
 	}
-	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: valueOf(res)}, nil
+	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: valueOf(res)}
 }
 
-// outputCounter is an Execution that knows how much output its command produced so far
-// (for progress reports); executors built on shell/bashexec are.
-type outputCounter interface {
-	OutputBytes() int64
-}
-
-func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest, c ceiling) (tools.Result, error) {
+func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest, tty bool, c ceiling) (tools.Result, error) {
 	rt, ok := t.jobs()
 	if !ok {
 		return failure("background jobs unavailable: load the jobs plugin").result(), nil
@@ -350,7 +376,7 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 			if err != nil {
 				return jobs.Hooks{}, err
 			}
-			return t.adapt(execution, c), nil
+			return t.adapt(execution, tty, c), nil
 		},
 	})
 	if err != nil {
@@ -362,19 +388,24 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 	return tools.Result{Text: "started background job " + snap.ID, Value: BackgroundValue{Kind: KindBackground, JobID: snap.ID}}, nil
 }
 
-// adapt turns an execution into job hooks. Reads are consuming; once the command has
-// finished, the first read also carries its sandbox facts (denial or runner failure).
-func (t *bashTool) adapt(e shell.Execution, c ceiling) jobs.Hooks {
+// adapt turns an execution into job hooks. Reads are consuming; a terminal's output is
+// rendered as text; once the command has finished, the first read also carries its
+// sandbox facts (denial or runner failure). A command under a terminal takes input.
+func (t *bashTool) adapt(e shell.Execution, tty bool, c ceiling) jobs.Hooks {
 	var mu sync.Mutex
 	noted := false
-	return jobs.Hooks{
+	var screen *ttyReader
+	if tty {
+		screen = &ttyReader{}
+	}
+	h := jobs.Hooks{
 		Cancel: func() { e.Kill() },
 		Done:   e.Done(),
 		ReadOutput: func() string {
 			mu.Lock()
 			defer mu.Unlock()
 			finished := isClosed(e.Done()) // before the read: then the read holds the rest
-			text := renderRead(e.ReadOutput())
+			text := screen.render(e.ReadOutput(), finished)
 			if !finished || noted {
 				return text
 			}
@@ -390,6 +421,30 @@ func (t *bashTool) adapt(e shell.Execution, c ceiling) jobs.Hooks {
 			return withNewline(text) + strings.Join(lines, "\n")
 		},
 		Outcome: func() jobs.Outcome { return outcomeOf(e.Exit()) },
+	}
+	if a, ok := e.(shell.Activity); ok {
+		h.LastOutput = a.LastOutput
+	}
+	if in, ok := e.(shell.Input); ok && tty {
+		h.Write = inputWriter(in)
+	}
+	return h
+}
+
+// inputWriter is the Write hook of a job under a terminal.
+func inputWriter(in shell.Input) func(ctx context.Context, input string, end bool) error {
+	return func(ctx context.Context, input string, end bool) error {
+		var err error
+		if input != "" {
+			err = in.WriteInput(ctx, []byte(input))
+		}
+		if err == nil && end {
+			err = in.CloseInput(ctx)
+		}
+		if errors.Is(err, shell.ErrInputClosed) {
+			return fmt.Errorf("%w: %v", jobs.ErrInputClosed, err)
+		}
+		return err
 	}
 }
 

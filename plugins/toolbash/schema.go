@@ -25,6 +25,7 @@ var outputSchema = func() *jsonschema.Schema {
 	fg.Properties["sandbox"].Types, fg.Properties["sandbox"].Type = nil, "object"
 	bg := tools.SchemaFor[BackgroundValue]()
 	bg.Properties["kind"].Enum = []any{KindBackground}
+	bg.Properties["handOver"].Enum = []any{handOverInput, handOverTimeout}
 	return &jsonschema.Schema{
 		Type:        "object",
 		Description: `The typed result: kind "foreground" (the command ran to its end) or kind "background" (it was started as a job).`,

@@ -87,11 +87,11 @@ func TestDescriptionTeaches(t *testing.T) {
 			}
 		}
 	}
-	d := toolbash.Description(true, "")
+	d := toolbash.Description(true, "", false, false)
 	check(d, must, true)
 	check(d, bg, true)
 	check(d, sandbox, false)
-	d = toolbash.Description(false, "workspace-write")
+	d = toolbash.Description(false, "workspace-write", false, false)
 	check(d, must, true)
 	check(d, []string{"run_in_background", "job_output"}, false)
 	check(d, []string{"must finish within the timeout"}, true)

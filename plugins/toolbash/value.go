@@ -69,6 +69,10 @@ type BackgroundValue struct {
 	Kind string `json:"kind"`
 	// JobID is the job's id ("bash-1"), for job_output, job_kill and job_list.
 	JobID string `json:"jobId"`
+	// HandOver says why a foreground call became this job: "input" (it waits for
+	// input: answer it with job_write) or "timeout" (it outlived its timeout); ""
+	// (omitted) for a run_in_background start.
+	HandOver string `json:"handOver,omitempty"`
 }
 
 // valueOf converts a run result to its typed value: exitCode is null after a signal,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/proc"
@@ -226,4 +227,46 @@ func trimLeadingPartialRune(s string) string {
 		i++
 	}
 	return s[i:]
+}
+
+// LastOutput is when either stream last received bytes.
+func (x *execution) LastOutput() time.Time {
+	a, b := x.process.Stdout().LastWrite(), x.process.Stderr().LastWrite()
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Tail is the last n bytes of the stream written last (stdout when neither was).
+func (x *execution) Tail(n int) []byte {
+	s := x.process.Stdout()
+	if e := x.process.Stderr(); e.LastWrite().After(s.LastWrite()) {
+		s = e
+	}
+	return s.Since(max(s.Len()-int64(n), 0)).Data
+}
+
+// Detach takes back the deadline and the context of a process that supports it.
+func (x *execution) Detach() bool {
+	d, ok := x.process.(DetachableProcess)
+	return ok && d.Detach()
+}
+
+// terminalExecution is the execution of a command under a terminal: its input goes to
+// the terminal.
+type terminalExecution struct {
+	*execution
+	tty TerminalProcess
+}
+
+var _ shell.Input = (*terminalExecution)(nil)
+
+func (x *terminalExecution) WriteInput(ctx context.Context, p []byte) error {
+	return x.tty.WriteInput(ctx, p)
+}
+func (x *terminalExecution) CloseInput(ctx context.Context) error { return x.tty.CloseInput(ctx) }
+func (x *terminalExecution) Resize(t shell.Terminal) error        { return x.tty.Resize(t) }
+func (x *terminalExecution) WaitingForInput() (waiting, known bool) {
+	return x.tty.WaitingForInput()
 }

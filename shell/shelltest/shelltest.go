@@ -16,6 +16,12 @@
 //   - SpawnFailure: a failed start as Result's error and, once, as a background read.
 //   - Environment: the request's variables over the fixed ones, the DSH_* snapshot
 //     winning, stdin. Concurrency: twenty calls at once, each with its own output.
+//   - Terminal (for an executor that implements shell.Terminals): TERM and the size,
+//     one output stream, a prompt read and answered, the foreground process seen
+//     waiting for input where the executor can tell, ^C ending a sleep by SIGINT, ^D
+//     and CloseInput ending a reader's input, no input after the end.
+//   - HandOver: a hand-over expiry outlives its timeout; Detach frees a command from
+//     its call's deadline and context, and reads continue where they were.
 //
 // It does not check what the model sees through the bash tool (renderings, the
 // truncation notice, background jobs): package toolbashtest does, and every executor
@@ -133,6 +139,8 @@ func Run(t *testing.T, target Target) {
 		{"SpawnFailure", k.spawnFailure},
 		{"Environment", k.environment},
 		{"Concurrency", k.concurrency},
+		{"Terminal", k.terminal},
+		{"HandOver", k.handOver},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -214,10 +214,19 @@ const capSetpcap = 8
 // start starts one command (it runs in its own goroutine) and answers Started or
 // Failed. fds are stdin, stdout, stderr and, when m.Cgroup, the cgroup directory.
 func (s *box) start(m Start, fds []int) {
+	m.master = -1
 	if r, ok := s.admit(m, fds); !ok {
 		s.failed(m.ID, r)
 		closeFDs(fds)
 		return
+	}
+	if m.Terminal {
+		var err error
+		if fds, err = s.withTerminal(&m, fds); err != nil {
+			s.failed(m.ID, Reply{Message: "start: " + err.Error()})
+			closeFDs(fds)
+			return
+		}
 	}
 	rs, flags, rerr := s.rulesets.get(m.Policy)
 	s.leaders.begin()
@@ -236,8 +245,14 @@ func (s *box) start(m Start, fds []int) {
 // reply.
 func (s *box) admit(m Start, fds []int) (Reply, bool) {
 	want := 3
+	switch {
+	case m.Terminal && (m.Cols < 1 || m.Cols > 65535 || m.Rows < 1 || m.Rows > 65535):
+		return Reply{Message: "start: invalid terminal size " + strconv.Itoa(m.Cols) + "x" + strconv.Itoa(m.Rows)}, false
+	case m.Terminal:
+		want = 0 // the box allocates the terminal, the command's stdio
+	}
 	if m.Cgroup {
-		want = 4
+		want++
 	}
 	if len(fds) != want {
 		return Reply{Message: "start: expected " + strconv.Itoa(want) + " descriptors, got " + strconv.Itoa(len(fds))}, false
@@ -271,7 +286,9 @@ func (s *box) failed(id uint64, r Reply) {
 func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	defer closeFDs(fds)
 	pidfd := -1
-	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
+	// Under a terminal, its slave (fd 0) is the controlling terminal of the session the
+	// command leads.
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: m.Terminal, PidFD: &pidfd}
 	if m.Cgroup {
 		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
 	}
@@ -299,6 +316,9 @@ type forked struct {
 
 // started registers the leader of a start that forked and answers Started (or Failed).
 func (s *box) started(m Start, f forked, pidfd int) {
+	if m.master >= 0 {
+		defer syscall.Close(m.master) // dsh has its own copy once the reply is sent
+	}
 	if f.err != nil {
 		s.leaders.abort()
 		s.failed(m.ID, forkFailure(m, f))
@@ -317,7 +337,11 @@ func (s *box) started(m Start, f forked, pidfd int) {
 		go s.await(l)
 		return
 	}
-	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, LaunchFailed: f.confined != nil}).Encode(), dup)
+	sent := []int{dup}
+	if m.master >= 0 {
+		sent = append(sent, m.master)
+	}
+	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, LaunchFailed: f.confined != nil}).Encode(), sent...)
 	syscall.Close(dup)
 	go s.await(l)
 }

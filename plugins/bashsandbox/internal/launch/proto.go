@@ -11,10 +11,11 @@ import (
 //
 //	dsh → box: Setup (first; fds: the pinned workspace root, if any, then the
 //	               session's spill directory, if any), Start (fds:
-//	               stdin, stdout, stderr, and the command's cgroup when it has one),
-//	               Release
-//	box → dsh: Ready or Failed (the answer to Setup), Started (fd: the leader's
-//	               pidfd) or Failed (the answer to a Start), Exited
+//	               stdin, stdout, stderr — none under a terminal — and the command's
+//	               cgroup when it has one), Release
+//	box → dsh: Ready or Failed (the answer to Setup), Started (fds: the leader's
+//	               pidfd, then, under a terminal, its master) or Failed (the answer to a
+//	               Start), Exited
 const (
 	MsgSetup    byte = 1
 	MsgReady    byte = 2
@@ -78,8 +79,15 @@ type Start struct {
 	// MaskFiles are files that must be masked before the command starts (namespaces only;
 	// one that appeared, or was replaced, since it was last masked is masked now).
 	MaskFiles []string
-	// Cgroup: the fourth descriptor is the command's cgroup directory.
+	// Cgroup: the fourth descriptor is the command's cgroup directory (the only one,
+	// under a terminal).
 	Cgroup bool
+	// Terminal: the box allocates a terminal of Cols × Rows for the command (see
+	// terminal_linux.go) instead of receiving its stdio.
+	Terminal   bool
+	Cols, Rows int
+
+	master int // the box's: the allocated terminal's master, until the reply carries it
 }
 
 // Reply is a message from the box: Ready, Started, Failed or Exited.
@@ -138,6 +146,9 @@ func (m *Start) Encode() []byte {
 	w.strs(m.Protect)
 	w.strs(m.MaskFiles)
 	w.bool(m.Cgroup)
+	w.bool(m.Terminal)
+	w.int(m.Cols)
+	w.int(m.Rows)
 	return w.b
 }
 
@@ -197,6 +208,9 @@ func DecodeStart(b []byte) (Start, error) {
 	m.Protect = r.strs()
 	m.MaskFiles = r.strs()
 	m.Cgroup = r.bool()
+	m.Terminal = r.bool()
+	m.Cols = r.int()
+	m.Rows = r.int()
 	return m, r.done("start")
 }
 
