@@ -33,7 +33,7 @@
 //     (keyed by the principal's token, or per server on stdio) over the session,
 //     tool, arguments, an expiry, the questions it puts and the earlier answers.
 //   - A tools/call with a progressToken gets notifications/progress every 5 s (progress
-//     = seconds elapsed, message "running 12s, 3.1 MB of output").
+//     = seconds elapsed, message "running 12s, 3.1 MB of output: <last line>").
 //   - stdio answers bad input (-32700 not JSON, -32600 not JSON-RPC or over 16 MiB,
 //     id null) and reads on; a cancelled request (notifications/cancelled) gets no
 //     response and its command is aborted.

@@ -128,7 +128,7 @@ func TestServeProgressNotifications(t *testing.T) {
 				cs = connectStateless(t, &mcp.CommandTransport{Command: cmd}, statelessOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
 			}
 			params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-				"command": "head -c 3100000 /dev/zero; sleep 7", "description": "Print, then take 7 seconds"}}
+				"command": "head -c 3100000 /dev/zero; echo; echo step 2 of 3; sleep 7", "description": "Print, then take 7 seconds"}}
 			params.SetProgressToken("tok-1")
 			start := time.Now()
 			res, err := cs.CallTool(context.Background(), params)
@@ -141,7 +141,7 @@ func TestServeProgressNotifications(t *testing.T) {
 			if len(got) == 0 || len(got) > int(elapsed/(5*time.Second)) {
 				t.Fatalf("%d progress notifications in %s", len(got), elapsed)
 			}
-			re := regexp.MustCompile(`^running (\d+)s, 3\.1 MB of output$`)
+			re := regexp.MustCompile(`^running (\d+)s, 3\.1 MB of output: step 2 of 3$`)
 			for i, p := range got {
 				m := re.FindStringSubmatch(p.Message)
 				if p.ProgressToken != "tok-1" || m == nil || m[1] != fmt.Sprint(p.Progress) || p.Progress < 5 || (i > 0 && p.Progress <= got[i-1].Progress) {
