@@ -11,6 +11,7 @@ var (
 	PromptSection        = promptSection
 	DefaultSandboxConfig = defaultSandboxConfig
 	Widenings            = widenings
+	HoldAtExec           = launch.HoldAtExec
 )
 
 // Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).

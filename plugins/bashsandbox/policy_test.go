@@ -76,7 +76,7 @@ func TestMissing(t *testing.T) {
 	if abi < 6 {
 		t.Skipf("Landlock ABI %d", abi)
 	}
-	if m := bashsandbox.Missing(bashsandbox.BackendNamespaces, abi, bashsandbox.NetworkDeny, true); len(m) != 0 && bashsandbox.SeccompSupported {
+	if m := bashsandbox.Missing(bashsandbox.BackendNamespaces, abi, bashsandbox.NetworkDeny, true); len(m) != 0 && bashsandbox.SeccompSupported && bashsandbox.HoldAtExec() {
 		t.Fatalf("namespaces on ABI %d miss %q", abi, m)
 	}
 	ll := bashsandbox.Missing(bashsandbox.BackendLandlock, abi, bashsandbox.NetworkDeny, true)
@@ -84,6 +84,7 @@ func TestMissing(t *testing.T) {
 	if os.Geteuid() != 0 {
 		want = append(want, bashsandbox.MissingBoundingSet)
 	}
+	want = append(want, cgroupMissing()...)
 	if !slices.Equal(ll, want) {
 		t.Fatalf("Landlock only: %q, want %q", ll, want)
 	}
@@ -107,10 +108,22 @@ func TestMissing(t *testing.T) {
 		if !bashsandbox.SeccompSupported {
 			tc.want = append(tc.want, bashsandbox.MissingKeyringFilter)
 		}
+		tc.want = append(tc.want, cgroupMissing()...)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("ABI %d, network %s: %q, want %q", tc.abi, tc.network, got, tc.want)
 		}
 	}
+}
+
+// cgroupMissing is what this host misses of keeping commands in their cgroup.
+func cgroupMissing() []string {
+	switch {
+	case !bashsandbox.SeccompSupported:
+		return []string{bashsandbox.MissingCgroupFilter}
+	case !bashsandbox.HoldAtExec():
+		return []string{bashsandbox.MissingCgroupHold}
+	}
+	return nil
 }
 
 func TestSandboxConfig(t *testing.T) {

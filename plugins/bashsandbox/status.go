@@ -89,8 +89,10 @@ const (
 	MissingTruncate       = "truncate(2) denied outside the writable set (Landlock ABI < 3)"
 	MissingTCP            = "TCP connect and bind denied (Landlock ABI < 4)"
 	MissingSignalScope    = "signals and abstract sockets scoped to the command (Landlock ABI < 6)"
-	MissingSocketFilter   = "UNIX, UDP, raw and Multipath TCP sockets denied (no seccomp filter for this architecture)"
+	MissingSocketFilter   = "UNIX, UDP, raw and Multipath TCP sockets, TCP Fast Open sends, listen(2) and UNIX datagram socket pairs denied (no seccomp filter for this architecture)"
 	MissingKeyringFilter  = "kernel keyrings out of reach (no seccomp filter for this architecture: a command can read and change the harness's session keyring)"
+	MissingCgroupFilter   = "commands kept in their cgroup (no seccomp filter for this architecture: clone3 with CLONE_INTO_CGROUP moves a command, and what it starts, out of reach of the timeout, the kill and the limits)"
+	MissingCgroupHold     = "commands kept in their cgroup (Yama's ptrace_scope is 3: the box puts commands in their cgroup with clone3, which a command may then use to move out of reach of the timeout, the kill and the limits)"
 	MissingMetadata       = "file metadata outside the writable set unchanged (no read-only mount: a command may chmod, chown or touch any file its user owns)"
 )
 
@@ -122,7 +124,9 @@ func Missing(backend string, abi int, network string, hostUserns bool) []string 
 		out = append(out, MissingSocketFilter)
 	}
 	if !launch.SeccompSupported {
-		out = append(out, MissingKeyringFilter)
+		out = append(out, MissingKeyringFilter, MissingCgroupFilter)
+	} else if !launch.HoldAtExec() {
+		out = append(out, MissingCgroupHold)
 	}
 	return out
 }

@@ -40,6 +40,7 @@ type box struct {
 	exe     int // the dsh binary (O_PATH), for the launcher's failure mode
 	ns      bool
 	network string
+	hold    bool // commands are held at their exec to be put in their cgroup (placement)
 
 	pmu    sync.Mutex // serialises the plans' mounts
 	mounts *mounts    // namespaces only
@@ -195,13 +196,14 @@ func (s *box) build(m *Setup, wsfd, spillfd int) error {
 // facts, the seccomp filter, the spare threads.
 func (s *box) prepareCommands() error {
 	dropCaps, lastCap := holdsCap(capSetpcap), lastCapability()
+	s.hold = HoldAtExec()
 	if SeccompSupported {
 		// The filter is the same for every command of the session: installed once, on
 		// every thread of this process (which makes no socket of its own from now on
 		// and uses no keyring), it is inherited by each command thread and its fork —
 		// compiling a filter per command would cost more than the rest of the
 		// confinement.
-		if err := filterProcess(commandFilter(filterArches, s.network == NetworkDeny, !s.ns)); err != nil {
+		if err := filterProcess(commandFilter(filterArches, s.network == NetworkDeny, !s.ns, !s.hold)); err != nil {
 			return errors.New("seccomp: " + err.Error())
 		}
 	}
@@ -267,15 +269,23 @@ func (s *box) failed(id uint64, r Reply) {
 
 // fork runs on a prepared thread: it confines the thread to the ruleset rs (unless
 // confining already failed with err), forks the command — or, when it cannot be
-// confined, the launcher's failure mode in its place — and answers (started).
+// confined, the launcher's failure mode in its place — puts it in its cgroup, and
+// answers (started).
 func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	defer closeFDs(fds)
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
-	if m.Cgroup {
-		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
-	}
 	attr := &syscall.ProcAttr{Dir: m.Dir, Env: m.Env, Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys}
+	cg := cgroupPlacement{procs: -1}
+	if m.Cgroup {
+		// Readied before the thread is confined: Landlock would refuse the open after.
+		var perr error
+		cg, perr = s.placement(fds[3], sys)
+		defer cg.close()
+		if err == nil {
+			err = perr
+		}
+	}
 	if err == nil {
 		err = restrictThread(rs, flags)
 	}
@@ -286,6 +296,12 @@ func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 		f.pid, f.err = syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(s.exe), []string{"dsh-sandbox", FailArg, "confine the command: " + err.Error()}, failure)
 	} else {
 		f.pid, f.err = syscall.ForkExec(m.Path, m.Argv, attr)
+	}
+	if f.err == nil {
+		if perr := cg.place(f.pid); perr != nil {
+			discard(f.pid, pidfd)
+			f.err, pidfd = perr, -1
+		}
 	}
 	s.started(m, f, pidfd)
 }

@@ -1,0 +1,98 @@
+package launch
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// How a command gets into its cgroup. The seccomp filter refuses clone3 to commands —
+// CLONE_INTO_CGROUP would let them leave their cgroup — and the box, which the filter
+// binds too, forks them with clone(2), which cannot place a child in a cgroup. So the
+// child is traced (PTRACE_TRACEME) and stops at its exec, before the command's first
+// instruction; the box writes its pid into the cgroup's cgroup.procs, through a
+// descriptor opened before the thread was confined, and lets it go (PTRACE_DETACH).
+// Whatever the command starts is then in its cgroup from its first instruction on.
+//
+// Where Yama forbids every ptrace (ptrace_scope 3), the box places commands with
+// clone3's CLONE_INTO_CGROUP instead and the filter allows clone3: commands could then
+// leave their cgroup, and dsh reports it (HoldAtExec).
+
+// HoldAtExec reports whether the box can hold a command at its exec (ptrace), which
+// keeping commands in their cgroup needs: Yama's ptrace_scope is not 3.
+func HoldAtExec() bool { return holdAtExec() }
+
+var holdAtExec = func() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	return err != nil || len(b) == 0 || b[0] != '3'
+}
+
+// cgroupPlacement puts one forked command in its cgroup: procs is the cgroup's
+// cgroup.procs, open for writing, when the command is held at its exec; -1 when
+// clone3 placed it (or it has no cgroup).
+type cgroupPlacement struct{ procs int }
+
+// placement readies the placement of a command in the cgroup cgroupfd, on the attributes
+// of its fork: traced to be held at its exec, or placed by clone3.
+func (s *box) placement(cgroupfd int, sys *syscall.SysProcAttr) (cgroupPlacement, error) {
+	if !s.hold {
+		sys.UseCgroupFD, sys.CgroupFD = true, cgroupfd
+		return cgroupPlacement{procs: -1}, nil
+	}
+	fd, err := syscall.Openat(cgroupfd, "cgroup.procs", syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return cgroupPlacement{procs: -1}, errors.New("open the command's cgroup.procs: " + err.Error())
+	}
+	sys.Ptrace = true
+	return cgroupPlacement{procs: fd}, nil
+}
+
+// place moves the held child pid into the cgroup and lets it run; nothing to do
+// without a held child.
+func (c cgroupPlacement) place(pid int) error {
+	if c.procs < 0 {
+		return nil
+	}
+	var info siginfo
+	for {
+		e := waitid(pPID, uintptr(pid), &info, syscall.WSTOPPED|syscall.WEXITED|wNowait)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return errors.New("wait for the command's exec: " + e.Error())
+		}
+		break
+	}
+	const cldTrapped = 4
+	if info.code != cldTrapped {
+		return errors.New("the command ended before it could be put in its cgroup")
+	}
+	pidText := []byte(strconv.Itoa(pid))
+	if _, err := syscall.Write(c.procs, pidText); err != nil {
+		return errors.New("put the command in its cgroup: " + err.Error())
+	}
+	if err := syscall.PtraceDetach(pid); err != nil {
+		return errors.New("let the command run: ptrace(PTRACE_DETACH): " + err.Error())
+	}
+	return nil
+}
+
+func (c cgroupPlacement) close() {
+	if c.procs >= 0 {
+		syscall.Close(c.procs)
+	}
+}
+
+// discard kills and reaps a child that was forked but is not to run, and closes its
+// pidfd.
+func discard(pid, pidfd int) {
+	syscall.Kill(pid, syscall.SIGKILL)
+	var info siginfo
+	for waitid(pPID, uintptr(pid), &info, syscall.WEXITED) == syscall.EINTR {
+	}
+	if pidfd >= 0 {
+		syscall.Close(pidfd)
+	}
+}
