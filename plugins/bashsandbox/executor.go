@@ -136,8 +136,8 @@ func (s *confiner) pinnedSession(id, root string) (*sessionState, *pin, error) {
 // protect (Landlock only) or that a command could redirect, or a masked directory that
 // a writable root exposes.
 func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]string) (confinement, error) {
-	protect := protectedPaths(ws, s.profileFiles(), dshEnv)
 	writable := append([]string{ws}, s.roots...)
+	protect := protectedPaths(writable, s.profileFiles(), dshEnv)
 	ns := be.namespaces()
 	if mode == shell.ModeWorkspaceWrite && !ns {
 		if err := unprotectable(protect, writable); err != nil {
@@ -215,5 +215,5 @@ func (s *confiner) checkStatic(be backend) error {
 		return nil
 	}
 	roots := append([]string{s.resolver.root}, s.roots...)
-	return unprotectable(protectedPaths("", s.profileFiles(), nil), roots)
+	return unprotectable(protectedPaths(nil, s.profileFiles(), nil), roots)
 }
