@@ -20,6 +20,7 @@ type cmdStarter struct {
 	policy    launch.Policy
 	protect   []string
 	maskFiles []string
+	maskDirs  []string
 	// launchFailed: the box could not confine the command and started the launcher's
 	// failure mode in its place (only then is a "dsh-sandbox:" line a launcher failure).
 	launchFailed atomic.Bool
@@ -72,6 +73,7 @@ func (st *cmdStarter) message(id uint64, req subprocess.StartRequest) (launch.St
 		Env:       req.Env,
 		Protect:   st.protect,
 		MaskFiles: st.maskFiles,
+		MaskDirs:  st.maskDirs,
 		Cgroup:    req.CgroupFD >= 0,
 	}
 	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}

@@ -12,6 +12,8 @@ var (
 	DefaultSandboxConfig = defaultSandboxConfig
 	Widenings            = widenings
 	HoldAtExec           = launch.HoldAtExec
+	OtherInstanceDirs    = otherInstanceDirs
+	InstancesDir         = instancesDir
 )
 
 // Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).

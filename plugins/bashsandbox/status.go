@@ -82,7 +82,7 @@ const (
 // The guarantees a host can lack, as Missing names them.
 const (
 	MissingProtectedPaths = "read-only protected paths inside writable roots (no mount namespace: workspace-write calls fail closed while one exists)"
-	MissingSpillPrivacy   = "other sessions' spill files hidden from confined commands (no mount namespace: every session's spill files stay readable)"
+	MissingSpillPrivacy   = "other sessions' and other dsh processes' spill files and session temp dirs hidden from confined commands (no mount namespace: they stay readable)"
 	MissingSecretFiles    = "the serve token hidden from confined commands (no mount namespace: $DSH_HOME/serve-token and the files given to HideFile stay readable)"
 	MissingNestedUserns   = "no nested user namespaces (namespaces are off: a command may create a user namespace and hold capabilities in it)"
 	MissingBoundingSet    = "an empty capability bounding set (not root and no user namespace)"

@@ -250,9 +250,9 @@ func (s *box) admit(m Start, fds []int) (Reply, bool) {
 	if err := m.Policy.Validate(); err != nil {
 		return Reply{Message: "start: " + err.Error()}, false
 	}
-	if s.ns && len(m.Protect)+len(m.MaskFiles) > 0 {
+	if s.ns && len(m.MaskDirs)+len(m.Protect)+len(m.MaskFiles) > 0 {
 		s.pmu.Lock()
-		err := s.mounts.apply(updatePlan(s.roots, m.Protect, m.MaskFiles))
+		err := s.mounts.apply(updatePlan(s.roots, m.MaskDirs, m.Protect, m.MaskFiles))
 		s.pmu.Unlock()
 		if err != nil {
 			return Reply{Message: err.Error()}, false

@@ -12,13 +12,14 @@ import (
 // masked or anchored already. The box applies its setup plan, then each command's
 // update plan, to the same mounts.
 type mounts struct {
-	pinned   map[pinnedDir]int // the Setup's descriptors
-	trees    map[int]tree      // by number, until mounted
-	done     map[string]bool   // paths protected or masked already
-	anchored map[string]bool   // ancestors bound over themselves
-	covers   []cover           // covering tmpfs mounts not sealed yet
-	blank    int               // the masks' tmpfs root
-	blankID  [2]uint64         // the masks' empty file: device and inode
+	pinned   map[pinnedDir]int    // the Setup's descriptors
+	trees    map[int]tree         // by number, until mounted
+	done     map[string]bool      // paths protected or masked already
+	anchored map[string]bool      // ancestors bound over themselves
+	covers   []cover              // covering tmpfs mounts not sealed yet
+	masked   map[string][2]uint64 // masked directories: their cover's root, device and inode
+	blank    int                  // the masks' tmpfs root
+	blankID  [2]uint64            // the masks' empty file: device and inode
 }
 
 // tree is a detached copy of a tree of the host's, and where it was.
@@ -35,7 +36,8 @@ type cover struct {
 
 // newMounts returns the mounts of a box whose Setup came with the descriptors pinned.
 func newMounts(pinned map[pinnedDir]int) *mounts {
-	return &mounts{pinned: pinned, trees: map[int]tree{}, done: map[string]bool{}, anchored: map[string]bool{}, blank: -1}
+	return &mounts{pinned: pinned, trees: map[int]tree{}, done: map[string]bool{}, anchored: map[string]bool{},
+		masked: map[string][2]uint64{}, blank: -1}
 }
 
 // apply applies p, operation by operation, and stops at the first error. The trees
@@ -254,10 +256,16 @@ func (ms *mounts) anchor(dirs []string) error {
 // after anchoring its ancestors inside a writable root (o.anchor): dsh goes on using
 // the host path (the spill root, the session directories), which a command must not
 // redirect by moving an ancestor away and putting a symlink in its place. A path that
-// does not exist is skipped (dsh refuses one that is missing inside a writable root).
+// does not exist is skipped (dsh refuses one that is missing inside a writable root),
+// and so is one masked already — but one replaced since it was masked (a rename or
+// rmdir in another namespace detaches the mount) is masked again.
 func (ms *mounts) maskDir(o op) error {
 	path := o.path
-	if _, err := os.Stat(path); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return nil
+	}
+	if id, ok := ms.masked[path]; ok && id == [2]uint64{uint64(st.Dev), st.Ino} {
 		return nil
 	}
 	if err := ms.anchor(o.anchor); err != nil {
@@ -267,12 +275,17 @@ func (ms *mounts) maskDir(o op) error {
 	if err != nil {
 		return errors.New("hide " + path + ": " + err.Error())
 	}
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return errors.New("hide " + path + ": " + err.Error())
+	}
 	if err := moveMount(fd, fdcwd, path, path); err != nil {
 		syscall.Close(fd)
 		return errors.New("hide " + path + ": " + err.Error())
 	}
 	ms.covers = append(ms.covers, cover{path, fd})
 	ms.done[path] = true
+	ms.masked[path] = [2]uint64{uint64(st.Dev), st.Ino}
 	return nil
 }
 

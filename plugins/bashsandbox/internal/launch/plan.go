@@ -154,17 +154,24 @@ func setupPlan(m *Setup) plan {
 		p = append(p, op{kind: opShowSpill, path: m.Spill, tree: spill})
 	}
 	p = append(p, op{kind: opSeal})
-	return append(p, updatePlan(roots, m.Protect, m.MaskFiles)...)
+	return append(p, updatePlan(roots, nil, m.Protect, m.MaskFiles)...)
 }
 
 // updatePlan is the plan run before a command starts, in a box whose writable roots
-// are roots: the protected paths and the masked files (one may have appeared, or been
-// replaced, since the last time).
-func updatePlan(roots, protect, maskFiles []string) plan {
-	if len(protect)+len(maskFiles) == 0 {
+// are roots: the masked directories, sealed at once; the protected paths; the masked
+// files (any may have appeared, or been replaced, since the last time).
+func updatePlan(roots, maskDirs, protect, maskFiles []string) plan {
+	if len(maskDirs)+len(protect)+len(maskFiles) == 0 {
 		return nil
 	}
-	p := make(plan, 0, len(protect)+len(maskFiles))
+	p := make(plan, 0, len(maskDirs)+1+len(protect)+len(maskFiles))
+	for _, d := range maskDirs {
+		r, a := anchors(roots, d)
+		p = append(p, op{kind: opMaskDir, path: d, root: r, anchor: a})
+	}
+	if len(maskDirs) > 0 {
+		p = append(p, op{kind: opSeal})
+	}
 	for _, path := range protect {
 		r, a := anchors(roots, path)
 		p = append(p, op{kind: opProtect, path: path, root: r, anchor: a})

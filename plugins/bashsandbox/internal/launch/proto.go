@@ -78,6 +78,10 @@ type Start struct {
 	// MaskFiles are files that must be masked before the command starts (namespaces only;
 	// one that appeared, or was replaced, since it was last masked is masked now).
 	MaskFiles []string
+	// MaskDirs are directories that must be masked before the command starts, like
+	// Setup's (namespaces only; other dsh processes' directories: one that appeared, or
+	// was replaced, since it was last masked is masked now).
+	MaskDirs []string
 	// Cgroup: the fourth descriptor is the command's cgroup directory.
 	Cgroup bool
 }
@@ -137,6 +141,7 @@ func (m *Start) Encode() []byte {
 	w.strs(m.Env)
 	w.strs(m.Protect)
 	w.strs(m.MaskFiles)
+	w.strs(m.MaskDirs)
 	w.bool(m.Cgroup)
 	return w.b
 }
@@ -196,6 +201,7 @@ func DecodeStart(b []byte) (Start, error) {
 	m.Env = r.strs()
 	m.Protect = r.strs()
 	m.MaskFiles = r.strs()
+	m.MaskDirs = r.strs()
 	m.Cgroup = r.bool()
 	return m, r.done("start")
 }

@@ -19,7 +19,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	start := Start{
 		ID: 1<<63 + 5, Policy: Policy{Mode: ModeWorkspaceWrite, WorkspaceRoot: "/w", WritableRoots: []string{"/tmp"}, Network: NetworkAllow},
 		Path: "/usr/bin/bash", Argv: []string{"bash", "-c", "echo \x00-free but \xff odd"}, Dir: "/w", Env: []string{"A=1", ""},
-		Protect: nil, MaskFiles: []string{"/k"}, Cgroup: true,
+		Protect: nil, MaskFiles: []string{"/k"}, MaskDirs: []string{"/var/tmp/other"}, Cgroup: true,
 	}
 	gotStart, err := DecodeStart(start.Encode())
 	if err != nil || !reflect.DeepEqual(gotStart, start) {
