@@ -146,3 +146,28 @@ func TestInstanceRegistry(t *testing.T) {
 		t.Fatalf("the dead record is left (%v) or the live one removed (%v)", exists(dead), !exists(live))
 	}
 }
+
+// A registry that is not a private directory of the user (another user made it first,
+// or it is open to others) is not used: the status and each call's enforcement say
+// what is then missing.
+func TestInstanceRegistryNotPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "registry")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer bashsandbox.SetInstancesDir(dir)()
+	st := newStack(t, stackSetup{})
+	if detail := bashDetail(t, st); !strings.Contains(detail, "enforcement partial; missing: "+bashsandbox.MissingInstanceRegistry) {
+		t.Fatalf("status detail: %q", detail)
+	}
+	s := session("registry", workspace(t))
+	if got := sandboxOf(t, st.bash(t, s, "true")); got != sandboxJSON("read-only", false, "partial", false) {
+		t.Fatalf("sandbox value %s", got)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got := sandboxOf(t, st.bash(t, s, "true")); got != sandboxJSON("read-only", false, enforcement("deny"), false) {
+		t.Fatalf("sandbox value with a private registry %s", got)
+	}
+}

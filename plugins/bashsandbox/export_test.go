@@ -13,8 +13,17 @@ var (
 	Widenings            = widenings
 	HoldAtExec           = launch.HoldAtExec
 	OtherInstanceDirs    = otherInstanceDirs
-	InstancesDir         = instancesDir
 )
+
+// InstancesDir is the registry of this user's dsh processes.
+func InstancesDir() string { return instancesDir() }
+
+// SetInstancesDir makes dir the registry until the returned function restores it.
+func SetInstancesDir(dir string) (restore func()) {
+	prev := instancesDir
+	instancesDir = func() string { return dir }
+	return func() { instancesDir = prev }
+}
 
 // Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).
 const Remedy = remedy

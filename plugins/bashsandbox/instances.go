@@ -29,8 +29,8 @@ import (
 // process and is removed by whoever finds it. It is made under a hidden name, locked,
 // then renamed into place, so that no reader takes a record being made for a dead one.
 
-// instancesDir is the registry of this user's dsh processes.
-func instancesDir() string { return "/tmp/dsh-instances-" + strconv.Itoa(os.Getuid()) }
+// instancesDir is the registry of this user's dsh processes (a variable for tests).
+var instancesDir = func() string { return "/tmp/dsh-instances-" + strconv.Itoa(os.Getuid()) }
 
 // Prefixes of the directories a dsh makes in its temp dir and spill root.
 const (
@@ -150,6 +150,16 @@ func openRegistry(create bool) (*os.File, error) {
 		return nil, fmt.Errorf("%s is not a private directory of this user (owner %d, mode %o)", dir, st.Uid, st.Mode&0o777)
 	}
 	return f, nil
+}
+
+// registryUsable reports whether the registry can be used (made, if it is missing): a
+// private directory of this user.
+func registryUsable() bool {
+	reg, err := openRegistry(true)
+	if err == nil {
+		reg.Close()
+	}
+	return err == nil
 }
 
 // otherInstanceDirs are the directories other live dsh processes recorded. Records of
