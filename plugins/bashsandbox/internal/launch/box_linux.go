@@ -300,7 +300,7 @@ func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	if f.err == nil {
 		if perr := cg.place(f.pid); perr != nil {
 			discard(f.pid, pidfd)
-			f.err, pidfd = perr, -1
+			f.err, f.placing, pidfd = perr, perr, -1
 		}
 	}
 	s.started(m, f, pidfd)
@@ -311,6 +311,7 @@ type forked struct {
 	pid      int
 	err      error
 	confined error // why confinement failed: the launcher's failure mode ran instead
+	placing  error // why the forked child could not be put in its cgroup (it was killed)
 }
 
 // started registers the leader of a start that forked and answers Started (or Failed).
@@ -341,6 +342,9 @@ func (s *box) started(m Start, f forked, pidfd int) {
 // forkFailure is the Failed reply to a start whose fork failed: the exec's errno, or
 // the working directory's when that is what is wrong with it.
 func forkFailure(m Start, f forked) Reply {
+	if f.placing != nil {
+		return Reply{Message: f.placing.Error()}
+	}
 	if f.confined != nil {
 		return Reply{Message: "confine the command: " + f.confined.Error() + "; and the runner-failure stub did not start: " + f.err.Error()}
 	}
