@@ -171,3 +171,34 @@ func TestInstanceRegistryNotPrivate(t *testing.T) {
 		t.Fatalf("sandbox value with a private registry %s", got)
 	}
 }
+
+// A registry of dsh processes inside a writable root is masked: a command can neither
+// read it nor plant or remove records (which would change what other dsh processes
+// mask).
+func TestConfinedRegistryMasked(t *testing.T) {
+	for _, mode := range confinedModes {
+		t.Run(mode, func(t *testing.T) {
+			ws := workspace(t)
+			dir := filepath.Join(ws, "registry")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			defer bashsandbox.SetInstancesDir(dir)()
+			st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": mode}})
+			s := session("registry-"+mode, ws)
+			records, _ := os.ReadDir(dir)
+			if len(records) == 0 {
+				t.Fatal("this process recorded nothing")
+			}
+			expect(t, st.bash(t, s, "ls -A "+dir+" | wc -l"), "0\n", false)
+			for _, a := range []string{"touch " + dir + "/1-planted", "rm -rf " + dir, "mv " + dir + " " + ws + "/moved"} {
+				if res := st.bash(t, s, a); !strings.Contains(res.Text, "[exit code: ") {
+					t.Errorf("%s: %q", a, res.Text)
+				}
+			}
+			if now, _ := os.ReadDir(dir); len(now) != len(records) {
+				t.Fatalf("the registry holds %d records, had %d", len(now), len(records))
+			}
+		})
+	}
+}

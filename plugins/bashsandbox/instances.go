@@ -218,10 +218,10 @@ func readRecord(dfd int, name string) []string {
 
 // otherInstanceMasks are the directories of other dsh processes that a confined command
 // of a call with the writable roots writable could see, to be masked (namespace
-// backend): each directory they recorded — unless it holds a writable root (or is /),
-// then each of their directories in it (named dsh-sandbox-… or dsh-spill-…), as found
-// now. own are the directories this call masks already. Parents come before what they
-// hold.
+// backend): each directory they recorded — unless it holds a writable root or one of
+// own, the directories this call masks already (or is /), then each of their
+// directories in it (named dsh-sandbox-… or dsh-spill-…), as found now. Parents come
+// before what they hold.
 func otherInstanceMasks(writable, own []string) []string {
 	var out []string
 	add := func(p string) {
@@ -230,7 +230,8 @@ func otherInstanceMasks(writable, own []string) []string {
 		}
 	}
 	holdsRoot := func(p string) bool {
-		return slices.ContainsFunc(writable, func(w string) bool { return w != "" && within(w, p) })
+		holds := func(w string) bool { return w != "" && within(w, p) }
+		return slices.ContainsFunc(writable, holds) || slices.ContainsFunc(own, holds)
 	}
 	for _, d := range otherInstanceDirs() {
 		canon, err := filepath.EvalSymlinks(d)
