@@ -97,7 +97,7 @@ const (
 	MissingSocketFilter     = "UNIX, UDP, raw and Multipath TCP sockets, TCP Fast Open sends, listen(2) and UNIX datagram socket pairs denied (no seccomp filter for this architecture)"
 	MissingKeyringFilter    = "kernel keyrings out of reach (no seccomp filter for this architecture: a command can read and change the harness's session keyring)"
 	MissingCgroupFilter     = "commands kept in their cgroup (no seccomp filter for this architecture: clone3 with CLONE_INTO_CGROUP moves a command, and what it starts, out of reach of the timeout, the kill and the limits)"
-	MissingCgroupHold       = "commands kept in their cgroup (Yama's ptrace_scope is 3: the box puts commands in their cgroup with clone3, which a command may then use to move out of reach of the timeout, the kill and the limits)"
+	MissingCgroupHold       = "commands kept in their cgroup (ptrace is forbidden here, by Yama's ptrace_scope 3 or another security module: the box puts commands in their cgroup with clone3, which a command may then use to move out of reach of the timeout, the kill and the limits)"
 	MissingInstanceRegistry = "other dsh processes' session temp dirs and spill files hidden from confined commands (their registry, /tmp/dsh-instances-<uid>, cannot be made or is not a private directory of this user)"
 	MissingMetadata         = "file metadata outside the writable set unchanged (no read-only mount: a command may chmod, chown or touch any file its user owns)"
 )

@@ -132,7 +132,7 @@ func (s *box) setup(payload []byte, fds []int) error {
 		closeFDs(fds)
 		return errors.New("invalid network policy " + strconv.Quote(m.Network))
 	}
-	s.ns, s.network = m.Namespaces, m.Network
+	s.ns, s.network, s.hold = m.Namespaces, m.Network, m.Hold
 	wsfd, spillfd, err := s.setupFDs(&m, fds)
 	if err != nil {
 		return err
@@ -196,7 +196,6 @@ func (s *box) build(m *Setup, wsfd, spillfd int) error {
 // facts, the seccomp filter, the spare threads.
 func (s *box) prepareCommands() error {
 	dropCaps, lastCap := holdsCap(capSetpcap), lastCapability()
-	s.hold = HoldAtExec()
 	if SeccompSupported {
 		// The filter is the same for every command of the session: installed once, on
 		// every thread of this process (which makes no socket of its own from now on

@@ -3,7 +3,9 @@ package launch
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -15,18 +17,47 @@ import (
 // descriptor opened before the thread was confined, and lets it go (PTRACE_DETACH).
 // Whatever the command starts is then in its cgroup from its first instruction on.
 //
-// Where Yama forbids every ptrace (ptrace_scope 3), the box places commands with
-// clone3's CLONE_INTO_CGROUP instead and the filter allows clone3: commands could then
-// leave their cgroup, and dsh reports it (HoldAtExec).
+// Where ptrace is forbidden (Yama's ptrace_scope 3, another security module), the box
+// places commands with clone3's CLONE_INTO_CGROUP instead and the filter allows clone3:
+// commands could then leave their cgroup, and dsh reports it (HoldAtExec).
 
-// HoldAtExec reports whether the box can hold a command at its exec (ptrace), which
-// keeping commands in their cgroup needs: Yama's ptrace_scope is not 3.
+// HoldAtExec reports whether a box can hold a command at its exec (ptrace), which
+// keeping commands in their cgroup needs. It is probed once per process, as the box
+// would do it: a child of this process's, traced from its fork, must stop at its exec
+// (Yama's ptrace_scope 3, or another security module, can forbid it). dsh probes and
+// tells its boxes (Setup.Hold).
 func HoldAtExec() bool { return holdAtExec() }
 
-var holdAtExec = func() bool {
-	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
-	return err != nil || len(b) == 0 || b[0] != '3'
-}
+var holdAtExec = sync.OnceValue(func() bool {
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && len(b) > 0 && b[0] == '3' {
+		return false
+	}
+	runtime.LockOSThread() // the tracer is this thread
+	defer runtime.UnlockOSThread()
+	devnull, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(devnull)
+	fd := uintptr(devnull)
+	// Never runs past its exec: killed there.
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"dsh-sandbox", FailArg, "ptrace probe"},
+		&syscall.ProcAttr{Files: []uintptr{fd, fd, fd}, Sys: &syscall.SysProcAttr{Ptrace: true}})
+	if err != nil {
+		return false
+	}
+	var info siginfo
+	for waitid(pPID, uintptr(pid), &info, syscall.WSTOPPED|syscall.WEXITED|wNowait) == syscall.EINTR {
+	}
+	held := info.code == cldTrapped
+	syscall.Kill(pid, syscall.SIGKILL)
+	for waitid(pPID, uintptr(pid), &info, syscall.WEXITED) == syscall.EINTR {
+	}
+	return held
+})
+
+// cldTrapped is siginfo's si_code of a traced child's stop.
+const cldTrapped = 4
 
 // cgroupPlacement puts one forked command in its cgroup: procs is the cgroup's
 // cgroup.procs, open for writing, when the command is held at its exec; -1 when
@@ -65,7 +96,6 @@ func (c cgroupPlacement) place(pid int) error {
 		}
 		break
 	}
-	const cldTrapped = 4
 	if info.code != cldTrapped {
 		return errors.New("the command ended before it could be put in its cgroup")
 	}

@@ -36,6 +36,10 @@ type Setup struct {
 	Namespaces bool
 	// Network is NetworkDeny or NetworkAllow.
 	Network string
+	// Hold: commands are held at their exec to be put in their cgroup, and clone3 is
+	// refused to them (HoldAtExec); false, they are placed by clone3, which they may
+	// then use too.
+	Hold bool
 	// Workspace is the canonical workspace root as pinned at session start (its
 	// directory travels as an O_PATH descriptor with the message); "" for none.
 	Workspace string
@@ -115,6 +119,7 @@ func (m *Setup) Encode() []byte {
 	w.b = append(w.b, MsgSetup)
 	w.bool(m.Namespaces)
 	w.str(m.Network)
+	w.bool(m.Hold)
 	w.str(m.Workspace)
 	w.strs(m.WritableRoots)
 	w.str(m.TempDir)
@@ -177,6 +182,7 @@ func DecodeSetup(b []byte) (Setup, error) {
 	m := Setup{
 		Namespaces:    r.bool(),
 		Network:       r.str(),
+		Hold:          r.bool(),
 		Workspace:     r.str(),
 		WritableRoots: r.strs(),
 		TempDir:       r.str(),

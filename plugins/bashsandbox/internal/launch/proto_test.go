@@ -8,7 +8,7 @@ import (
 
 func TestMessagesRoundTrip(t *testing.T) {
 	setup := Setup{
-		Namespaces: true, Network: NetworkDeny, Workspace: "/w", WritableRoots: []string{"/a", "/b c"},
+		Namespaces: true, Network: NetworkDeny, Hold: true, Workspace: "/w", WritableRoots: []string{"/a", "/b c"},
 		TempDir: "/tmp/s/tmp", Stage: "/tmp/s/stage", MaskDirs: []string{"/h"}, Protect: []string{"/w/.git", "/w/.dsh"},
 		Spill: "/h/dsh-spill-1-ab/s-x", MaskFiles: []string{"/home/u/.dsh/serve-token"},
 	}
