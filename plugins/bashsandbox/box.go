@@ -150,7 +150,7 @@ func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (
 	setup := launch.Setup{
 		Namespaces:    conf.namespaces,
 		Network:       conf.network,
-		Hold:          launch.HoldAtExec(),
+		Hold:          !conf.namespaces && launch.HoldAtExec(),
 		Workspace:     conf.workspace,
 		WritableRoots: conf.roots,
 		TempDir:       files.tmp,

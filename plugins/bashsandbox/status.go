@@ -130,9 +130,15 @@ func Missing(backend string, abi int, network string, hostUserns bool) []string 
 		out = append(out, MissingSocketFilter)
 	}
 	if !launch.SeccompSupported {
-		out = append(out, MissingKeyringFilter, MissingCgroupFilter)
-	} else if !launch.HoldAtExec() {
-		out = append(out, MissingCgroupHold)
+		out = append(out, MissingKeyringFilter)
+	}
+	if backend != BackendNamespaces {
+		// The namespace backend masks every cgroup v2 mount instead (launch's plan).
+		if !launch.SeccompSupported {
+			out = append(out, MissingCgroupFilter)
+		} else if !launch.HoldAtExec() {
+			out = append(out, MissingCgroupHold)
+		}
 	}
 	return out
 }

@@ -78,6 +78,8 @@ func (ms *mounts) do(o op) error {
 		return loUp()
 	case opMaskDir:
 		return ms.maskDir(o)
+	case opMaskCgroups:
+		return ms.maskCgroups()
 	case opShowSpill:
 		return ms.showSpill(ms.take(o.tree), o.path)
 	case opSeal:
@@ -288,6 +290,91 @@ func (ms *mounts) maskDir(o op) error {
 	ms.masked[path] = [2]uint64{uint64(st.Dev), st.Ino}
 	return nil
 }
+
+// maskCgroups covers each cgroup v2 mount of this mount namespace with an empty tmpfs
+// (read-only once sealed), the innermost last.
+func (ms *mounts) maskCgroups() error {
+	points, err := cgroup2Mounts()
+	if err != nil {
+		return errors.New("hide the cgroup file systems: " + err.Error())
+	}
+	for _, p := range points {
+		if err := ms.maskDir(op{kind: opMaskDir, path: p}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cgroup2Mounts are the mount points of the cgroup v2 file systems of this mount
+// namespace (/proc/self/mountinfo), shorter paths first.
+func cgroup2Mounts() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rest := string(b); rest != ""; {
+		line := rest
+		if i := indexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		if point, fstype := mountinfoFields(line); fstype == "cgroup2" && point != "" {
+			out = append(out, point)
+		}
+	}
+	for i := 1; i < len(out); i++ { // shorter first: a mount inside another is covered after it
+		for j := i; j > 0 && len(out[j]) < len(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
+
+// mountinfoFields returns the mount point (field 5, unescaped) and the file system
+// type (the first field after " - ") of one /proc/self/mountinfo line.
+func mountinfoFields(line string) (point, fstype string) {
+	var fields []string
+	sep := -1
+	for line != "" {
+		for line != "" && line[0] == ' ' {
+			line = line[1:]
+		}
+		i := indexByte(line, ' ')
+		if i < 0 {
+			i = len(line)
+		}
+		if i > 0 {
+			if line[:i] == "-" && sep < 0 {
+				sep = len(fields)
+			}
+			fields = append(fields, line[:i])
+		}
+		line = line[i:]
+	}
+	if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
+		return "", ""
+	}
+	return unescapeMountinfo(fields[4]), fields[sep+1]
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space…).
+func unescapeMountinfo(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			out = append(out, (s[i+1]-'0')<<6|(s[i+2]-'0')<<3|(s[i+3]-'0'))
+			i += 3
+			continue
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // showSpill mounts tree — the session's own spill directory, read-only — at path, its
 // host path, so that the spill paths in the session's results name files a command can

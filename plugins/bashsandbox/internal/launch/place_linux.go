@@ -9,17 +9,20 @@ import (
 	"syscall"
 )
 
-// How a command gets into its cgroup. The seccomp filter refuses clone3 to commands —
-// CLONE_INTO_CGROUP would let them leave their cgroup — and the box, which the filter
-// binds too, forks them with clone(2), which cannot place a child in a cgroup. So the
-// child is traced (PTRACE_TRACEME) and stops at its exec, before the command's first
-// instruction; the box writes its pid into the cgroup's cgroup.procs, through a
-// descriptor opened before the thread was confined, and lets it go (PTRACE_DETACH).
-// Whatever the command starts is then in its cgroup from its first instruction on.
+// How a command gets into its cgroup. In the namespaces the box forks it there with
+// clone3's CLONE_INTO_CGROUP, through the cgroup's descriptor dsh sends; its commands
+// see no cgroup file system (the plan masks them all), so they have no cgroup to name.
+// Without namespaces nothing can be masked: the seccomp filter refuses clone3 to
+// commands, and so to the box, which forks them with clone(2), which cannot place a
+// child in a cgroup. So the child is traced (PTRACE_TRACEME) and stops at its exec,
+// before the command's first instruction; the box writes its pid into the cgroup's
+// cgroup.procs, through a descriptor opened before the thread was confined, and lets it
+// go (PTRACE_DETACH). Whatever the command starts is then in its cgroup from its first
+// instruction on.
 //
-// Where ptrace is forbidden (Yama's ptrace_scope 3, another security module), the box
-// places commands with clone3's CLONE_INTO_CGROUP instead and the filter allows clone3:
-// commands could then leave their cgroup, and dsh reports it (HoldAtExec).
+// Where ptrace is forbidden (Yama's ptrace_scope 3, another security module), that box
+// places commands with clone3 instead and the filter allows clone3: commands could then
+// leave their cgroup, and dsh reports it (HoldAtExec).
 
 // HoldAtExec reports whether a box can hold a command at its exec (ptrace), which
 // keeping commands in their cgroup needs. It is probed once per process, as the box

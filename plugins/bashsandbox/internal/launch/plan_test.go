@@ -132,7 +132,7 @@ func (p plan) text() string {
 func (o op) text() string {
 	name := map[opKind]string{
 		opPrivate: "private", opClone: "clone", opClonePinned: "clone", opAttach: "attach", opPivot: "pivot",
-		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir",
+		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir", opMaskCgroups: "mask-cgroups",
 		opShowSpill: "show-spill", opSeal: "seal", opProtect: "protect", opMaskFile: "mask-file",
 	}[o.kind]
 	line := fmt.Sprintf("%-10s %s", name, o.path)

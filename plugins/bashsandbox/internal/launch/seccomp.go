@@ -9,13 +9,15 @@ import "syscall"
 //     harness's session keyring (Kerberos tickets, other secrets its login stored
 //     there) to read and change, and reach the host user's own keyring without a user
 //     namespace.
-//   - clone3 fails with ENOSYS (as on a kernel before 5.3; libc falls back to clone):
-//     CLONE_INTO_CGROUP would let a command start a child in any cgroup whose
-//     cgroup.procs its user may write — the kernel checks nothing else, neither the
-//     read-only mount nor Landlock — out of reach of the timeout, the kill and the
-//     limits of its own cgroup. A filter cannot read clone3's arguments (they are in
-//     memory); clone(2), whose flags it could, has no way into another cgroup. The box
-//     itself does not call clone3 (see place_linux.go).
+//   - clone3 fails with ENOSYS (as on a kernel before 5.3; libc falls back to clone)
+//     on the Landlock-only backend: CLONE_INTO_CGROUP would let a command start a
+//     child in any cgroup whose cgroup.procs its user may write — the kernel checks
+//     nothing else, neither the read-only mount nor Landlock — out of reach of the
+//     timeout, the kill and the limits of its own cgroup. A filter cannot read clone3's
+//     arguments (they are in memory); clone(2), whose flags it could, has no way into
+//     another cgroup. That box does not call clone3 either (place_linux.go). The
+//     namespace backend masks the cgroup file systems instead (a command has no cgroup
+//     to name), and its box places commands with clone3.
 //
 // With the network denied, too: Landlock (ABI < 9) cannot stop UNIX sockets, UDP
 // (ABI < 10) or Multipath TCP, so socket(2) itself is filtered:
