@@ -151,6 +151,7 @@ func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (
 	setup := launch.Setup{
 		Namespaces:    conf.namespaces,
 		Network:       conf.network,
+		Hold:          !conf.namespaces && launch.HoldAtExec(),
 		Workspace:     conf.workspace,
 		WritableRoots: conf.roots,
 		TempDir:       files.tmp,

@@ -20,6 +20,7 @@ type cmdStarter struct {
 	policy    launch.Policy
 	protect   []string
 	maskFiles []string
+	maskDirs  []string
 	// launchFailed: the box could not confine the command and started the launcher's
 	// failure mode in its place (only then is a "dsh-sandbox:" line a launcher failure).
 	launchFailed atomic.Bool
@@ -75,6 +76,7 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 		Env:       req.Env,
 		Protect:   st.protect,
 		MaskFiles: st.maskFiles,
+		MaskDirs:  st.maskDirs,
 		Cgroup:    req.CgroupFD >= 0,
 	}
 	var fds []int

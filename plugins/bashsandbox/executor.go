@@ -28,12 +28,13 @@ type confiner struct {
 }
 
 // confinement is what a box must keep from one confined call: the configuration of the
-// box it runs in, and the protected paths and masked files (namespaces only) it must
-// apply before the command starts.
+// box it runs in, and the protected paths, masked files and other dsh processes'
+// directories (namespaces only) it must apply before the command starts.
 type confinement struct {
 	box       boxConfig
 	protect   []string
 	maskFiles []string
+	others    []string // other dsh processes' directories to mask
 }
 
 // prepare decides how one call runs: its policy is spec.Sandbox (tool-bash resolves it
@@ -75,7 +76,7 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 	}
 	starter := &cmdStarter{box: b, policy: s.launchPolicy(mode, pin.path, tmp, c.box.namespaces)}
 	if c.box.namespaces {
-		starter.protect, starter.maskFiles = c.protect, c.maskFiles
+		starter.protect, starter.maskFiles, starter.maskDirs = c.protect, c.maskFiles, c.others
 	}
 	cmd.Start = starter
 	cmd.Env = withTempDir(cmd.Env, tmp)
@@ -136,8 +137,8 @@ func (s *confiner) pinnedSession(id, root string) (*sessionState, *pin, error) {
 // protect (Landlock only) or that a command could redirect, or a masked directory that
 // a writable root exposes.
 func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]string) (confinement, error) {
-	protect := protectedPaths(ws, s.profileFiles(), dshEnv)
 	writable := append([]string{ws}, s.roots...)
+	protect := protectedPaths(writable, s.profileFiles(), dshEnv)
 	ns := be.namespaces()
 	if mode == shell.ModeWorkspaceWrite && !ns {
 		if err := unprotectable(protect, writable); err != nil {
@@ -160,6 +161,7 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 	}
 	c.box.maskDirs = dirs
 	c.maskFiles = maskedFiles(dshEnv, writable)
+	c.others = otherInstanceMasks(writable, dirs)
 	return c, nil
 }
 
@@ -215,5 +217,5 @@ func (s *confiner) checkStatic(be backend) error {
 		return nil
 	}
 	roots := append([]string{s.resolver.root}, s.roots...)
-	return unprotectable(protectedPaths("", s.profileFiles(), nil), roots)
+	return unprotectable(protectedPaths(nil, s.profileFiles(), nil), roots)
 }

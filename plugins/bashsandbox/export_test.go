@@ -11,7 +11,35 @@ var (
 	PromptSection        = promptSection
 	DefaultSandboxConfig = defaultSandboxConfig
 	Widenings            = widenings
+	HoldAtExec           = launch.HoldAtExec
+	OtherInstanceDirs    = otherInstanceDirs
 )
+
+// InstancesDir is the registry of this user's dsh processes.
+func InstancesDir() string { return instancesDir() }
+
+// SetInstancesDir makes dir the registry until the returned function restores it;
+// this process records its directories anew in each (the next executor made records
+// them).
+func SetInstancesDir(dir string) (restore func()) {
+	prev := instancesDir
+	forgetRecord()
+	instancesDir = func() string { return dir }
+	return func() {
+		forgetRecord()
+		instancesDir = prev
+	}
+}
+
+// forgetRecord drops this process's record (its lock too).
+func forgetRecord() {
+	instance.mu.Lock()
+	defer instance.mu.Unlock()
+	if instance.file != nil {
+		instance.file.Close()
+	}
+	instance.file, instance.name, instance.dirs, instance.warned = nil, "", nil, false
+}
 
 // Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).
 const Remedy = remedy

@@ -69,8 +69,9 @@ func maskedFiles(dshEnv map[string]string, writable []string) []string {
 // maskedDirs are the host directories the namespace backend masks with an empty
 // read-only tmpfs, wherever a confined command could otherwise see them — outside /tmp
 // (the box shows the host's tree read-only) or inside a writable root (bound over the
-// private /tmp): the spill root, which holds every session's spill files, and the temp
-// dir, which holds every session's private temp dir (of this dsh and of others). One
+// private /tmp): the spill root, which holds every session's spill files, the temp
+// dir, which holds every session's private temp dir (of this dsh and of others), and
+// the registry of dsh processes. One
 // that holds a writable root cannot be masked without masking the root too, and a
 // spill root inside a writable root that does not exist, or is reached through a
 // symbolic link, could be planted (dsh follows it): the call is then refused with an
@@ -94,6 +95,11 @@ func maskedDirs(writable []string, spillRoot string) ([]string, error) {
 		return nil, err
 	}
 	if err := add("the temp dir", filepath.Dir(base)); err != nil {
+		return nil, err
+	}
+	// The registry of dsh processes, where a writable root would let a command change
+	// what other dsh processes mask (instances.go).
+	if err := add("the registry of dsh processes", instancesDir()); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package bashsandbox
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -189,6 +190,9 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 	resolver.owner = sup
 	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots,
 		spillRoot: sup.Spool().Root(), log: log, profileFiles: profileFiles}
+	// Where this process makes its session directories and spill files, for other dsh
+	// processes' boxes to mask (instances.go).
+	registerDirs(log, os.TempDir(), s.spillRoot)
 	ex, err := bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,

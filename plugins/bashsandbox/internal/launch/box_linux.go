@@ -40,6 +40,7 @@ type box struct {
 	exe     int // the dsh binary (O_PATH), for the launcher's failure mode
 	ns      bool
 	network string
+	hold    bool // commands are held at their exec to be put in their cgroup (placement)
 
 	pmu    sync.Mutex // serialises the plans' mounts
 	mounts *mounts    // namespaces only
@@ -131,7 +132,7 @@ func (s *box) setup(payload []byte, fds []int) error {
 		closeFDs(fds)
 		return errors.New("invalid network policy " + strconv.Quote(m.Network))
 	}
-	s.ns, s.network = m.Namespaces, m.Network
+	s.ns, s.network, s.hold = m.Namespaces, m.Network, m.Hold
 	wsfd, spillfd, err := s.setupFDs(&m, fds)
 	if err != nil {
 		return err
@@ -201,7 +202,7 @@ func (s *box) prepareCommands() error {
 		// and uses no keyring), it is inherited by each command thread and its fork —
 		// compiling a filter per command would cost more than the rest of the
 		// confinement.
-		if err := filterProcess(commandFilter(filterArches, s.network == NetworkDeny, !s.ns)); err != nil {
+		if err := filterProcess(commandFilter(filterArches, s.network == NetworkDeny, !s.ns, !s.hold)); err != nil {
 			return errors.New("seccomp: " + err.Error())
 		}
 	}
@@ -263,9 +264,9 @@ func (s *box) admit(m Start, fds []int) (Reply, bool) {
 	if err := m.Policy.Validate(); err != nil {
 		return Reply{Message: "start: " + err.Error()}, false
 	}
-	if s.ns && len(m.Protect)+len(m.MaskFiles) > 0 {
+	if s.ns && len(m.MaskDirs)+len(m.Protect)+len(m.MaskFiles) > 0 {
 		s.pmu.Lock()
-		err := s.mounts.apply(updatePlan(s.roots, m.Protect, m.MaskFiles))
+		err := s.mounts.apply(updatePlan(s.roots, m.MaskDirs, m.Protect, m.MaskFiles))
 		s.pmu.Unlock()
 		if err != nil {
 			return Reply{Message: err.Error()}, false
@@ -282,17 +283,25 @@ func (s *box) failed(id uint64, r Reply) {
 
 // fork runs on a prepared thread: it confines the thread to the ruleset rs (unless
 // confining already failed with err), forks the command — or, when it cannot be
-// confined, the launcher's failure mode in its place — and answers (started).
+// confined, the launcher's failure mode in its place — puts it in its cgroup, and
+// answers (started).
 func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	defer closeFDs(fds)
 	pidfd := -1
 	// Under a terminal, its slave (fd 0) is the controlling terminal of the session the
 	// command leads.
 	sys := &syscall.SysProcAttr{Setsid: true, Setctty: m.Terminal, PidFD: &pidfd}
-	if m.Cgroup {
-		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
-	}
 	attr := &syscall.ProcAttr{Dir: m.Dir, Env: m.Env, Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys}
+	cg := cgroupPlacement{procs: -1}
+	if m.Cgroup {
+		// Readied before the thread is confined: Landlock would refuse the open after.
+		var perr error
+		cg, perr = s.placement(fds[3], sys)
+		defer cg.close()
+		if err == nil {
+			err = perr
+		}
+	}
 	if err == nil {
 		err = restrictThread(rs, flags)
 	}
@@ -304,6 +313,12 @@ func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	} else {
 		f.pid, f.err = syscall.ForkExec(m.Path, m.Argv, attr)
 	}
+	if f.err == nil {
+		if perr := cg.place(f.pid); perr != nil {
+			discard(f.pid, pidfd)
+			f.err, f.placing, pidfd = perr, perr, -1
+		}
+	}
 	s.started(m, f, pidfd)
 }
 
@@ -312,6 +327,7 @@ type forked struct {
 	pid      int
 	err      error
 	confined error // why confinement failed: the launcher's failure mode ran instead
+	placing  error // why the forked child could not be put in its cgroup (it was killed)
 }
 
 // started registers the leader of a start that forked and answers Started (or Failed).
@@ -349,6 +365,9 @@ func (s *box) started(m Start, f forked, pidfd int) {
 // forkFailure is the Failed reply to a start whose fork failed: the exec's errno, or
 // the working directory's when that is what is wrong with it.
 func forkFailure(m Start, f forked) Reply {
+	if f.placing != nil {
+		return Reply{Message: f.placing.Error()}
+	}
 	if f.confined != nil {
 		return Reply{Message: "confine the command: " + f.confined.Error() + "; and the runner-failure stub did not start: " + f.err.Error()}
 	}

@@ -53,6 +53,7 @@ const (
 	opProc                          // mount a fresh /proc, disable nested user namespaces, make tunables read-only
 	opLoopback                      // bring the network namespace's loopback up
 	opMaskDir                       // cover the directory path with an empty tmpfs, read-only once sealed
+	opMaskCgroups                   // cover every cgroup2 mount with an empty tmpfs, read-only once sealed
 	opShowSpill                     // mount tree, the session's spill directory, at path, through the cover holding it
 	opSeal                          // make the covering tmpfs mounts read-only
 	opProtect                       // bind path read-only over itself
@@ -99,9 +100,15 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //	<writable roots>     read-write, shorter paths first (a root inside another is
 //	                     mounted on top of it)
 //
-// then, with the network denied, the loopback; then the masked directories, with the
-// session's spill directory shown read-only through them, sealed; the protected paths;
-// the masked files.
+// then, with the network denied, the loopback; then every cgroup v2 mount and the
+// masked directories, with the session's spill directory shown read-only through them,
+// sealed; the protected paths; the masked files.
+//
+// The cgroup v2 mounts are masked because a command that can open a cgroup's
+// directory can leave its own cgroup: clone3 with CLONE_INTO_CGROUP needs only that
+// descriptor and write permission on a cgroup.procs, which neither the read-only mount
+// nor Landlock is asked about. With no cgroup directory in sight there is no descriptor
+// to give it (the box places commands through the descriptor dsh sends, from the host).
 func setupPlan(m *Setup) plan {
 	if !m.Namespaces {
 		return nil
@@ -146,6 +153,7 @@ func setupPlan(m *Setup) plan {
 		p = append(p, op{kind: opLoopback})
 	}
 	roots := writableRoots(m)
+	p = append(p, op{kind: opMaskCgroups})
 	for _, d := range m.MaskDirs {
 		r, a := anchors(roots, d)
 		p = append(p, op{kind: opMaskDir, path: d, root: r, anchor: a})
@@ -154,17 +162,24 @@ func setupPlan(m *Setup) plan {
 		p = append(p, op{kind: opShowSpill, path: m.Spill, tree: spill})
 	}
 	p = append(p, op{kind: opSeal})
-	return append(p, updatePlan(roots, m.Protect, m.MaskFiles)...)
+	return append(p, updatePlan(roots, nil, m.Protect, m.MaskFiles)...)
 }
 
 // updatePlan is the plan run before a command starts, in a box whose writable roots
-// are roots: the protected paths and the masked files (one may have appeared, or been
-// replaced, since the last time).
-func updatePlan(roots, protect, maskFiles []string) plan {
-	if len(protect)+len(maskFiles) == 0 {
+// are roots: the masked directories, sealed at once; the protected paths; the masked
+// files (any may have appeared, or been replaced, since the last time).
+func updatePlan(roots, maskDirs, protect, maskFiles []string) plan {
+	if len(maskDirs)+len(protect)+len(maskFiles) == 0 {
 		return nil
 	}
-	p := make(plan, 0, len(protect)+len(maskFiles))
+	p := make(plan, 0, len(maskDirs)+1+len(protect)+len(maskFiles))
+	for _, d := range maskDirs {
+		r, a := anchors(roots, d)
+		p = append(p, op{kind: opMaskDir, path: d, root: r, anchor: a})
+	}
+	if len(maskDirs) > 0 {
+		p = append(p, op{kind: opSeal})
+	}
 	for _, path := range protect {
 		r, a := anchors(roots, path)
 		p = append(p, op{kind: opProtect, path: path, root: r, anchor: a})

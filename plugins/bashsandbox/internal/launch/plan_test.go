@@ -56,8 +56,11 @@ func TestPlans(t *testing.T) {
 		}))},
 		// Before a command: what appeared since (a .git, a profile deep in a root) and
 		// the masked files, whatever the roots.
-		{"update", updatePlan([]string{ws, "/data"}, []string{ws + "/.git", "/data/a/b/profile.yaml", "/etc/dsh.yaml"}, []string{"/home/u/.dsh/serve-token"})},
-		{"update-nothing", updatePlan([]string{ws}, nil, nil)},
+		{"update", updatePlan([]string{ws, "/data"}, nil, []string{ws + "/.git", "/data/a/b/profile.yaml", "/etc/dsh.yaml"}, []string{"/home/u/.dsh/serve-token"})},
+		{"update-nothing", updatePlan([]string{ws}, nil, nil, nil)},
+		// Another dsh's directories, one beside the roots and one in the workspace
+		// (anchored), masked and sealed before the rest.
+		{"update-other-dsh", updatePlan([]string{ws, "/data"}, []string{"/var/tmp/other", ws + "/t/dsh-spill-9-ef"}, []string{ws + "/.git"}, nil)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,7 +132,7 @@ func (p plan) text() string {
 func (o op) text() string {
 	name := map[opKind]string{
 		opPrivate: "private", opClone: "clone", opClonePinned: "clone", opAttach: "attach", opPivot: "pivot",
-		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir",
+		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir", opMaskCgroups: "mask-cgroups",
 		opShowSpill: "show-spill", opSeal: "seal", opProtect: "protect", opMaskFile: "mask-file",
 	}[o.kind]
 	line := fmt.Sprintf("%-10s %s", name, o.path)

@@ -37,6 +37,10 @@ type Setup struct {
 	Namespaces bool
 	// Network is NetworkDeny or NetworkAllow.
 	Network string
+	// Hold: commands are held at their exec to be put in their cgroup, and clone3 is
+	// refused to them (HoldAtExec); false, they are placed by clone3, which they may
+	// then use too.
+	Hold bool
 	// Workspace is the canonical workspace root as pinned at session start (its
 	// directory travels as an O_PATH descriptor with the message); "" for none.
 	Workspace string
@@ -79,6 +83,10 @@ type Start struct {
 	// MaskFiles are files that must be masked before the command starts (namespaces only;
 	// one that appeared, or was replaced, since it was last masked is masked now).
 	MaskFiles []string
+	// MaskDirs are directories that must be masked before the command starts, like
+	// Setup's (namespaces only; other dsh processes' directories: one that appeared, or
+	// was replaced, since it was last masked is masked now).
+	MaskDirs []string
 	// Cgroup: the fourth descriptor is the command's cgroup directory (the only one,
 	// under a terminal).
 	Cgroup bool
@@ -119,6 +127,7 @@ func (m *Setup) Encode() []byte {
 	w.b = append(w.b, MsgSetup)
 	w.bool(m.Namespaces)
 	w.str(m.Network)
+	w.bool(m.Hold)
 	w.str(m.Workspace)
 	w.strs(m.WritableRoots)
 	w.str(m.TempDir)
@@ -145,6 +154,7 @@ func (m *Start) Encode() []byte {
 	w.strs(m.Env)
 	w.strs(m.Protect)
 	w.strs(m.MaskFiles)
+	w.strs(m.MaskDirs)
 	w.bool(m.Cgroup)
 	w.bool(m.Terminal)
 	w.int(m.Cols)
@@ -183,6 +193,7 @@ func DecodeSetup(b []byte) (Setup, error) {
 	m := Setup{
 		Namespaces:    r.bool(),
 		Network:       r.str(),
+		Hold:          r.bool(),
 		Workspace:     r.str(),
 		WritableRoots: r.strs(),
 		TempDir:       r.str(),
@@ -207,6 +218,7 @@ func DecodeStart(b []byte) (Start, error) {
 	m.Env = r.strs()
 	m.Protect = r.strs()
 	m.MaskFiles = r.strs()
+	m.MaskDirs = r.strs()
 	m.Cgroup = r.bool()
 	m.Terminal = r.bool()
 	m.Cols = r.int()
