@@ -1,0 +1,35 @@
+package main_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// The job tools take the id as bash's structured result spells it (jobId) as well as
+// job_id, and their schema says so.
+func TestJobToolsAcceptBothIDSpellings(t *testing.T) {
+	c := startServe(t, clientOptions{}, "--workspace", t.TempDir())
+	_, _, value := c.call(t, "bash", map[string]any{"command": "echo from the job", "description": "Run a job", "run_in_background": true})
+	v, _ := value.(map[string]any)
+	id, _ := v["jobId"].(string)
+	if id != "bash-1" {
+		t.Fatalf("structured content = %v", value)
+	}
+	text, isErr, _ := c.call(t, "job_output", map[string]any{"jobId": id, "wait": true})
+	if text != "from the job\n[status: completed, exit code: 0]" || isErr {
+		t.Errorf("job_output {jobId} = %q (isError %v)", text, isErr)
+	}
+	text, isErr, _ = c.call(t, "job_kill", map[string]any{"job_id": id})
+	if !strings.HasPrefix(text, "job bash-1 had already finished") || isErr {
+		t.Errorf("job_kill {job_id} = %q (isError %v)", text, isErr)
+	}
+	text, isErr, _ = c.call(t, "job_output", map[string]any{})
+	if text != `Error: missing required property "job_id"` || !isErr {
+		t.Errorf("job_output {} = %q (isError %v)", text, isErr)
+	}
+
+	out, _, code := runDsh(t, t.TempDir(), "tools")
+	if code != 0 || !strings.Contains(out, `"jobId": {`) || !strings.Contains(out, "jobId is accepted as the same argument") {
+		t.Errorf("dsh tools does not declare jobId:\n%s", out)
+	}
+}
