@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,5 +33,19 @@ func TestJobToolsAcceptBothIDSpellings(t *testing.T) {
 	out, _, code := runDsh(t, t.TempDir(), "tools")
 	if code != 0 || !strings.Contains(out, `"jobId": {`) || !strings.Contains(out, "jobId is accepted as the same argument") {
 		t.Errorf("dsh tools does not declare jobId:\n%s", out)
+	}
+}
+
+// An ssh address without a port means port 22, as for ssh(1): check accepts it.
+func TestSSHAddressWithoutPort(t *testing.T) {
+	ws := t.TempDir()
+	p := filepath.Join(ws, "ssh.yaml")
+	profile := "extends: default\nplugins:\n  - id: ssh\n    name: ssh\n    config: {address: 127.0.0.1}\n  - id: bash\n    name: bash-ssh\n"
+	if err := os.WriteFile(p, []byte(profile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runDsh(t, ws, "check", "--profile", p)
+	if code != 0 || out != "profile "+p+": ok (9 rows)\n" {
+		t.Errorf("check: exit %d, %q, %q", code, out, errOut)
 	}
 }
