@@ -49,3 +49,27 @@ func TestSSHAddressWithoutPort(t *testing.T) {
 		t.Errorf("check: exit %d, %q, %q", code, out, errOut)
 	}
 }
+
+// A misspelled tool or profile name gets the name it is closest to, after the message
+// it always had.
+func TestTyposGetASuggestion(t *testing.T) {
+	ws := t.TempDir()
+	out, _, code := runDsh(t, ws, "call", "bsh", `{"command":"true","description":"d"}`)
+	if out != `Error: unknown tool "bsh" (did you mean "bash"?)` || code != 1 {
+		t.Errorf("call bsh: %q exit %d", out, code)
+	}
+	out, _, code = runDsh(t, ws, "call", "grep", `{}`)
+	if out != `Error: unknown tool "grep"` || code != 1 {
+		t.Errorf("call grep: %q exit %d", out, code)
+	}
+	_, errOut, code := runDsh(t, ws, "status", "--profile", "sandbx")
+	if want := `dsh: start: profile "sandbx": not a built-in profile (default, minimal, sandbox) and no file of that name exists (did you mean "sandbox"?)` + "\n"; errOut != want || code != 1 {
+		t.Errorf("status --profile sandbx: exit %d, %q", code, errOut)
+	}
+	p := filepath.Join(ws, "typo.yaml")
+	os.WriteFile(p, []byte("extends: defualt\n"), 0o600)
+	_, errOut, code = runDsh(t, ws, "check", "--profile", p)
+	if !strings.HasSuffix(errOut, `nor an existing file (`+filepath.Join(ws, "defualt")+`) (did you mean "default"?)`+"\n") || code != 1 {
+		t.Errorf("check extends: defualt: exit %d, %q", code, errOut)
+	}
+}

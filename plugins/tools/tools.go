@@ -169,7 +169,7 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 	}
 	t, ok := r.Tool(name)
 	if !ok {
-		return Errorf("unknown tool %q", name)
+		return Errorf("%s", r.Missing(name))
 	}
 	args, extra, err := t.InputSchema.validate(raw)
 	if err != nil {

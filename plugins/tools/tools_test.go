@@ -217,6 +217,11 @@ func TestFailuresAreResults(t *testing.T) {
 	if res.Text != `Error: unknown tool "nope"` || !res.IsError {
 		t.Fatalf("unknown: %+v", res)
 	}
+	// A typo gets the registered name it is closest to.
+	res = h.registry(t).Call(context.Background(), "bsh", nil, nil)
+	if res.Text != `Error: unknown tool "bsh" (did you mean "bash"?)` || !res.IsError {
+		t.Fatalf("typo: %+v", res)
+	}
 	if r := tools.Errorf("bad %s", "thing"); r.Text != "Error: bad thing" || !r.IsError {
 		t.Fatalf("Errorf: %+v", r)
 	}
