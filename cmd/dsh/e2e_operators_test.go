@@ -1,10 +1,13 @@
 package main_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The job tools take the id as bash's structured result spells it (jobId) as well as
@@ -71,5 +74,37 @@ func TestTyposGetASuggestion(t *testing.T) {
 	_, errOut, code = runDsh(t, ws, "check", "--profile", p)
 	if !strings.HasSuffix(errOut, `nor an existing file (`+filepath.Join(ws, "defualt")+`) (did you mean "default"?)`+"\n") || code != 1 {
 		t.Errorf("check extends: defualt: exit %d, %q", code, errOut)
+	}
+}
+
+// A tool whose row cannot activate answers why, through dsh call and over MCP, instead
+// of reading as a tool that does not exist; a name no row declares is unknown (over
+// MCP, the protocol error an unknown tool gets), with the closest name suggested.
+func TestUnavailableToolSaysWhy(t *testing.T) {
+	ws := t.TempDir()
+	p := filepath.Join(ws, "ssh.yaml")
+	key := filepath.Join(ws, "no-such-key")
+	profile := "extends: default\nplugins:\n  - id: ssh\n    name: ssh\n    config: {address: 127.0.0.1, identityFile: " + key + "}\n  - id: bash\n    name: bash-ssh\n"
+	if err := os.WriteFile(p, []byte(profile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := `Error: tool "bash" is unavailable: row tool-bash is pending (missing shell ← row bash is pending ` +
+		`(missing ssh ← row ssh failed: ssh: identityFile: open ` + key + `: no such file or directory))`
+	out, _, code := runDsh(t, ws, "call", "--profile", p, "bash", `{"command":"true","description":"d"}`)
+	if out != want || code != 1 {
+		t.Errorf("dsh call: exit %d\n%s\nwant\n%s", code, out, want)
+	}
+
+	c := startServe(t, clientOptions{}, "--profile", p, "--workspace", ws)
+	if names := c.toolNames(t); strings.Contains(strings.Join(names, " "), "bash") {
+		t.Errorf("tools/list serves %v", names)
+	}
+	text, isErr, _ := c.call(t, "bash", map[string]any{"command": "true", "description": "d"})
+	if text != want || !isErr {
+		t.Errorf("over MCP: %q (isError %v)\nwant %q", text, isErr, want)
+	}
+	_, err := c.CallTool(context.Background(), &mcp.CallToolParams{Name: "job_outptu", Arguments: map[string]any{}})
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "job_outptu" (did you mean "job_output"?)`) {
+		t.Errorf("a misspelled tool over MCP: %v", err)
 	}
 }

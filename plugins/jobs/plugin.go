@@ -28,6 +28,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 	Aliases: []string{"@deepseek-ai/dsh-jobs"},
 	Inject:  container.Keys{tools.Service, prompt.Service},
 	Provide: container.Keys{Service},
+	Tools:   []string{"job_output", "job_list", "job_kill"},
 	Config:  DefaultConfig,
 	Apply:   apply,
 })

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,13 @@ func TestJobsPluginLifecycle(t *testing.T) {
 		if _, err := json.Marshal(tool.InputSchema); err != nil {
 			t.Fatal(err)
 		}
+	}
+	var registered []string
+	for _, tool := range h.tools.Tools() {
+		registered = append(registered, tool.Name)
+	}
+	if declared := slices.Sorted(slices.Values(jobs.Plugin.Tools)); !slices.Equal(declared, registered) {
+		t.Errorf("the plugin declares the tools %q, and registers %q", declared, registered)
 	}
 	schema, _ := json.Marshal(mustTool(t, h.tools, "job_output").InputSchema)
 	// Both spellings are declared (job_id first, saying jobId is accepted), and neither

@@ -24,7 +24,9 @@ var Plugin = container.Define(container.Declaration[container.NoConfig]{
 	Aliases: []string{"@deepseek-ai/dsh-tools"},
 	Provide: container.Keys{Service},
 	Apply: func(a *container.Activation, _ container.NoConfig) error {
-		return Service.Provide(a, NewRegistry())
+		reg := NewRegistry()
+		reg.ExplainUnavailable(a.ToolUnavailable)
+		return Service.Provide(a, reg)
 	},
 })
 
@@ -90,8 +92,9 @@ type Card struct {
 
 // Registry holds the registered tools. It is safe for concurrent use.
 type Registry struct {
-	mu    sync.RWMutex
-	tools map[string]*Tool
+	mu          sync.RWMutex
+	tools       map[string]*Tool
+	unavailable func(tool string) (string, bool) // see ExplainUnavailable
 }
 
 // NewRegistry returns an empty registry.
@@ -169,7 +172,8 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 	}
 	t, ok := r.Tool(name)
 	if !ok {
-		return Errorf("%s", r.Missing(name))
+		msg, _ := r.Missing(name)
+		return Errorf("%s", msg)
 	}
 	args, extra, err := t.InputSchema.validate(raw)
 	if err != nil {

@@ -367,3 +367,18 @@ func TestNonObjectInputSchemaRejected(t *testing.T) {
 		t.Fatal("a refused tool was registered")
 	}
 }
+
+// A call for a tool the registry does not hold asks ExplainUnavailable's function first:
+// a tool whose row is not active says why instead of reading as unknown.
+func TestUnavailableToolSaysWhy(t *testing.T) {
+	reg := tools.NewRegistry()
+	reg.ExplainUnavailable(func(tool string) (string, bool) {
+		return "row tool-bash is pending (missing shell)", tool == "bash"
+	})
+	if res := reg.Call(context.Background(), "bash", nil, nil); res.Text != `Error: tool "bash" is unavailable: row tool-bash is pending (missing shell)` || !res.IsError {
+		t.Errorf("unavailable: %+v", res)
+	}
+	if msg, unavailable := reg.Missing("grep"); msg != `unknown tool "grep"` || unavailable {
+		t.Errorf("Missing(grep) = %q, %v", msg, unavailable)
+	}
+}
