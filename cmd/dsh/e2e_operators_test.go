@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,5 +107,68 @@ func TestUnavailableToolSaysWhy(t *testing.T) {
 	_, err := c.CallTool(context.Background(), &mcp.CallToolParams{Name: "job_outptu", Arguments: map[string]any{}})
 	if err == nil || !strings.Contains(err.Error(), `unknown tool "job_outptu" (did you mean "job_output"?)`) {
 		t.Errorf("a misspelled tool over MCP: %v", err)
+	}
+}
+
+// dsh check refuses the writableRoots that would fail at start or at every call, and
+// dsh status --workspace exits 1 when every confined call in that workspace would fail,
+// saying why in the executor's row; the call's own error names writableRoots[0].
+func TestCheckAndStatusCatchWhatConfinedCallsWouldMeet(t *testing.T) {
+	ws := t.TempDir()
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(ws, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const tail = "; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)"
+	missing := write("missing.yaml", "extends: sandbox\nplugins:\n  - id: bash\n    config: {writableRoots: [/nonexistent]}\n")
+	temp := write("temp.yaml", "extends: sandbox\nplugins:\n  - id: bash\n    config: {writableRoots: ["+tmp+"]}\n")
+	for p, want := range map[string]string{
+		missing: `dsh: ` + missing + `: row "bash": bash-sandbox: writableRoots[0]: lstat /nonexistent: no such file or directory` + "\n",
+		temp:    `dsh: ` + temp + `: row "bash": bash-sandbox: the temp dir "` + tmp + `" holds the writable root "` + tmp + `" (writableRoots[0]), so it cannot be hidden from confined commands` + tail + "\n",
+	} {
+		if out, errOut, code := runDsh(t, ws, "check", "--profile", p); code != 1 || out != "" || errOut != want {
+			t.Errorf("check %s: exit %d, %q, stderr:\n%s\nwant\n%s", p, code, out, errOut, want)
+		}
+	}
+
+	// A writable root that holds the spill root: every confined call is refused.
+	spill := t.TempDir()
+	exposing := write("exposing.yaml", "extends: sandbox\nplugins:\n  - id: subprocess\n    config: {spillRoot: "+spill+"}\n  - id: bash\n    config: {writableRoots: ["+spill+"]}\n")
+	refusal := `bash-sandbox: the spill root "` + spill + `" holds the writable root "` + spill + `" (writableRoots[0]), so it cannot be hidden from confined commands` + tail
+	if out, _, code := runDsh(t, ws, "call", "--profile", exposing, "bash", `{"command":"true","description":"d"}`); out != "Error: "+refusal || code != 1 {
+		t.Errorf("call: exit %d, %q", code, out)
+	}
+	for _, c := range []struct {
+		profile, workspace, why string
+	}{
+		{exposing, ws, refusal},
+		{"sandbox", tmp, `"` + tmp + `" holds the writable root "` + tmp + `", so it cannot be hidden from confined commands` + tail},
+		{"sandbox", ws, ""},
+	} {
+		out, _, code := runDsh(t, ws, "status", "--profile", c.profile, "--workspace", c.workspace, "--json")
+		var st struct{ Rows []struct{ ID, Detail string } }
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		var detail string
+		for _, r := range st.Rows {
+			if r.ID == "bash" {
+				detail = r.Detail
+			}
+		}
+		note := "; every confined call in " + c.workspace + " fails: "
+		switch {
+		case c.why == "" && (code != 0 || strings.Contains(detail, note)):
+			t.Errorf("status --profile %s --workspace %s: exit %d, bash row detail %q", c.profile, c.workspace, code, detail)
+		case c.why != "" && (code != 1 || !strings.Contains(detail, note) || !strings.HasSuffix(detail, c.why)):
+			t.Errorf("status --profile %s --workspace %s: exit %d, bash row detail %q; want exit 1 and %q", c.profile, c.workspace, code, detail, note+"…"+c.why)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func (c *Config) Validate() error {
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
 		return fmt.Errorf("workspaceRoot must be an absolute path, got %q", c.WorkspaceRoot)
 	}
-	return nil
+	return c.checkWritableRoots()
 }
 
 // root is the configured workspace root before canonicalisation: workspaceRoot, else
@@ -83,19 +83,20 @@ func (c *Config) canonicalRoot() (string, error) {
 	return canon, nil
 }
 
-// canonicalWritableRoots are the writableRoots, canonical, each once.
-func (c *Config) canonicalWritableRoots() ([]string, error) {
-	var roots []string
+// canonicalWritableRoots are the writableRoots, canonical, each once, and the key that
+// set each ("writableRoots[0]"); errors name the key and start with the plugin's name.
+func (c *Config) canonicalWritableRoots() (roots, keys []string, err error) {
 	for i, r := range c.WritableRoots {
 		canon, err := canonicalDir(r)
 		if err != nil {
-			return nil, fmt.Errorf("%s: writableRoots[%d]: %w", pluginName, i, err)
+			return nil, nil, fmt.Errorf("%s: %s: %w", pluginName, keyOf(i), err)
 		}
 		if !slices.Contains(roots, canon) {
 			roots = append(roots, canon)
+			keys = append(keys, keyOf(i))
 		}
 	}
-	return roots, nil
+	return roots, keys, nil
 }
 
 // Plugin declares bash-sandbox: the confining `shell` provider and the `sandboxPolicy`
@@ -178,7 +179,7 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	roots, err := cfg.canonicalWritableRoots()
+	roots, rootKeys, err := cfg.canonicalWritableRoots()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -187,8 +188,9 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 		return nil, nil, nil, err
 	}
 	resolver.owner = sup
-	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots,
+	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots, rootKeys: rootKeys,
 		spillRoot: sup.Spool().Root(), log: log, profileFiles: profileFiles}
+	resolver.check = s.checkWorkspace
 	ex, err := bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,
