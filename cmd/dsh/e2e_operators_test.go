@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,6 +170,87 @@ func TestCheckAndStatusCatchWhatConfinedCallsWouldMeet(t *testing.T) {
 			t.Errorf("status --profile %s --workspace %s: exit %d, bash row detail %q", c.profile, c.workspace, code, detail)
 		case c.why != "" && (code != 1 || !strings.Contains(detail, note) || !strings.HasSuffix(detail, c.why)):
 			t.Errorf("status --profile %s --workspace %s: exit %d, bash row detail %q; want exit 1 and %q", c.profile, c.workspace, code, detail, note+"…"+c.why)
+		}
+	}
+}
+
+// The generated bearer token survives restarts, is shared by a second `dsh serve
+// --http`, and is never touched by a start that fails: the address is bound, and the
+// HTTP flags checked, before anything is composed or written.
+func TestHTTPTokenIsStable(t *testing.T) {
+	home := t.TempDir()
+	tokenPath := filepath.Join(home, "serve-token")
+	serve := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(dshBin, append([]string{"serve", "--workspace", t.TempDir()}, args...)...)
+		cmd.Env = append(os.Environ(), "DSH_HOME="+home)
+		return cmd
+	}
+	started := func(args ...string) (*httpServe, string) {
+		t.Helper()
+		s := startHTTPServeCmd(t, serve(append([]string{"--http", "127.0.0.1:0"}, args...)...))
+		data, err := os.ReadFile(tokenPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, strings.TrimSpace(string(data))
+	}
+	first, token := started()
+	if !strings.Contains(first.stderr.String(), "dsh: generated a bearer token in "+tokenPath) {
+		t.Errorf("first start: %s", first.stderr.String())
+	}
+	second, again := started()
+	if again != token || !strings.Contains(second.stderr.String(), "dsh: using the bearer token in "+tokenPath) {
+		t.Errorf("a second serve replaced the token (%q → %q): %s", token, again, second.stderr.String())
+	}
+	for _, s := range []*httpServe{first, second} {
+		if text := httpStateless(t, s.url, token, statelessOptions{}).text(t, "bash", map[string]any{"command": "echo ok", "description": "d"}); text != "ok\n" {
+			t.Errorf("%s with the shared token: %q", s.url, text)
+		}
+	}
+	first.cmd.Process.Kill()
+	first.cmd.Wait()
+	third, again := started()
+	if again != token {
+		t.Errorf("a restart replaced the token")
+	}
+	third.cmd.Process.Kill()
+	third.cmd.Wait()
+
+	// A port in use fails at once: the token file is untouched and nothing composed.
+	before, _ := os.Stat(tokenPath)
+	addr := strings.TrimSuffix(strings.TrimPrefix(second.url, "http://"), "/mcp")
+	var stderr strings.Builder
+	busy := serve("--http", addr, "--log-level", "info")
+	busy.Stderr = &stderr
+	err := busy.Run()
+	after, _ := os.Stat(tokenPath)
+	data, _ := os.ReadFile(tokenPath)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "address already in use") ||
+		strings.Contains(stderr.String(), "process isolation") || strings.TrimSpace(string(data)) != token || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("port in use: %v, stderr:\n%s\ntoken file %q (was %q)", err, stderr.String(), data, token)
+	}
+
+	// HTTP-only flags need --http; a token file that cannot be read fails before composing.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-sessions", "3"}, "dsh: --max-sessions applies to serving over HTTP: use it with --http ADDR\nRun 'dsh --help' for usage.\n"},
+		{[]string{"--session-timeout", "1m"}, "dsh: --session-timeout applies to serving over HTTP: use it with --http ADDR\nRun 'dsh --help' for usage.\n"},
+		{[]string{"--token-file", filepath.Join(home, "none")}, "dsh: --token-file applies to serving over HTTP: use it with --http ADDR\nRun 'dsh --help' for usage.\n"},
+		{[]string{"--http", "127.0.0.1:0", "--token-file", filepath.Join(home, "none"), "--log-level", "info"},
+			"dsh: --token-file: open " + filepath.Join(home, "none") + ": no such file or directory\nRun 'dsh --help' for usage.\n"},
+	} {
+		_, errOut, code := runDsh(t, t.TempDir(), append([]string{"serve"}, c.args...)...)
+		if code != 2 || errOut != c.want {
+			t.Errorf("serve %q: exit %d, stderr:\n%s\nwant\n%s", c.args, code, errOut, c.want)
+		}
+	}
+	// The usage line shows every flag.
+	out, _, _ := runDsh(t, t.TempDir(), "serve", "--help")
+	for _, flag := range []string{"--profile", "--workspace", "--sandbox-mode", "--log-level", "--http", "--token-file", "--allow-remote", "--max-sessions", "--session-timeout"} {
+		if usage, _, _ := strings.Cut(strings.SplitN(out, "Usage:\n", 2)[1], "\n\n"); !strings.Contains(usage, flag) {
+			t.Errorf("the usage line lacks %s:\n%s", flag, usage)
 		}
 	}
 }
