@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -253,4 +254,39 @@ func TestHTTPTokenIsStable(t *testing.T) {
 			t.Errorf("the usage line lacks %s:\n%s", flag, usage)
 		}
 	}
+}
+
+// dsh call with run_in_background prints the result exactly, then waits for the job —
+// which would otherwise die with the call's session — and prints on stderr what
+// job_output reads of it; Ctrl-C ends the wait, kills the job and fails the command.
+func TestCallWaitsForItsBackgroundJob(t *testing.T) {
+	ws := t.TempDir()
+	args := `{"command":"sleep 0.3; echo done > marker; echo out; echo err >&2; exit 3","description":"Run a job","run_in_background":true}`
+	out, errOut, code := runDsh(t, ws, "call", "bash", args)
+	if out != "started background job bash-1" || code != 0 {
+		t.Errorf("stdout %q exit %d", out, code)
+	}
+	want := "dsh: waiting for background job bash-1 to finish: a job ends with its session, which is this call's (Ctrl-C kills it)\n" +
+		"dsh: background job bash-1 finished; job_output reads:\nout\n[stderr]\nerr\n[status: completed, exit code: 3]\n"
+	if errOut != want {
+		t.Errorf("stderr:\n%s\nwant\n%s", errOut, want)
+	}
+	if data, err := os.ReadFile(filepath.Join(ws, "marker")); err != nil || string(data) != "done\n" {
+		t.Errorf("the job did not run to its end: %q, %v", data, err)
+	}
+
+	cmd := exec.Command(dshBin, "call", "bash", `{"command":"echo $$ > pid; exec sleep 60","description":"Sleep","run_in_background":true}`)
+	cmd.Dir = ws
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := readPidFile(t, filepath.Join(ws, "pid"))
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasSuffix(stderr.String(), "dsh: interrupted: background job bash-1 is killed with the call's session\n") {
+		t.Errorf("interrupted: %v, stderr:\n%s", err, stderr.String())
+	}
+	waitFor(t, 10*time.Second, "the job's process to be gone", func() bool { return !alive(pid) })
 }
