@@ -290,3 +290,50 @@ func TestCallWaitsForItsBackgroundJob(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the job's process to be gone", func() bool { return !alive(pid) })
 }
+
+// The spill files dsh call keeps in $DSH_HOME/spill are pruned by size too: beyond
+// 1 GiB in all, the oldest go first; the call's own stay, and so does every file not
+// named as dsh names them.
+func TestCallPrunesKeptSpillFilesBySize(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, "spill")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	now := time.Now()
+	files := []struct {
+		name string
+		size int64
+		age  time.Duration
+	}{
+		{"20260101T000000-00000000000000a1-1.log", 400 * mib, 3 * time.Hour}, // oldest: goes
+		{"20260101T000001-00000000000000a2-1.log", 400 * mib, 2 * time.Hour}, // goes too: 1200 MiB + the new file > 1 GiB
+		{"20260101T000002-00000000000000a3-1.log", 400 * mib, time.Hour},
+		{"20260101T000003-00000000000000a4-1.log", 400 * mib, time.Minute},
+		{"not-a-kept-file", 2048 * mib, 4 * time.Hour},
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f.name)
+		// Sparse: the size without the disk space.
+		if err := os.WriteFile(p, nil, 0o600); err != nil || os.Truncate(p, f.size) != nil || os.Chtimes(p, now.Add(-f.age), now.Add(-f.age)) != nil {
+			t.Fatal("preparing", p, err)
+		}
+	}
+	cmd := exec.Command(dshBin, "call", "--workspace", t.TempDir(), "bash", `{"command":"seq 1 30000","description":"Spill"}`)
+	cmd.Env = append(os.Environ(), "DSH_HOME="+home)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dsh call: %v\n%s", err, out)
+	}
+	spill := spillOf(t, string(out))
+	if _, err := os.Stat(spill); err != nil || filepath.Dir(spill) != dir {
+		t.Fatalf("the call's spill file %s: %v", spill, err)
+	}
+	for i, f := range files {
+		_, err := os.Stat(filepath.Join(dir, f.name))
+		if gone := err != nil; gone != (i < 2) {
+			t.Errorf("%s: gone %v", f.name, gone)
+		}
+	}
+}
