@@ -16,6 +16,8 @@
 //   - SpawnFailure: a failed start as Result's error and, once, as a background read.
 //   - Environment: the request's variables over the fixed ones, the DSH_* snapshot
 //     winning, stdin. Concurrency: twenty calls at once, each with its own output.
+//   - TermOnce: each process receives one SIGTERM per teardown, by Kill and by timeout
+//     (a wrapper that forwards the signal again, as coreutils timeout does, fails it).
 //
 // It does not check what the model sees through the bash tool (renderings, the
 // truncation notice, background jobs): package toolbashtest does, and every executor
@@ -39,8 +41,8 @@
 //		toolbashtest.Run(t, target)
 //	}
 //
-// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq — what
-// any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
+// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq,
+// mkfifo — what any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
 // rather than sleeps. It takes a few seconds.
 package shelltest
 
@@ -133,6 +135,7 @@ func Run(t *testing.T, target Target) {
 		{"SpawnFailure", k.spawnFailure},
 		{"Environment", k.environment},
 		{"Concurrency", k.concurrency},
+		{"TermOnce", k.termOnce},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
