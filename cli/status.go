@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -120,7 +121,22 @@ func printStatus(w io.Writer, st container.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Plugin, r.State, strings.Join(notes, "; "))
 	}
 	tw.Flush()
+	if rl := st.LastReload; rl != nil {
+		fmt.Fprintf(w, "last reload: %s %s", rl.At.UTC().Format(time.RFC3339), rl.Result)
+		if rl.Result == container.ReloadApplied {
+			fmt.Fprintf(w, " (mounted: %s; restarted: %s; disposed: %s)", idList(rl.Mounted), idList(rl.Restarted), idList(rl.Disposed))
+		}
+		fmt.Fprintln(w)
+	}
 	if st.LastReloadError != "" {
 		fmt.Fprintf(w, "last reload error: %s\n", st.LastReloadError)
 	}
+}
+
+// idList is row ids for the status text: "bash, tool-bash", or "none".
+func idList(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
 }

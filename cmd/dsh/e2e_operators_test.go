@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // The job tools take the id as bash's structured result spells it (jobId) as well as
@@ -336,4 +339,50 @@ func TestCallPrunesKeptSpillFilesBySize(t *testing.T) {
 			t.Errorf("%s: gone %v", f.name, gone)
 		}
 	}
+}
+
+// An operator sees a reload: the log names the rows it mounted, restarted and
+// disposed, and dsh://status has the last reload's time and result.
+func TestReloadIsVisible(t *testing.T) {
+	ws, dir := t.TempDir(), t.TempDir()
+	profile := filepath.Join(dir, "profile.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(profile+".tmp", []byte(s), 0o644); err != nil || os.Rename(profile+".tmp", profile) != nil {
+			t.Fatal(err)
+		}
+	}
+	write("extends: default\nplugins:\n  - id: jobs\n    disabled: true\n")
+	c := startServe(t, clientOptions{}, "--workspace", ws, "--profile", profile)
+	status := func() map[string]any {
+		res, err := c.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "dsh://status"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string]any
+		if err := json.Unmarshal([]byte(res.Contents[0].Text), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := status(); st["lastReload"] != nil {
+		t.Errorf("lastReload before any: %v", st["lastReload"])
+	}
+	edited := time.Now()
+	write("extends: default\nplugins:\n  - id: bash\n    config: {timeoutMs: 5000}\n  - id: approval\n    disabled: true\n")
+	line := `msg="profile reloaded" profile=` + profile + ` files=1 mounted=jobs restarted=bash,tool-bash disposed=approval`
+	if !proctest.Until(20*time.Second, func() bool { return strings.Contains(c.stderr.String(), line) }) {
+		t.Fatalf("no log line %s in:\n%s", line, c.stderr.String())
+	}
+	rl, _ := status()["lastReload"].(map[string]any)
+	at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(rl["at"]))
+	if rl["result"] != "applied" || at.Before(edited.Add(-time.Second)) || at.After(time.Now()) || fmt.Sprint(rl["restarted"]) != "[bash tool-bash]" ||
+		fmt.Sprint(rl["mounted"]) != "[jobs]" || fmt.Sprint(rl["disposed"]) != "[approval]" || rl["error"] != "" {
+		t.Errorf("lastReload %v", rl)
+	}
+	write("plugins: [\n")
+	waitFor(t, 20*time.Second, "the failed reload in dsh://status", func() bool {
+		rl, _ := status()["lastReload"].(map[string]any)
+		return rl["result"] == "failed" && strings.Contains(fmt.Sprint(rl["error"]), profile)
+	})
 }
