@@ -71,6 +71,14 @@ func TestTyposGetASuggestion(t *testing.T) {
 	if out != `Error: unknown tool "grep"` || code != 1 {
 		t.Errorf("call grep: %q exit %d", out, code)
 	}
+	// On a terminal, the error result too ends with a newline (piped, the bytes are exact).
+	if script, err := exec.LookPath("script"); err == nil {
+		term := exec.Command(script, "-qec", proctest.Quote(dshBin)+" call bsh '{}'", "/dev/null")
+		term.Dir = ws
+		if out, _ := term.Output(); string(out) != `Error: unknown tool "bsh" (did you mean "bash"?)`+"\r\n" {
+			t.Errorf("call bsh on a terminal: %q", out)
+		}
+	}
 	_, errOut, code := runDsh(t, ws, "status", "--profile", "sandbx")
 	if want := `dsh: start: profile "sandbx": not a built-in profile (default, minimal, sandbox) and no file of that name exists (did you mean "sandbox"?)` + "\n"; errOut != want || code != 1 {
 		t.Errorf("status --profile sandbx: exit %d, %q", code, errOut)
