@@ -136,7 +136,7 @@ func (s *Server) middleware(sc *scope) mcp.Middleware {
 				ensureCallStack()
 			}
 			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !s.live(call.Params.Name) {
-				return s.callUnserved(ctx, sc, call, next)
+				return s.callUnserved(ctx, call, next)
 			}
 			res, err := next(ctx, method, req)
 			if err != nil {

@@ -10,20 +10,20 @@ import (
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
-// callUnserved answers a tools/call for a name the live registry does not hold. A tool that a
-// reload is bringing back runs (callTool waits for the reload); one that a row of the
-// composition declares but that row is not active is a tool error saying why, so the
-// model reads `tool "bash" is unavailable: row tool-bash is pending (…)`; any other name
-// is the protocol error the SDK gives an unknown tool, with the closest tool's name
-// suggested.
-func (s *Server) callUnserved(ctx context.Context, sc *scope, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
+// callUnserved answers a tools/call for a name the live registry does not hold. Once a
+// reload in progress is over (registryWith waits for it), a tool that is back goes the
+// usual way; one that a row of the composition declares, but that row is not active,
+// is a tool error saying why — the model reads `tool "bash" is unavailable: row
+// tool-bash is pending (…)`; any other name is the protocol error the SDK gives an
+// unknown tool, with the closest tool's name suggested.
+func (s *Server) callUnserved(ctx context.Context, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
 	name := req.Params.Name
 	reg := s.registryWith(ctx, name)
 	if reg == nil {
 		return next(ctx, "tools/call", req)
 	}
 	if _, ok := reg.Tool(name); ok {
-		return s.callTool(ctx, sc, req)
+		return next(ctx, "tools/call", req)
 	}
 	msg, unavailable := reg.Missing(name)
 	if unavailable {
