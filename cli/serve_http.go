@@ -161,10 +161,15 @@ func writePrivate(path, data string, replace bool) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if replace {
-		return os.Rename(f.Name(), path)
+	if !replace {
+		// Link fails if path exists: it never replaces another start's token.
+		if err := os.Link(f.Name(), path); err == nil || errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// A file system without hard links: rename (another start's token written since
+		// the check would be replaced; each then serves its own).
 	}
-	return os.Link(f.Name(), path) // fails if path exists: never replaces another dsh's token
+	return os.Rename(f.Name(), path)
 }
 
 // dshHome is the harness home: the shell-env service's, else $DSH_HOME, else ~/.dsh.
