@@ -22,6 +22,7 @@ type confiner struct {
 	network      string   // NetworkDeny or NetworkAllow
 	namespaces   string   // NamespacesAuto or NamespacesOff
 	roots        []string // canonical writableRoots
+	rootKeys     []string // the key that set each root ("writableRoots[0]")
 	spillRoot    string   // the Supervisor's spill root, masked from confined commands
 	log          *slog.Logger
 	profileFiles func() []string
@@ -157,7 +158,7 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 	}
 	dirs, err := maskedDirs(writable, s.spillRoot)
 	if err != nil {
-		return confinement{}, err
+		return confinement{}, s.nameRoot(err, ws)
 	}
 	c.box.maskDirs = dirs
 	c.maskFiles = maskedFiles(dshEnv, writable)

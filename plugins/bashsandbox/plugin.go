@@ -47,7 +47,7 @@ func (c *Config) Validate() error {
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
 		return fmt.Errorf("workspaceRoot must be an absolute path, got %q", c.WorkspaceRoot)
 	}
-	return nil
+	return c.checkWritableRoots()
 }
 
 // root is the configured workspace root before canonicalisation: workspaceRoot, else
@@ -84,19 +84,20 @@ func (c *Config) canonicalRoot() (string, error) {
 	return canon, nil
 }
 
-// canonicalWritableRoots are the writableRoots, canonical, each once.
-func (c *Config) canonicalWritableRoots() ([]string, error) {
-	var roots []string
+// canonicalWritableRoots are the writableRoots, canonical, each once, and the key that
+// set each ("writableRoots[0]"); errors name the key and start with the plugin's name.
+func (c *Config) canonicalWritableRoots() (roots, keys []string, err error) {
 	for i, r := range c.WritableRoots {
 		canon, err := canonicalDir(r)
 		if err != nil {
-			return nil, fmt.Errorf("%s: writableRoots[%d]: %w", pluginName, i, err)
+			return nil, nil, fmt.Errorf("%s: %s: %w", pluginName, keyOf(i), err)
 		}
 		if !slices.Contains(roots, canon) {
 			roots = append(roots, canon)
+			keys = append(keys, keyOf(i))
 		}
 	}
-	return roots, nil
+	return roots, keys, nil
 }
 
 // Plugin declares bash-sandbox: the confining `shell` provider and the `sandboxPolicy`
@@ -179,7 +180,7 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	roots, err := cfg.canonicalWritableRoots()
+	roots, rootKeys, err := cfg.canonicalWritableRoots()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -188,11 +189,12 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 		return nil, nil, nil, err
 	}
 	resolver.owner = sup
-	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots,
+	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots, rootKeys: rootKeys,
 		spillRoot: sup.Spool().Root(), log: log, profileFiles: profileFiles}
 	// Where this process makes its session directories and spill files, for other dsh
 	// processes' boxes to mask (instances.go).
 	registerDirs(log, os.TempDir(), s.spillRoot)
+	resolver.check = s.checkWorkspace
 	ex, err := bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,

@@ -25,6 +25,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "tool-bash",
 	Aliases: []string{"@deepseek-ai/dsh-tool-bash"},
 	Inject:  container.Keys{tools.Service, shell.Service, prompt.Service, shellenv.Service},
+	Tools:   []string{toolName},
 	Config:  DefaultConfig,
 	Apply:   apply,
 })

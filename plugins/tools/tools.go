@@ -30,6 +30,7 @@ var Plugin = container.Define(container.Declaration[container.NoConfig]{
 		// The waterfall's asks go to the approval service of the moment, and its
 		// decisions are logged as this row's.
 		reg.services, reg.log = a, a.Logger()
+		reg.ExplainUnavailable(a.ToolUnavailable)
 		return Service.Provide(a, reg)
 	},
 })
@@ -115,9 +116,10 @@ type Card struct {
 type Registry struct {
 	mu           sync.RWMutex
 	tools        map[string]*Tool
-	gates        []*gate        // sorted by order; replaced, never changed in place
-	restrictions []*Restriction // replaced, never changed in place
-	seq          int            // gate registrations so far
+	gates        []*gate                          // sorted by order; replaced, never changed in place
+	restrictions []*Restriction                   // replaced, never changed in place
+	seq          int                              // gate registrations so far
+	unavailable  func(tool string) (string, bool) // see ExplainUnavailable
 
 	services container.Services // where the approval service is looked up; nil: nowhere
 	log      *slog.Logger
@@ -212,7 +214,8 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 	}
 	t, gates, restrictions, ok := r.lookup(name)
 	if !ok {
-		return Errorf("unknown tool %q", name)
+		msg, _ := r.Missing(name)
+		return Errorf("%s", msg)
 	}
 	if why, hide := hidden(restrictions, session, name); hide {
 		return Errorf("tool %q is not available to this session (%s)", name, why)
