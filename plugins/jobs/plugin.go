@@ -28,7 +28,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 	Aliases: []string{"@deepseek-ai/dsh-jobs"},
 	Inject:  container.Keys{tools.Service, prompt.Service},
 	Provide: container.Keys{Service},
-	Tools:   []string{"job_output", "job_list", "job_kill"},
+	Tools:   []string{"job_output", "job_write", "job_list", "job_kill"},
 	Config:  DefaultConfig,
 	Apply:   apply,
 })
@@ -159,7 +159,7 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				return jobOutput(ctx, rt, cfg, call), nil
 			},
 		},
-		jobWriteTool(rt, jobID),
+		jobWriteTool(rt, jobID, jobIDAlias),
 		{
 			Name:         "job_list",
 			Description:  "List your background jobs, one line each: <id> [<kind>] <status> — <label>.",
