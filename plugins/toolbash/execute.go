@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
@@ -271,6 +272,7 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 		Mode:          m,
 		Justification: a.justification,
 	})
+	tools.NoteApproval(ctx, outcome)
 	switch outcome {
 	case approval.AllowedOnce:
 		return nil
@@ -300,6 +302,7 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest, c c
 	if err != nil {
 		return tools.Result{}, err
 	}
+	start := time.Now()
 	execution, err := t.exec.Execute(ctx, spec)
 	if err != nil {
 		return tools.Result{}, err
@@ -317,7 +320,9 @@ func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest, c c
 	if res.Sandbox != nil {
 		mode = res.Sandbox.Mode
 	}
-	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: valueOf(res)}, nil
+	v := valueOf(res)
+	v.run.executor, v.run.start, v.run.end = t.executorName(), start, time.Now()
+	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: v}, nil
 }
 
 // outputCounter is an Execution that knows how much output its command produced so far
