@@ -16,6 +16,7 @@ import (
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 	bashssh "github.com/dsh-dev/dsh/plugins/bashssh"
+	"github.com/dsh-dev/dsh/plugins/hooks"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/roles"
@@ -34,6 +35,7 @@ var Plugins = fx.Options(
 	bashlocal.Module,
 	bashsandbox.Module,
 	bashssh.Module,
+	hooks.Module,
 	jobs.Module,
 	prompt.Module,
 	roles.Module,
