@@ -21,6 +21,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/prompt"
 	"github.com/dsh-dev/dsh/plugins/roles"
 	"github.com/dsh-dev/dsh/plugins/rules"
+	"github.com/dsh-dev/dsh/plugins/sessionlog"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -40,6 +41,7 @@ var Plugins = fx.Options(
 	prompt.Module,
 	roles.Module,
 	rules.Module,
+	sessionlog.Module,
 	shellenv.Module,
 	ssh.Module,
 	subprocess.Module,
