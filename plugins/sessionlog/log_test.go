@@ -126,7 +126,7 @@ func TestRotation(t *testing.T) {
 	if !os.SameFile(before, after) || after.Size() > 2000 || old.Size() > 2000 {
 		t.Fatalf("sizes %d / %d, same file %v", after.Size(), old.Size(), os.SameFile(before, after))
 	}
-	if recs := readRecords(t, h.file("s-rotate") + ".1"); len(recs) == 0 || recs[len(recs)-1]["type"] != "call" {
+	if recs := readRecords(t, h.file("s-rotate")+".1"); len(recs) == 0 || recs[len(recs)-1]["type"] != "call" {
 		t.Fatalf("%v", recs)
 	}
 }
