@@ -159,6 +159,9 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 		return confinement{}, err
 	}
 	c.box.maskDirs = dirs
+	if err := withAuditLog(&c.box, dshEnv, writable); err != nil {
+		return confinement{}, err
+	}
 	c.maskFiles = maskedFiles(dshEnv, writable)
 	return c, nil
 }
