@@ -200,3 +200,24 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// The hooks example profile checks, and its hooks judge a `dsh call`.
+func TestHooksExampleProfile(t *testing.T) {
+	example, err := filepath.Abs(filepath.Join("..", "..", "examples", "hooks", "profile.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	t.Setenv("DSH_HOME", t.TempDir())
+	if out, errOut, code := runDsh(t, ws, "check", "--profile", example); code != 0 {
+		t.Fatalf("check: %d %s %s", code, out, errOut)
+	}
+	out, _, code := runDsh(t, ws, "call", "--profile", example, "bash", `{"command":"git push --force origin main","description":"Push"}`)
+	if code != 1 || out != `Error: command denied by policy: hook "no-force-push" (force pushes rewrite shared history)` {
+		t.Fatalf("%d %q", code, out)
+	}
+	out, _, code = runDsh(t, ws, "call", "--profile", example, "bash", `{"command":"grep -c '\"type\":\"session\"' \"$DSH_SESSION_JSONL\"","description":"Read the audit log"}`)
+	if code != 0 || out != "1\n" {
+		t.Fatalf("%d %q", code, out)
+	}
+}
