@@ -32,7 +32,12 @@ plugins:
         - id: no-rm
           deny: rm *
   - id: session-log
-    name: session-log` + cfg + "\n"
+    name: session-log` + cfg + `
+  - id: hooks
+    name: hooks
+    config:
+      preToolUse:
+        - command: cat > ` + filepath.Join(dir, "payload.json") + "\n"
 	path := filepath.Join(dir, "dsh.yaml")
 	if err := os.WriteFile(path, []byte(profile), 0o644); err != nil {
 		t.Fatal(err)
@@ -65,6 +70,10 @@ func TestServeAuditLog(t *testing.T) {
 		t.Fatalf("DSH_SESSION_JSONL = %q", path)
 	}
 	id := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	var payload map[string]any
+	if data, _ := os.ReadFile(filepath.Join(cfg, "payload.json")); json.Unmarshal(data, &payload) != nil || payload["transcript_path"] != path {
+		t.Errorf("a hook's transcript_path: %v, want %q", payload, path)
+	}
 	if got := bash(map[string]any{"command": `grep -c '"type":"session"' "$DSH_SESSION_JSONL"; ls ` + sessions}); got != "1\n"+id+".jsonl\n" {
 		t.Errorf("reading the own log: %q", got)
 	}
