@@ -126,24 +126,8 @@ func (r *Registry) Observe(scope container.Scope, o Observer) error {
 	if o.Name == "" || o.Observe == nil {
 		return errors.New("tools: an observer needs a name and Observe")
 	}
-	r.mu.Lock()
-	r.seq++
-	op := &observer{Observer: o, seq: r.seq}
-	// Copy on write: a call in flight keeps the list it read.
-	obs := append(slices.Clone(r.observers), op)
-	slices.SortStableFunc(obs, func(a, b *observer) int {
-		if a.Order != b.Order {
-			return a.Order - b.Order
-		}
-		return a.seq - b.seq
-	})
-	r.observers = obs
-	r.mu.Unlock()
-	scope.Defer(func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.observers = slices.DeleteFunc(slices.Clone(r.observers), func(x *observer) bool { return x == op })
-	})
+	addOrdered(r, scope, &r.observers, func(seq int) *observer { return &observer{Observer: o, seq: seq} },
+		func(x *observer) (int, int) { return x.Order, x.seq })
 	return nil
 }
 
