@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
+	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
 // approvalInputKey names dsh's approval question in input_required results.
@@ -60,7 +61,7 @@ func (s *Server) newAsker(sc *scope, session *container.Session, req *mcp.CallTo
 	return a, nil
 }
 
-func (a *inputAsker) Confirm(_ context.Context, message string) (container.Answer, error) {
+func (a *inputAsker) Confirm(ctx context.Context, message string) (container.Answer, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.answer != nil {
@@ -69,6 +70,7 @@ func (a *inputAsker) Confirm(_ context.Context, message string) (container.Answe
 		return answerOf(res)
 	}
 	a.question = message
+	tools.NoteDeferred(ctx) // the audit log must not read it as the user's cancel
 	return "", approval.ErrDeferred
 }
 

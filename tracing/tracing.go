@@ -119,7 +119,10 @@ func (t *Tracer) observe(ctx context.Context, ev *tools.Event) {
 	if ev.Session != nil {
 		attrs = append(attrs, attribute.String("dsh.session.id", ev.Session.ID))
 	}
-	if ev.Approval != "" {
+	switch {
+	case ev.Deferred:
+		attrs = append(attrs, attribute.String("dsh.approval", "deferred"))
+	case ev.Approval != "":
 		attrs = append(attrs, attribute.String("dsh.approval", string(ev.Approval)))
 	}
 	callCtx, span := t.tracer.Start(parent, "tools/call "+ev.Tool, trace.WithTimestamp(ev.Start),

@@ -71,7 +71,7 @@ func callOf(ev *tools.Event) callRecord {
 	r := callRecord{
 		Type: "call", TS: now(), Session: ev.Session.ID, Tool: ev.Tool, Arguments: ev.Args,
 		Decision: decision{Result: ev.Decision.Decision.String(), Source: ev.Decision.Source},
-		Approval: string(ev.Approval),
+		Approval: approvalOf(ev),
 		Result: callResult{IsError: ev.Result.IsError, DurationMs: float64(ev.Duration.Microseconds()) / 1000,
 			Spill: []string{}},
 	}
@@ -90,6 +90,15 @@ func callOf(ev *tools.Event) callRecord {
 		}
 	}
 	return r
+}
+
+// approvalOf is the record's approval: the outcome, or "deferred" when the question
+// went to the client in the result (its answer is the retry's record).
+func approvalOf(ev *tools.Event) string {
+	if ev.Deferred {
+		return "deferred"
+	}
+	return string(ev.Approval)
 }
 
 // fileName is a session's file in the directory: <id>.jsonl for an id of file-name

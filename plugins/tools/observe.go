@@ -59,6 +59,11 @@ type Event struct {
 	// waterfall's ask, or a tool's own (a sandbox escalation, NoteApproval); "" when
 	// nobody was asked.
 	Approval approval.Outcome
+	// Deferred is true when an approval question of the call went to the client in the
+	// call's result instead (the stateless lane's input_required, NoteDeferred): its
+	// answer comes with the client's retry, a call of its own. Approval then says what
+	// the approval service answered meanwhile (cancelled).
+	Deferred bool
 	// Ran is true when the tool's Execute was called: the call was neither refused nor
 	// aborted before it.
 	Ran bool
@@ -141,6 +146,15 @@ type eventKey struct{}
 func NoteApproval(ctx context.Context, outcome approval.Outcome) {
 	if ev, ok := ctx.Value(eventKey{}).(*Event); ok {
 		ev.Approval = outcome
+	}
+}
+
+// NoteDeferred records, for the call whose context ctx is, that its approval question
+// was deferred to the client (a prompter that returned approval.ErrDeferred):
+// observers see Event.Deferred. Without observers it does nothing.
+func NoteDeferred(ctx context.Context) {
+	if ev, ok := ctx.Value(eventKey{}).(*Event); ok {
+		ev.Deferred = true
 	}
 }
 

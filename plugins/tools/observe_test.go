@@ -256,3 +256,28 @@ func BenchmarkCallObservers(b *testing.B) {
 		})
 	}
 }
+
+// deferring is a prompter that puts the question to the client in the result, as the
+// stateless lane's does.
+type deferring struct{}
+
+func (deferring) Confirm(ctx context.Context, _ string) (container.Answer, error) {
+	tools.NoteDeferred(ctx)
+	return "", approval.ErrDeferred
+}
+
+// A question deferred to the client is told to observers as such, not as the user's
+// cancel.
+func TestObserverSeesDeferredApprovals(t *testing.T) {
+	rec := &events{}
+	ask := answering("ask", 1, tools.Verdict{Decision: tools.Ask, Source: `rule "push"`})
+	h := newHarness(t, approval.Plugin, observerPlugin("audit", []tools.Observer{rec.observer("audit", tools.OrderRecord)}, ask))
+	res := h.registry(t).Call(context.Background(), "bash", json.RawMessage(lsArgs), &container.Session{ID: "s", Prompter: deferring{}})
+	if res.Text != `Error: approval of this command was cancelled (rule "push")` {
+		t.Fatal(res.Text)
+	}
+	if s := rec.list(); len(s) != 1 || !s[0].Deferred || s[0].Approval != approval.Cancelled || s[0].Ran {
+		t.Fatalf("%+v", s)
+	}
+	tools.NoteDeferred(context.Background()) // no call: nothing to note, no panic
+}
