@@ -148,6 +148,8 @@ type StreamResult struct {
 	Truncated bool
 	// SpillPath is a file holding the complete stream, when one exists.
 	SpillPath string
+	// Bytes is the length of the whole stream.
+	Bytes int64
 }
 
 // ProcessRead is one consuming read of a running or finished execution.

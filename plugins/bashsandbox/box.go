@@ -66,11 +66,12 @@ type boxConfig struct {
 	workspace  string // pinned root, "" for none
 	roots      []string
 	maskDirs   []string
+	show       []string // files of the session's own shown through maskDirs (its audit log)
 }
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs)
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs) && slices.Equal(c.show, o.show)
 }
 
 // boxFiles are the host directories a box is built on.
@@ -159,6 +160,7 @@ func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (
 		MaskDirs:      conf.maskDirs,
 		Protect:       protect,
 		MaskFiles:     maskFiles,
+		ShowFiles:     conf.show,
 	}
 	var fds []int
 	if files.ws != nil {

@@ -161,6 +161,9 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 		return confinement{}, s.nameRoot(err, ws)
 	}
 	c.box.maskDirs = dirs
+	if err := withAuditLog(&c.box, dshEnv, writable); err != nil {
+		return confinement{}, err
+	}
 	c.maskFiles = maskedFiles(dshEnv, writable)
 	c.others = otherInstanceMasks(writable, dirs)
 	return c, nil

@@ -171,6 +171,12 @@ func (s *Supervisor) endLingering() {
 	trees := s.lingering
 	s.lingering = nil
 	s.mu.Unlock()
+	s.endReleased(trees)
+}
+
+// endReleased ends trees (endTrees), reaps their leaders and removes their cgroups;
+// they are no longer lingering.
+func (s *Supervisor) endReleased(trees []lingerTree) {
 	endTrees(trees)
 	for _, t := range trees {
 		t.p.release()

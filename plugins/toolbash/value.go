@@ -35,6 +35,9 @@ type ForegroundValue struct {
 	// Sandbox reports how a confining executor ran the command; nil (omitted) when the
 	// executor does not confine.
 	Sandbox *SandboxValue `json:"sandbox,omitempty"`
+
+	// run is what observers learn beyond the JSON (CommandRun).
+	run runFacts
 }
 
 // StreamValue is one captured output stream of a ForegroundValue.
@@ -85,6 +88,7 @@ func valueOf(res shell.RunResult) ForegroundValue {
 		TimeoutMs: res.TimeoutMs,
 		Stdout:    streamValue(res.Stdout),
 		Stderr:    streamValue(res.Stderr),
+		run:       runFacts{stdoutBytes: res.Stdout.Bytes, stderrBytes: res.Stderr.Bytes},
 	}
 	if res.Signal != "" {
 		sig := res.Signal

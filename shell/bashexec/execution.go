@@ -82,7 +82,7 @@ func streamResult(o proc.Output) shell.StreamResult {
 	if o.Truncated {
 		text = trimLeadingPartialRune(text)
 	}
-	return shell.StreamResult{Text: text, Truncated: o.Truncated, SpillPath: o.SpillPath}
+	return shell.StreamResult{Text: text, Truncated: o.Truncated, SpillPath: o.SpillPath, Bytes: o.Bytes}
 }
 
 // ReadOutput returns the output since the previous read: stdout, then a "[stderr]"

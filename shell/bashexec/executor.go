@@ -184,6 +184,10 @@ func (e *Executor) Terminals() bool {
 	return ok && ts.Terminals()
 }
 
+// Name is the executor's catalog name (Options.Name): what a trace's command span is
+// named after.
+func (e *Executor) Name() string { return e.opts.Name }
+
 // Resolve turns a request into an explicit spec. It is the only place defaults and caps
 // apply: the timeout defaults to Config.TimeoutMs and is clamped to MaxTimeoutMs (NaN or
 // ≤ 0 is an error naming request.timeoutMs); the workdir is the request's (a relative

@@ -58,6 +58,8 @@ const (
 	opSeal                          // make the covering tmpfs mounts read-only
 	opProtect                       // bind path read-only over itself
 	opMaskFile                      // cover the file path with the empty file
+	opCloneFile                     // copy the host's regular file at path (no symlink followed) with attrs, as tree
+	opShowFile                      // mount tree, a file of the session's own, at path, through the cover holding it
 )
 
 // pinnedDir names a descriptor that comes with the Setup.
@@ -101,8 +103,8 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //	                     mounted on top of it)
 //
 // then, with the network denied, the loopback; then every cgroup v2 mount and the
-// masked directories, with the session's spill directory shown read-only through them,
-// sealed; the protected paths; the masked files.
+// masked directories, with the session's spill directory and its shown files
+// read-only through them, sealed; the protected paths; the masked files.
 //
 // The cgroup v2 mounts are masked because a command that can open a cgroup's
 // directory can leave its own cgroup: clone3 with CLONE_INTO_CGROUP needs only that
@@ -126,6 +128,7 @@ func setupPlan(m *Setup) plan {
 	if m.Spill != "" {
 		spill = clone(op{kind: opClonePinned, path: m.Spill, pinned: pinnedSpill, attrs: attrsSpillCopy})
 	}
+	shown := showFiles(m, clone)
 	root := clone(op{kind: opClone, path: "/", attrs: attrsRootCopy})
 	tmp := clone(op{kind: opClone, path: m.TempDir, attrs: attrsWritable})
 	var binds []op
@@ -161,6 +164,7 @@ func setupPlan(m *Setup) plan {
 	if spill >= 0 {
 		p = append(p, op{kind: opShowSpill, path: m.Spill, tree: spill})
 	}
+	p = append(p, shown...)
 	p = append(p, op{kind: opSeal})
 	return append(p, updatePlan(roots, nil, m.Protect, m.MaskFiles)...)
 }

@@ -54,6 +54,12 @@ func TestPlans(t *testing.T) {
 			s.MaskDirs = []string{ws + "/.cache/spill"}
 			s.Spill = ws + "/.cache/spill/dsh-spill-7-cd/s-1"
 		}))},
+		// The session logs' directory masked, the session's own log shown through it.
+		{"session-log", setupPlan(with(func(s *Setup) {
+			s.MaskDirs = []string{"/home/u/.dsh/sessions"}
+			s.ShowFiles = []string{"/home/u/.dsh/sessions/s-1.jsonl"}
+			s.Protect = []string{"/home/u/.dsh"}
+		}))},
 		// Before a command: what appeared since (a .git, a profile deep in a root) and
 		// the masked files, whatever the roots.
 		{"update", updatePlan([]string{ws, "/data"}, nil, []string{ws + "/.git", "/data/a/b/profile.yaml", "/etc/dsh.yaml"}, []string{"/home/u/.dsh/serve-token"})},
@@ -98,14 +104,14 @@ func checkPlan(t *testing.T, p plan) {
 	}
 	for _, o := range p {
 		switch o.kind {
-		case opClone, opClonePinned:
+		case opClone, opClonePinned, opCloneFile:
 			if pivoted || made[o.tree] {
 				t.Errorf("clone of %s as #%d after the pivot, or into a tree made already", o.path, o.tree)
 			}
 			made[o.tree] = true
 		case opPivot:
 			pivoted = true
-		case opAttach, opShowSpill:
+		case opAttach, opShowSpill, opShowFile:
 			mount(o.tree)
 		case opDev:
 			for _, n := range o.trees {
@@ -134,10 +140,11 @@ func (o op) text() string {
 		opPrivate: "private", opClone: "clone", opClonePinned: "clone", opAttach: "attach", opPivot: "pivot",
 		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir", opMaskCgroups: "mask-cgroups",
 		opShowSpill: "show-spill", opSeal: "seal", opProtect: "protect", opMaskFile: "mask-file",
+		opCloneFile: "clone-file", opShowFile: "show-file",
 	}[o.kind]
 	line := fmt.Sprintf("%-10s %s", name, o.path)
 	switch o.kind {
-	case opClone, opClonePinned:
+	case opClone, opClonePinned, opCloneFile:
 		line += fmt.Sprintf(" -> #%d %s", o.tree, attrsText(o.attrs))
 		if o.pinned != 0 {
 			line += " " + map[pinnedDir]string{pinnedWorkspace: "(pinned workspace)", pinnedSpill: "(pinned spill directory)"}[o.pinned]
@@ -145,7 +152,7 @@ func (o op) text() string {
 		if o.optional {
 			line += " (if present)"
 		}
-	case opAttach, opShowSpill:
+	case opAttach, opShowSpill, opShowFile:
 		line += fmt.Sprintf(" <- #%d", o.tree)
 		if o.mkdir {
 			line += " (mkdir)"

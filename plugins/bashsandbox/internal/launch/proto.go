@@ -65,6 +65,9 @@ type Setup struct {
 	// MaskFiles are files masked with an empty read-only file wherever a command could read
 	// them (the harness's secrets, e.g. its HTTP bearer token; namespaces only).
 	MaskFiles []string
+	// ShowFiles are regular files of the session's own (its audit log) shown read-only
+	// at their paths through the masked directory holding them (namespaces only).
+	ShowFiles []string
 }
 
 // Start asks the box to start one command, confined to Policy.
@@ -136,6 +139,7 @@ func (m *Setup) Encode() []byte {
 	w.strs(m.Protect)
 	w.str(m.Spill)
 	w.strs(m.MaskFiles)
+	w.strs(m.ShowFiles)
 	return w.b
 }
 
@@ -202,6 +206,7 @@ func DecodeSetup(b []byte) (Setup, error) {
 		Protect:       r.strs(),
 		Spill:         r.str(),
 		MaskFiles:     r.strs(),
+		ShowFiles:     r.strs(),
 	}
 	return m, r.done("setup")
 }
