@@ -60,8 +60,9 @@ func (st *cmdStarter) Start(req proc.StartRequest) (proc.Started, error) {
 	return &boxCmd{box: b, id: id, pid: pid, exit: exit}, nil
 }
 
-// message is the Start message for req, with its descriptors: stdin, stdout, stderr
-// and, when it has one, the command's cgroup.
+// message is the Start message for req, with its descriptors: stdin, stdout, stderr,
+// the command's cgroup when it has one, and the tasks files of its cgroup v1
+// directories (the box's thread that forks it joins them).
 func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, []int) {
 	m := launch.Start{
 		ID:        id,
@@ -73,10 +74,14 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 		Protect:   st.protect,
 		MaskFiles: st.maskFiles,
 		Cgroup:    req.CgroupFD >= 0,
+		CgroupV1:  len(req.CgroupV1),
 	}
 	fds := []int{int(req.Files[0].Fd()), int(req.Files[1].Fd()), int(req.Files[2].Fd())}
 	if req.CgroupFD >= 0 {
 		fds = append(fds, req.CgroupFD)
+	}
+	for _, f := range req.CgroupV1 {
+		fds = append(fds, int(f.Fd()))
 	}
 	return m, fds
 }

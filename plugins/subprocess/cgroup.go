@@ -29,6 +29,10 @@ import (
 type cgroupRoot struct {
 	dir    string
 	lockFD int
+	// maxFree is how many emptied cgroups it keeps for reuse: 0 for maxFreeCgroups, -1
+	// for none (a session's cgroups of resource limits, whose counters must start at
+	// zero).
+	maxFree int
 
 	mu   sync.Mutex
 	free []*cgroup
@@ -219,8 +223,12 @@ func (r *cgroupRoot) get(id uint64) (*cgroup, error) {
 
 // put recycles the emptied cgroup of a settled command, or removes it.
 func (r *cgroupRoot) put(cg *cgroup) {
+	keep := maxFreeCgroups
+	if r.maxFree != 0 {
+		keep = max(r.maxFree, 0)
+	}
 	r.mu.Lock()
-	if len(r.free) < maxFreeCgroups && cg.fd >= 0 && !cg.killed.Load() {
+	if len(r.free) < keep && cg.fd >= 0 && !cg.killed.Load() {
 		r.free = append(r.free, cg)
 		r.mu.Unlock()
 		return

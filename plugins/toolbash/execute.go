@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -25,8 +26,9 @@ type bashTool struct {
 	exec       shell.Executor
 	env        *shellenv.Registry
 	background bool
-	sandbox    string // the executor's default mode; "" when it does not confine
-	remote     bool   // the executor runs commands on another host (shell.Remote)
+	sandbox    string              // the executor's default mode; "" when it does not confine
+	remote     bool                // the executor runs commands on another host (shell.Remote)
+	limits     proc.ResourceLimits // the executor's resource limits (shell.Limited)
 }
 
 // bashArgs are the validated named arguments of one call.

@@ -61,6 +61,7 @@ func apply(a *container.Activation, cfg *Config) error {
 		env:        env,
 		background: cfg.EnableRunInBackground,
 		sandbox:    exec.SandboxMode(),
+		limits:     executorLimits(exec),
 	}
 	_, t.remote = exec.(shell.Remote)
 	if prev, seen := rememberMode(reg, t.sandbox); seen && prev != "" && t.sandbox == "" {
@@ -77,7 +78,7 @@ func apply(a *container.Activation, cfg *Config) error {
 func (t *bashTool) definition() tools.Tool {
 	return tools.Tool{
 		Name:          toolName,
-		Description:   toolDescription(t.background, t.sandbox),
+		Description:   toolDescription(t.background, t.sandbox) + limitsDescription(t.limits),
 		InputSchema:   inputSchema(t.background, t.sandbox != ""),
 		OutputSchema:  outputSchema,
 		Execute:       t.execute,

@@ -11,8 +11,8 @@ import (
 //
 //	dsh → box: Setup (first; fds: the pinned workspace root, if any, then the
 //	               session's spill directory, if any), Start (fds:
-//	               stdin, stdout, stderr, and the command's cgroup when it has one),
-//	               Release
+//	               stdin, stdout, stderr, the command's cgroup when it has one,
+//	               then the tasks files of its cgroup v1 directories), Release
 //	box → dsh: Ready or Failed (the answer to Setup), Started (fd: the leader's
 //	               pidfd) or Failed (the answer to a Start), Exited
 const (
@@ -60,6 +60,9 @@ type Setup struct {
 	// MaskFiles are files masked with an empty read-only file wherever a command could read
 	// them (the harness's secrets, e.g. its HTTP bearer token; namespaces only).
 	MaskFiles []string
+	// TmpSize is the size in bytes of the private /tmp and /dev/shm (namespaces only;
+	// 0: the kernel's default, half the memory).
+	TmpSize int64
 }
 
 // Start asks the box to start one command, confined to Policy.
@@ -80,6 +83,10 @@ type Start struct {
 	MaskFiles []string
 	// Cgroup: the fourth descriptor is the command's cgroup directory.
 	Cgroup bool
+	// CgroupV1 is how many descriptors follow (after the cgroup's): the tasks files of
+	// the command's cgroup v1 directories (its resource limits), which the thread that
+	// forks it joins first.
+	CgroupV1 int
 }
 
 // Reply is a message from the box: Ready, Started, Failed or Exited.
@@ -119,6 +126,7 @@ func (m *Setup) Encode() []byte {
 	w.strs(m.Protect)
 	w.str(m.Spill)
 	w.strs(m.MaskFiles)
+	w.int(int(m.TmpSize))
 	return w.b
 }
 
@@ -138,6 +146,7 @@ func (m *Start) Encode() []byte {
 	w.strs(m.Protect)
 	w.strs(m.MaskFiles)
 	w.bool(m.Cgroup)
+	w.int(m.CgroupV1)
 	return w.b
 }
 
@@ -180,6 +189,7 @@ func DecodeSetup(b []byte) (Setup, error) {
 		Protect:       r.strs(),
 		Spill:         r.str(),
 		MaskFiles:     r.strs(),
+		TmpSize:       int64(r.int()),
 	}
 	return m, r.done("setup")
 }
@@ -197,6 +207,7 @@ func DecodeStart(b []byte) (Start, error) {
 	m.Protect = r.strs()
 	m.MaskFiles = r.strs()
 	m.Cgroup = r.bool()
+	m.CgroupV1 = r.int()
 	return m, r.done("start")
 }
 
