@@ -350,7 +350,9 @@ func (p *Process) wait() {
 		p.release() // before Done, as promised there
 	}
 	if p.bud != nil {
-		p.tear.Account(p.bud.account(p.cg))
+		b := p.bud.account(p.cg)
+		p.tear.Account(b)
+		p.endRunaway(b)
 	}
 	p.tear.Settle(nil)
 	// Whoever waited for the result goes first: on one processor, the response to a
@@ -358,6 +360,19 @@ func (p *Process) wait() {
 	runtime.Gosched()
 	p.retire(killing)
 	close(p.retired)
+}
+
+// endRunaway kills what is left of a tree that reached a process limit once its leader
+// has exited: a runaway its leader left behind (a fork bomb sent to the background)
+// would hold its session's budget, and no deadline reaches it any more. The exit stays
+// the leader's own.
+func (p *Process) endRunaway(b *proc.Budget) {
+	for _, h := range b.Hits {
+		if (h.Limit == proc.LimitProcesses || h.Limit == proc.LimitSessionProcesses) && p.treeAlive() {
+			p.signal(syscall.SIGKILL)
+			return
+		}
+	}
 }
 
 // closeStreams ends the captured output: the note of a lost leader is its last line,
