@@ -144,3 +144,12 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// Confined commands are the OOM killer's first choice from their first instruction:
+// the box raised its own oom_score_adj, which every command inherits.
+func TestLimitsConfinedOOMScore(t *testing.T) {
+	h := limitstest.Compose(t, limitsTarget, nil)
+	if res := h.Bash(h.Session("limits-oom"), "cat /proc/self/oom_score_adj", nil); res.Text != "1000\n" {
+		t.Fatalf("oom_score_adj %q", res.Text)
+	}
+}

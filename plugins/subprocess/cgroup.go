@@ -250,7 +250,7 @@ func (r *cgroupRoot) drain() {
 
 func (r *cgroupRoot) create(id uint64) (*cgroup, error) {
 	path := r.dir + "/c" + strconv.FormatUint(id, 10)
-	if err := unix.Mkdir(path, 0o755); err != nil {
+	if err := mkdirCgroup(path); err != nil {
 		return nil, &opError{op: "mkdir", path: path, err: err}
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -358,8 +358,11 @@ type opError struct {
 func (e *opError) Error() string { return e.op + " " + e.path + ": " + proc.ErrnoText(e.err) }
 func (e *opError) Unwrap() error { return e.err }
 
+// writeSmallFile writes content to the existing file path in one write (O_TRUNC, as a
+// shell's redirection opens it: cgroupfs ignores it, a plain file gets the content
+// alone).
 func writeSmallFile(path, content string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

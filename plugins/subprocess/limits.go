@@ -305,7 +305,7 @@ func (b *budgets) v2Hierarchy(inst, base string) *hierarchy {
 	}
 	h := &hierarchy{v2: true, own: base, inst: inst}
 	if b.fake {
-		if err := os.Mkdir(inst, 0o755); err != nil && !os.IsExist(err) {
+		if err := mkdirCgroup(inst); err != nil && err != unix.EEXIST {
 			h.inst = ""
 		}
 	}
@@ -325,7 +325,7 @@ func (b *budgets) v1Hierarchy(c string) (*hierarchy, string) {
 		}
 	}
 	inst := filepath.Join(own, b.name)
-	if err := unix.Mkdir(inst, 0o755); err != nil {
+	if err := mkdirCgroup(inst); err != nil {
 		return nil, fmt.Sprintf("the cgroup v1 %s hierarchy at %s is not writable: mkdir: %s", c, own, proc.ErrnoText(err))
 	}
 	lock, err := os.Open(inst)
@@ -449,7 +449,7 @@ func (b *budgets) sessionLocked(owner string, hs []*hierarchy, r proc.ResourceLi
 			continue
 		}
 		dir := filepath.Join(h.inst, name)
-		if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {
+		if err := mkdirCgroup(dir); err != nil && err != unix.EEXIST {
 			return nil, &opError{op: "mkdir", path: dir, err: err}
 		}
 		s.dirs[h] = dir
@@ -508,7 +508,7 @@ func (bc *budgetCgroups) make(hs []*hierarchy, ctlsIn map[*hierarchy][]string, i
 			bc.dirs = append(bc.dirs, budgetDir{h, cgDir{cg.path, true}})
 		} else {
 			path := bc.sess.dirs[h] + "/c" + strconv.FormatUint(id, 10)
-			if err := unix.Mkdir(path, 0o755); err != nil {
+			if err := mkdirCgroup(path); err != nil {
 				return &opError{op: "mkdir", path: path, err: err}
 			}
 			bc.dirs = append(bc.dirs, budgetDir{h, cgDir{path, false}})
@@ -819,3 +819,19 @@ func (b *budgets) close() {
 		_ = os.Remove(filepath.Join(b.mounts.v2, b.name))
 	}
 }
+
+// mkdirCgroup makes a cgroup directory (the kernel fills it with the controllers'
+// files).
+func mkdirCgroup(dir string) error {
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if cgroupMkdirHook != nil {
+		cgroupMkdirHook(dir)
+	}
+	return nil
+}
+
+// cgroupMkdirHook, when set (by tests of a fake cgroup tree), plays the kernel's part
+// after a cgroup directory is made: it creates the controllers' files.
+var cgroupMkdirHook func(dir string)
