@@ -208,9 +208,11 @@ func memory(t *testing.T, target Target) {
 func processes(t *testing.T, target Target) {
 	h := Compose(t, target, map[string]any{"processes": 50})
 	s := h.Session("limits-processes")
-	res := h.Bash(s, `for i in $(seq 80); do sleep 0.3 & done; wait; echo done`, nil)
+	// (bash retries a refused fork, and may give up on one: "fork: Interrupted system
+	// call" when a child's exit interrupts the retry.)
+	res := h.Bash(s, `for i in $(seq 80); do sleep 0.3 & done; wait`, nil)
 	if !strings.Contains(res.Text, "\n[process limit of 50 reached: new processes were refused]") ||
-		!strings.Contains(res.Text, "fork") || !strings.HasPrefix(res.Text, "done\n") {
+		!strings.Contains(res.Text, "bash: fork: ") {
 		t.Fatalf("text %q", res.Text)
 	}
 	if v := Value(t, res); v.Limit != "processes" {
@@ -223,23 +225,25 @@ func processes(t *testing.T, target Target) {
 
 // Two commands of one session share `sessionMemory`: one that fits alone is killed
 // while a job of the session holds memory, and the marker names the session's limit.
+// (The sizes leave the OOM killer no doubt: the command is the session's largest
+// process when the limit is reached, a box included.)
 func sessionMemory(t *testing.T, target Target) {
-	h := Compose(t, target, map[string]any{"sessionMemory": "96MiB"})
+	h := Compose(t, target, map[string]any{"sessionMemory": "128MiB"})
 	s := h.Session("limits-session")
-	if res := h.Bash(s, alloc("70")+` && echo fits`, nil); res.Text != "fits\n" {
+	if res := h.Bash(s, alloc("90")+` && echo fits`, nil); res.Text != "fits\n" {
 		t.Fatalf("alone: %q", res.Text)
 	}
 	job := h.StartJob(s, hold("40"))
 	h.JobOutput(s, job, "held")
-	res := h.Bash(s, alloc("70"), nil)
-	if want := "(no output)\n[killed: session memory limit of 96 MiB reached]\n[killed by signal: SIGKILL]"; res.Text != want {
+	res := h.Bash(s, alloc("90"), nil)
+	if want := "(no output)\n[killed: session memory limit of 128 MiB reached]\n[killed by signal: SIGKILL]"; res.Text != want {
 		t.Fatalf("with the job holding 40 MiB: %q, want %q", res.Text, want)
 	}
 	if v := Value(t, res); v.Limit != "sessionMemory" {
 		t.Fatalf("limit %q", v.Limit)
 	}
 	// Another session has a budget of its own.
-	if res := h.Bash(h.Session("limits-session-2"), alloc("70")+` && echo fits`, nil); res.Text != "fits\n" {
+	if res := h.Bash(h.Session("limits-session-2"), alloc("90")+` && echo fits`, nil); res.Text != "fits\n" {
 		t.Fatalf("another session: %q", res.Text)
 	}
 	h.Call(s, "job_kill", map[string]any{"job_id": job})

@@ -203,6 +203,10 @@ type cgroup struct {
 	// events is its open cgroup.events, re-read in place (one pread) when a command
 	// settles; -1 once closed.
 	events int
+	// stat is its cpu.stat, opened the first time its CPU time is read (cpuMs) and
+	// kept while the cgroup is; statOpen says it is.
+	stat     int
+	statOpen bool
 	// killed is set once cgroup.kill was written. Such a cgroup is never reused: on
 	// Linux 6.18 (at least) every later clone3(CLONE_INTO_CGROUP) into it is SIGKILLed.
 	killed atomic.Bool
@@ -277,6 +281,28 @@ func (c *cgroup) closeFD() {
 		_ = unix.Close(c.events)
 		c.events = -1
 	}
+	if c.statOpen {
+		_ = unix.Close(c.stat)
+		c.statOpen = false
+	}
+}
+
+// cpuMs is the CPU time the cgroup's processes used so far, in milliseconds (its
+// cpu.stat, kept open once read: a command's usage reads it when it starts and when it
+// settles).
+func (c *cgroup) cpuMs() (int64, bool) {
+	if !c.statOpen && c.fd >= 0 {
+		fd, err := unix.Openat(c.fd, "cpu.stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, false
+		}
+		c.stat, c.statOpen = fd, true
+	}
+	if !c.statOpen {
+		return cgDir{path: c.path, v2: true}.cpuMs()
+	}
+	d := cgDir{path: c.path, v2: true, open: map[string]int{"cpu.stat": c.stat}}
+	return d.cpuMs()
 }
 
 // kill SIGKILLs every process in the cgroup and its descendants (cgroup.kill).

@@ -17,6 +17,8 @@ import (
 type cgDir struct {
 	path string
 	v2   bool
+	// open are control files kept open to be re-read (keep); nil for none.
+	open map[string]int
 }
 
 // cpuPeriodUs is the period of a CPU quota: cpus × this many µs of CPU time per period.
@@ -110,47 +112,57 @@ func (d cgDir) enable(controllers []string) error {
 	return d.write("cgroup.subtree_control", "+"+strings.Join(controllers, " +"))
 }
 
+// The counters a command's cgroup is read for when it settles. Its directory keeps
+// them open (keep), so that reading them then is a pread each.
+
 // memoryStats is what the memory controller tells of a cgroup.
 type memoryStats struct {
 	// peak is the most memory it used at once (-1: unknown).
 	peak int64
-	// failures counts the times its own limit (or, in v2, one below) stopped an
-	// allocation; oomKills the processes of it the OOM killer killed.
-	failures, oomKills int64
+	// oomKills counts the processes of it the OOM killer killed.
+	oomKills int64
 }
 
 func (d cgDir) memoryStats() memoryStats {
 	s := memoryStats{peak: -1}
 	if d.v2 {
-		if n, ok := readLimitFile(d.path + "/memory.peak"); ok {
+		s.oomKills, _ = d.keyed("memory.events", "oom_kill")
+		if n, ok := d.number("memory.peak"); ok {
 			s.peak = n
 		}
-		s.failures, _ = readKeyed(d.path+"/memory.events", "max")
-		s.oomKills, _ = readKeyed(d.path+"/memory.events", "oom_kill")
 		return s
 	}
-	if n, ok := readLimitFile(d.path + "/memory.max_usage_in_bytes"); ok {
-		s.peak = n
-	}
-	s.failures, _ = readLimitFile(d.path + "/memory.failcnt")
-	s.oomKills, _ = readKeyed(d.path+"/memory.oom_control", "oom_kill")
-	return s
-}
-
-// pidsStats is what the pids controller tells of a cgroup.
-type pidsStats struct {
-	// refused counts forks refused (v1: forks of its processes; v2: forks its limit,
-	// or one below it, refused); peak is the most processes it held (-1: unknown).
-	refused, peak int64
-}
-
-func (d cgDir) pidsStats() pidsStats {
-	s := pidsStats{peak: -1}
-	s.refused, _ = readKeyed(d.path+"/pids.events", "max")
-	if n, ok := readLimitFile(d.path + "/pids.peak"); ok {
+	s.oomKills, _ = d.keyed("memory.oom_control", "oom_kill")
+	if n, ok := d.number("memory.max_usage_in_bytes"); ok {
 		s.peak = n
 	}
 	return s
+}
+
+// memoryFailures counts the times the cgroup's own limit (in v2, or one below it)
+// stopped an allocation.
+func (d cgDir) memoryFailures() int64 {
+	if d.v2 {
+		n, _ := d.keyed("memory.events", "max")
+		return n
+	}
+	n, _ := d.number("memory.failcnt")
+	return n
+}
+
+// pidsRefused counts forks refused (v1: forks of its processes; v2: forks its limit,
+// or one below it, refused).
+func (d cgDir) pidsRefused() int64 {
+	n, _ := d.keyed("pids.events", "max")
+	return n
+}
+
+// pidsPeak is the most processes the cgroup held (-1: unknown).
+func (d cgDir) pidsPeak() int64 {
+	if n, ok := d.number("pids.peak"); ok {
+		return n
+	}
+	return -1
 }
 
 // cpuMs is the CPU time the cgroup's processes used, in milliseconds: cgroup v2's
@@ -158,11 +170,104 @@ func (d cgDir) pidsStats() pidsStats {
 // cpuacct controller's cpuacct.usage.
 func (d cgDir) cpuMs() (int64, bool) {
 	if d.v2 {
-		us, ok := readKeyed(d.path+"/cpu.stat", "usage_usec")
+		us, ok := d.keyed("cpu.stat", "usage_usec")
 		return us / 1000, ok
 	}
-	ns, ok := readLimitFile(d.path + "/cpuacct.usage")
+	ns, ok := d.number("cpuacct.usage")
 	return ns / 1e6, ok
+}
+
+// reset readies an emptied command cgroup for reuse: its peak and failure counts are
+// reset (cgroup v1 allows it), and nothing may still be charged to it. It reports
+// whether the cgroup can be reused.
+func (d cgDir) reset(ctls []string) bool {
+	if d.v2 {
+		return false
+	}
+	for _, c := range ctls {
+		switch c {
+		case ctlMemory:
+			if n, ok := d.number("memory.usage_in_bytes"); !ok || n > maxLeftover {
+				return false
+			}
+			if d.write("memory.max_usage_in_bytes", "0") != nil || d.write("memory.failcnt", "0") != nil {
+				return false
+			}
+		case ctlCPUAcct:
+			if d.write("cpuacct.usage", "0") != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// countersOf are the files read when a command of the controllers ctls settles.
+func countersOf(v2 bool, ctls []string) []string {
+	var files []string
+	for _, c := range ctls {
+		switch {
+		case c == ctlMemory && v2:
+			files = append(files, "memory.events", "memory.peak")
+		case c == ctlMemory:
+			files = append(files, "memory.oom_control", "memory.max_usage_in_bytes")
+		case c == ctlPids:
+			files = append(files, "pids.events")
+		case c == ctlCPUAcct:
+			files = append(files, "cpuacct.usage")
+		}
+	}
+	if v2 {
+		files = append(files, "cpu.stat")
+	}
+	return files
+}
+
+// keep opens files of d, to be read with a pread each (an open of a control file
+// costs more than its read); files it cannot open are read by path.
+func (d *cgDir) keep(files []string) {
+	for _, f := range files {
+		fd, err := unix.Open(d.path+"/"+f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if d.open == nil {
+			d.open = map[string]int{}
+		}
+		d.open[f] = fd
+	}
+}
+
+// release closes what keep opened.
+func (d *cgDir) release() {
+	for f, fd := range d.open {
+		unix.Close(fd)
+		delete(d.open, f)
+	}
+}
+
+// read reads the control file name of d: through its open descriptor, or by path.
+func (d cgDir) read(name string) ([]byte, bool) {
+	fd, ok := d.open[name]
+	if !ok {
+		return readSmall(d.path + "/" + name)
+	}
+	var buf [1024]byte
+	n, err := unix.Pread(fd, buf[:], 0)
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	return buf[:n], true
+}
+
+func (d cgDir) number(name string) (int64, bool) {
+	b, ok := d.read(name)
+	return parseNumber(b, ok)
+}
+
+func (d cgDir) keyed(name, key string) (int64, bool) {
+	b, ok := d.read(name)
+	return parseKeyed(b, ok, key)
 }
 
 func (d cgDir) write(file, value string) error {
@@ -176,6 +281,10 @@ func (d cgDir) write(file, value string) error {
 // unreadable file are not a number.
 func readLimitFile(path string) (int64, bool) {
 	b, ok := readSmall(path)
+	return parseNumber(b, ok)
+}
+
+func parseNumber(b []byte, ok bool) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
@@ -183,9 +292,8 @@ func readLimitFile(path string) (int64, bool) {
 	return n, err == nil
 }
 
-// readKeyed reads the number after key in a flat-keyed file ("oom_kill 3\n").
-func readKeyed(path, key string) (int64, bool) {
-	b, ok := readSmall(path)
+// parseKeyed reads the number after key in a flat-keyed file ("oom_kill 3\n").
+func parseKeyed(b []byte, ok bool, key string) (int64, bool) {
 	if !ok {
 		return 0, false
 	}

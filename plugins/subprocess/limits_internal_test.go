@@ -100,6 +100,7 @@ func TestLimitsV2Files(t *testing.T) {
 	fakeKernel(t)
 	root := fakeHost(t, []string{"unified"}, map[string]string{"unified/cgroup.subtree_control": "memory pids"})
 	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	t.Cleanup(b.close)
 	if err := b.check(allLimits); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +112,11 @@ func TestLimitsV2Files(t *testing.T) {
 		t.Errorf("own cgroup.subtree_control got %q, want +cpu written", got)
 	}
 	inst := filepath.Join(root, "unified", b.name)
-	bc, err := b.place("s1", allLimits, 7, true)
+	bc, err := b.place("s1", allLimits, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bc.v2 == nil || bc.v2.path != inst+"/s-s1/c7" || len(bc.tasks) != 0 {
+	if bc.v2 == nil || bc.v2.path != inst+"/s-s1/c1" || len(bc.tasks) != 0 {
 		t.Fatalf("the command's cgroups: v2 %v, v1 tasks %d", bc.v2, len(bc.tasks))
 	}
 	expectFiles(t, inst, map[string]string{
@@ -125,13 +126,13 @@ func TestLimitsV2Files(t *testing.T) {
 		"s-s1/memory.swap.max":        "0",
 		"s-s1/pids.max":               "200",
 		"s-s1/cpu.max":                "200000 100000",
-		"s-s1/c7/memory.max":          "67108864",
-		"s-s1/c7/memory.swap.max":     "0",
-		"s-s1/c7/pids.max":            "50",
-		"s-s1/c7/cpu.max":             "150000 100000",
+		"s-s1/c1/memory.max":          "67108864",
+		"s-s1/c1/memory.swap.max":     "0",
+		"s-s1/c1/pids.max":            "50",
+		"s-s1/c1/cpu.max":             "150000 100000",
 	})
 	// The command reached its own memory and process limits.
-	cmd := inst + "/s-s1/c7/"
+	cmd := inst + "/s-s1/c1/"
 	write(t, cmd+"memory.events", "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n")
 	write(t, cmd+"memory.peak", "67100000\n")
 	write(t, cmd+"cpu.stat", "usage_usec 2500000\nuser_usec 2000000\n")
@@ -144,16 +145,17 @@ func TestLimitsV2Files(t *testing.T) {
 	}
 	// A second command: its session's limits stopped it (v2 counts a refusal at the
 	// cgroup whose limit refused it).
-	bc8, err := b.place("s1", allLimits, 8, true)
+	bc8, err := b.place("s1", allLimits, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sess := inst + "/s-s1/"
+	c8 := bc8.v2.path + "/"
 	write(t, sess+"memory.events", "max 4\noom 1\noom_kill 1\n")
 	write(t, sess+"pids.events", "max 1\n")
 	write(t, sess+"pids.peak", "200\n")
-	write(t, sess+"c8/memory.events", "max 0\noom 0\noom_kill 1\n")
-	write(t, sess+"c8/pids.peak", "12\n")
+	write(t, c8+"memory.events", "max 0\noom 0\noom_kill 1\n")
+	write(t, c8+"pids.peak", "12\n")
 	got = bc8.account(bc8.v2)
 	want = proc.Budget{CPUMs: 0, PeakMemoryBytes: 0, Hits: []proc.LimitHit{{Limit: proc.LimitSessionMemory, Size: 1 << 30}, {Limit: proc.LimitSessionProcesses, Size: 200}}}
 	if !sameBudget(got, want) {
@@ -170,42 +172,43 @@ func TestLimitsV1Files(t *testing.T) {
 	fakeKernel(t)
 	root := fakeHost(t, []string{"memory", "pids", "cpu", "cpuacct"}, nil)
 	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	t.Cleanup(b.close)
 	if m := b.mechanism(allLimits); m != "cgroup v1 (memory, pids, cpu)" {
 		t.Errorf("mechanism %q", m)
 	}
-	bc, err := b.place("s1", allLimits, 7, false)
+	bc, err := b.place("s1", allLimits, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bc.started()
+	defer bc.closeFiles()
 	if bc.v2 != nil || len(bc.tasks) != 4 || len(bc.homes) != 4 {
 		t.Fatalf("v2 %v, %d tasks files, %d homes; want the 4 v1 hierarchies (cpuacct accounting without cgroup v2)", bc.v2, len(bc.tasks), len(bc.homes))
 	}
 	for i, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
 		inst := filepath.Join(root, c, b.name)
-		if bc.tasks[i].Name() != inst+"/s-s1/c7/tasks" || bc.homes[i].Name() != filepath.Join(root, c, "tasks") {
+		if bc.tasks[i].Name() != inst+"/s-s1/c1/tasks" || bc.homes[i].Name() != filepath.Join(root, c, "tasks") {
 			t.Errorf("%s: tasks %s, home %s", c, bc.tasks[i].Name(), bc.homes[i].Name())
 		}
 	}
 	expectFiles(t, root, map[string]string{
 		"memory/" + b.name + "/s-s1/memory.limit_in_bytes":          "1073741824",
 		"memory/" + b.name + "/s-s1/memory.memsw.limit_in_bytes":    "1073741824",
-		"memory/" + b.name + "/s-s1/c7/memory.limit_in_bytes":       "67108864",
-		"memory/" + b.name + "/s-s1/c7/memory.memsw.limit_in_bytes": "67108864",
+		"memory/" + b.name + "/s-s1/c1/memory.limit_in_bytes":       "67108864",
+		"memory/" + b.name + "/s-s1/c1/memory.memsw.limit_in_bytes": "67108864",
 		"pids/" + b.name + "/s-s1/pids.max":                         "200",
-		"pids/" + b.name + "/s-s1/c7/pids.max":                      "50",
+		"pids/" + b.name + "/s-s1/c1/pids.max":                      "50",
 		"cpu/" + b.name + "/s-s1/cpu.cfs_quota_us":                  "200000",
-		"cpu/" + b.name + "/s-s1/c7/cpu.cfs_period_us":              "100000",
-		"cpu/" + b.name + "/s-s1/c7/cpu.cfs_quota_us":               "150000",
+		"cpu/" + b.name + "/s-s1/c1/cpu.cfs_period_us":              "100000",
+		"cpu/" + b.name + "/s-s1/c1/cpu.cfs_quota_us":               "150000",
 	})
 	mem := filepath.Join(root, "memory", b.name, "s-s1")
 	pids := filepath.Join(root, "pids", b.name, "s-s1")
-	write(t, mem+"/c7/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
-	write(t, mem+"/c7/memory.failcnt", "31\n")
-	write(t, mem+"/c7/memory.max_usage_in_bytes", "67108864\n")
-	write(t, pids+"/c7/pids.events", "max 5\n")
-	write(t, pids+"/c7/pids.peak", "50\n")
-	write(t, filepath.Join(root, "cpuacct", b.name, "s-s1/c7/cpuacct.usage"), "1500000000\n")
+	write(t, mem+"/c1/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+	write(t, mem+"/c1/memory.failcnt", "31\n")
+	write(t, mem+"/c1/memory.max_usage_in_bytes", "67108864\n")
+	write(t, pids+"/c1/pids.events", "max 5\n")
+	write(t, pids+"/c1/pids.peak", "50\n")
+	write(t, filepath.Join(root, "cpuacct", b.name, "s-s1/c1/cpuacct.usage"), "1500000000\n")
 	got := bc.account(nil)
 	want := proc.Budget{CPUMs: 1500, PeakMemoryBytes: 64 << 20, Hits: []proc.LimitHit{{Limit: proc.LimitMemory, Size: 64 << 20}, {Limit: proc.LimitProcesses, Size: 50}}}
 	if !sameBudget(got, want) {
@@ -213,23 +216,24 @@ func TestLimitsV1Files(t *testing.T) {
 	}
 	// v1 counts a refused fork in the forking cgroup, whatever limit refused it: the
 	// one that was reached (the session's, its peak at its limit) is named.
-	bc8, err := b.place("s1", allLimits, 8, false)
+	bc8, err := b.place("s1", allLimits, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bc8.started()
+	defer bc8.closeFiles()
+	c8 := filepath.Base(filepath.Dir(bc8.tasks[0].Name()))
 	write(t, mem+"/memory.failcnt", "7\n") // the session's limit stopped allocations
-	write(t, mem+"/c8/memory.oom_control", "oom_kill 1\n")
+	write(t, mem+"/"+c8+"/memory.oom_control", "oom_kill 1\n")
 	write(t, pids+"/pids.peak", "200\n")
-	write(t, pids+"/c8/pids.events", "max 1\n")
-	write(t, pids+"/c8/pids.peak", "9\n")
+	write(t, pids+"/"+c8+"/pids.events", "max 1\n")
+	write(t, pids+"/"+c8+"/pids.peak", "9\n")
 	got = bc8.account(nil)
 	want = proc.Budget{CPUMs: 0, PeakMemoryBytes: 0, Hits: []proc.LimitHit{{Limit: proc.LimitSessionMemory, Size: 1 << 30}, {Limit: proc.LimitSessionProcesses, Size: 200}}}
 	if !sameBudget(got, want) {
 		t.Errorf("budget %+v, want %+v", *got, want)
 	}
 	// Lifting the session's limits (a reload) writes "no limit".
-	if _, err := b.place("s1", proc.ResourceLimits{Memory: 64 << 20}, 9, false); err != nil {
+	if _, err := b.place("s1", proc.ResourceLimits{Memory: 64 << 20}, false); err != nil {
 		t.Fatal(err)
 	}
 	expectFiles(t, root, map[string]string{
@@ -248,14 +252,15 @@ func TestLimitsEnclosing(t *testing.T) {
 		"pids/pids.max": "100\n", "pids/pids.current": "20\n", "memory/memory.limit_in_bytes": "134217728\n",
 	})
 	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	t.Cleanup(b.close)
 	if got := read(t, filepath.Join(root, "pids", b.name, "pids.max")); got != "60" {
 		t.Fatalf("the instance's pids.max %s, want 60 (80 free, 20 kept)", got)
 	}
-	bc, err := b.place("", proc.ResourceLimits{}, 1, true)
+	bc, err := b.place("", proc.ResourceLimits{}, true)
 	if err != nil || bc == nil {
 		t.Fatalf("a command without limits is not placed: %v %v", bc, err)
 	}
-	defer bc.started()
+	defer bc.closeFiles()
 	dir := filepath.Join(b.name, "no-session", "c1")
 	write(t, filepath.Join(root, "memory", dir, "memory.oom_control"), "oom_kill 1\n")
 	write(t, filepath.Join(root, "pids", dir, "pids.events"), "max 2\n")
@@ -271,6 +276,7 @@ func TestLimitsCheck(t *testing.T) {
 	fakeKernel(t)
 	root := fakeHost(t, []string{"unified", "memory"}, map[string]string{"unified/cgroup.controllers": "io"})
 	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	t.Cleanup(b.close)
 	if err := b.check(proc.ResourceLimits{Memory: 1 << 30}); err != nil {
 		t.Errorf("memory (v1): %v", err)
 	}

@@ -245,3 +245,46 @@ func TestLimitsAbort(t *testing.T) {
 		t.Fatalf("exit %+v", ex)
 	}
 }
+
+// The cgroups of a command that reached no limit serve the next command of its kind,
+// their counters starting afresh for it; those of one that reached a limit are not
+// reused.
+func TestLimitsV1Reuse(t *testing.T) {
+	sup := newSup(t, false)
+	r := proc.ResourceLimits{Memory: 64 << 20, Processes: 20}
+	needV1(t, sup, r)
+	run := func(script string) (*subprocess.Process, proc.Exit) {
+		t.Helper()
+		spec := bashSpec(script)
+		spec.Owner, spec.Resources = "reuse", r
+		p := spawn(t, sup, spec)
+		ex := proctest.AwaitExit(t, p, 30*time.Second)
+		<-p.Retired()
+		return p, ex
+	}
+	first, _ := run("true")
+	second, ex := run(`perl -e '$x = "a"; $x x= (100 << 20)'`)
+	if first.LimitCgroups()["memory"] != second.LimitCgroups()["memory"] {
+		t.Errorf("a command's cgroups were not reused: %s, then %s", first.LimitCgroups()["memory"], second.LimitCgroups()["memory"])
+	}
+	if ex.Budget == nil || len(ex.Budget.Hits) != 1 || ex.Budget.Hits[0].Limit != proc.LimitMemory {
+		t.Fatalf("the killed command's budget %+v", ex.Budget)
+	}
+	third, ex := run(`for i in $(seq 30); do sleep 0.2 & done; wait`)
+	if third.LimitCgroups()["memory"] == second.LimitCgroups()["memory"] {
+		t.Error("the cgroups of a command that reached a limit were reused")
+	}
+	if ex.Budget == nil || len(ex.Budget.Hits) != 1 || ex.Budget.Hits[0].Limit != proc.LimitProcesses {
+		t.Fatalf("budget %+v: want the process limit alone (no memory kill of before)", ex.Budget)
+	}
+	fourth, ex := run("true")
+	if ex.Budget == nil || len(ex.Budget.Hits) != 0 || fourth.LimitCgroups()["pids"] == third.LimitCgroups()["pids"] {
+		t.Fatalf("after a refusal: %+v in %v (then %v)", ex.Budget, fourth.LimitCgroups(), third.LimitCgroups())
+	}
+	// Memory still charged to them (the page cache of a file the command wrote)
+	// would count against the next command: not reused.
+	fifth, _ := run("head -c 8000000 /dev/zero > " + filepath.Join(t.TempDir(), "cached"))
+	if sixth, _ := run("true"); sixth.LimitCgroups()["memory"] == fifth.LimitCgroups()["memory"] {
+		t.Error("the cgroups of a command that left 8 MB of page cache were reused")
+	}
+}

@@ -185,7 +185,7 @@ func (s *Supervisor) placeTree(l *launch, p *Process, spec Spec) error {
 	s.mu.Lock()
 	v2 := s.cgRoot != nil
 	s.mu.Unlock()
-	bc, err := s.budgets.place(spec.Owner, spec.Resources, p.id, v2)
+	bc, err := s.budgets.place(spec.Owner, spec.Resources, v2)
 	if err != nil {
 		return &proc.SpawnError{Op: "cgroup", Err: err}
 	}
@@ -197,7 +197,7 @@ func (s *Supervisor) placeTree(l *launch, p *Process, spec Spec) error {
 	l.cg, l.cgRoot = s.newCgroup(p.id)
 	if bc != nil && l.cg != nil {
 		// A reused directory: its CPU time so far is another command's.
-		bc.base.cpuMs, _ = cgDir{l.cg.path, true}.cpuMs()
+		bc.base.cpuMs, _ = l.cg.cpuMs()
 	}
 	return nil
 }
@@ -250,7 +250,7 @@ func (l *launch) discard(p *Process) {
 	if l.cg != nil {
 		_ = l.cg.remove()
 	}
-	l.bud.undo()
+	l.bud.discard()
 }
 
 // start starts the leader as l plans — into its cgroup, or, when that may be what
@@ -281,10 +281,9 @@ func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
 		if l.cg != nil {
 			_ = l.cg.remove()
 		}
-		l.bud.undo()
+		l.bud.discard()
 		return s.startFailure(err, spec, l.prog)
 	}
-	l.bud.started()
 	oomFirst(pid)
 	p.pid = pid
 	return nil
