@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -425,6 +426,22 @@ func (bc *budgetCgroups) pidsHit(d budgetDir, count int64) (proc.LimitHit, bool)
 		return proc.LimitHit{Limit: proc.LimitSessionProcesses, Size: r.SessionProcesses}, true
 	}
 	return proc.LimitHit{}, false
+}
+
+// awaitReleased waits until no process is charged to the command's pids cgroup any
+// more (an exited one is until it is reaped, by whoever is its parent then), or the
+// deadline passes; it looks again after 1, 2, 4… up to 50 ms.
+func (bc *budgetCgroups) awaitReleased(deadline time.Time) {
+	d, ok := bc.dir(ctlPids)
+	if !ok {
+		return
+	}
+	for delay := time.Millisecond; ; delay = min(2*delay, maxTreePoll) {
+		if n, ok := d.dir.number("pids.current"); !ok || n == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(delay)
+	}
 }
 
 // signalDir is a v1 directory of the command whose processes a signal reaches (for a

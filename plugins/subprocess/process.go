@@ -366,10 +366,20 @@ func (p *Process) wait() {
 // has exited: a runaway its leader left behind (a fork bomb sent to the background)
 // would hold its session's budget, and no deadline reaches it any more. The exit stays
 // the leader's own.
+//
+// It returns once the tree's processes are gone and released (reaped: until then they
+// still count against the limit), or after the grace period: the next command of the
+// session finds its budget free.
 func (p *Process) endRunaway(b *proc.Budget) {
 	for _, h := range b.Hits {
 		if (h.Limit == proc.LimitProcesses || h.Limit == proc.LimitSessionProcesses) && p.treeAlive() {
 			p.signal(syscall.SIGKILL)
+			deadline := time.Now().Add(p.grace)
+			timeout := make(chan struct{})
+			stop := time.AfterFunc(p.grace, func() { close(timeout) })
+			p.awaitTreeGone(deadline, timeout)
+			stop.Stop()
+			p.bud.awaitReleased(deadline)
 			return
 		}
 	}
