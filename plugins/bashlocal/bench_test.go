@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/limitstest"
 	"github.com/dsh-dev/dsh/internal/proctest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -208,3 +209,15 @@ func limitsPaired(b *testing.B, limits bashexec.LimitsConfig) {
 func num(v float64) *float64 { return &v }
 
 var allLimitsCfg = bashexec.LimitsConfig{Memory: "1GiB", Processes: num(1000), CPUs: num(2), SessionMemory: "4GiB", SessionProcesses: num(4000), SessionCPUs: num(2)}
+
+// BenchmarkCPUQuota runs a 2-second busy loop under `cpus: 0.5` and reports the share
+// of one core it got, from its CPU usage (cpu-of-a-core, near 0.5).
+func BenchmarkCPUQuota(b *testing.B) {
+	h := limitstest.Compose(b, limitsTarget, map[string]any{"cpus": 0.5})
+	var cpu, wall int64
+	for b.Loop() {
+		c, w := limitstest.BusyLoop(b, h, h.Session("quota"), 2*time.Second)
+		cpu, wall = cpu+c, wall+w
+	}
+	b.ReportMetric(float64(cpu)/float64(wall), "cpu-of-a-core")
+}
