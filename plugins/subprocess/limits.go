@@ -3,11 +3,13 @@ package subprocess
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -50,6 +52,9 @@ type budgets struct {
 	// by what they were made for.
 	spares map[spareKind][]*budgetCgroups
 	closed bool
+	// movable are the pids of the harness's own processes (itself, its watchdog), which
+	// leaveOwnCgroup may move.
+	movable []string
 }
 
 // hierarchy is one cgroup hierarchy resource limits use.
@@ -69,14 +74,18 @@ type hierarchy struct {
 
 // newBudgets probes where limits can be enforced (mounts; v2inst is the Supervisor's
 // cgroup v2 directory) and applies the reserve under limits around the harness.
-func newBudgets(log *slog.Logger, mounts cgroupMounts, fake bool, v2inst string, notify func(string)) *budgets {
+// movable are the pids of the harness's processes besides its own (its watchdog).
+func newBudgets(log *slog.Logger, mounts cgroupMounts, fake bool, v2inst string, notify func(string), movable ...int) *budgets {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	b := &budgets{
 		log: log, mounts: mounts, fake: fake, v2inst: v2inst, notify: notify,
 		name:  fmt.Sprintf("dsh-%d-%s", os.Getpid(), hex.EncodeToString(suffix)),
 		byCtl: map[string]*hierarchy{}, why: map[string]string{}, sessions: map[string]*sessionCgroups{},
-		spares: map[spareKind][]*budgetCgroups{},
+		spares: map[spareKind][]*budgetCgroups{}, movable: []string{strconv.Itoa(os.Getpid())},
+	}
+	for _, pid := range movable {
+		b.movable = append(b.movable, strconv.Itoa(pid))
 	}
 	b.applyEnclosing()
 	return b
@@ -241,8 +250,16 @@ func (b *budgets) delegatedV2(c string) (*hierarchy, string) {
 		if !slices.Contains(offered, c) {
 			return nil, fmt.Sprintf("cgroup v2 at %s does not delegate it (its cgroup.controllers: %q)", base, strings.Join(offered, " "))
 		}
-		if err := (cgDir{path: base, v2: true}).enable([]string{c}); err != nil {
-			return nil, fmt.Sprintf("cgroup v2 at %s offers it but cannot delegate it (%v; a cgroup that holds processes, the harness among them, cannot)", base, err)
+		err := enableV2(base, c)
+		if errors.Is(err, unix.EBUSY) {
+			// A cgroup that holds processes gives its children no controller: the
+			// harness moves into a leaf of its own first.
+			if err = b.leaveOwnCgroup(base); err == nil {
+				err = enableV2(base, c)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Sprintf("cgroup v2 at %s offers it but cannot delegate it: %v", base, err)
 		}
 	}
 	h := b.v2Hierarchy(inst, base)
@@ -253,6 +270,50 @@ func (b *budgets) delegatedV2(c string) (*hierarchy, string) {
 		return nil, fmt.Sprintf("cgroup v2 at %s: %v", h.inst, err)
 	}
 	return h, ""
+}
+
+// enableV2 enables controller c for the children of the cgroup v2 directory dir.
+func enableV2(dir, c string) error {
+	if v2EnableFault != nil {
+		if err := v2EnableFault(dir); err != nil {
+			return err
+		}
+	}
+	return cgDir{path: dir, v2: true}.enable([]string{c})
+}
+
+// v2EnableFault, when set (by tests), fails enabling a controller in dir the way the
+// kernel does for a cgroup that holds processes.
+var v2EnableFault func(dir string) error
+
+// leaveOwnCgroup moves the harness's processes (itself and its watchdog, b.movable)
+// from its cgroup v2 directory own into a leaf of their own below it
+// (<own>/dsh-<pid>-<random>-harness), so that own holds no process and can give
+// controllers to its children: what a unit with systemd's Delegate=yes expects of the
+// process it starts. It refuses when own holds any other process. The leaf stays
+// until the harness is gone; a later start removes it (a dead instance's).
+func (b *budgets) leaveOwnCgroup(own string) error {
+	procs, ok := readSmall(own + "/cgroup.procs")
+	if !ok {
+		return errors.New("cannot read " + own + "/cgroup.procs")
+	}
+	pids := strings.Fields(string(procs))
+	for _, p := range pids {
+		if !slices.Contains(b.movable, p) {
+			return fmt.Errorf("its cgroup holds processes other than the harness's (pid %s), and a cgroup that holds processes cannot give controllers to its children", p)
+		}
+	}
+	leaf := filepath.Join(own, b.name+"-harness")
+	if err := mkdirCgroup(leaf); err != nil && err != unix.EEXIST {
+		return &opError{op: "mkdir", path: leaf, err: err}
+	}
+	for _, p := range pids {
+		if err := writeSmallFile(leaf+"/cgroup.procs", p); err != nil {
+			return &opError{op: "move pid " + p + " to", path: leaf, err: err}
+		}
+	}
+	b.log.Info("subprocess: the harness moved into a cgroup v2 leaf of its own, so that its cgroup can give controllers to its commands'", "leaf", leaf)
+	return nil
 }
 
 func (b *budgets) v2Absent() string {

@@ -5,8 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dsh-dev/dsh/proc"
 )
@@ -333,5 +336,40 @@ func TestParseCgroupMounts(t *testing.T) {
 	// A mount of another subtree is not where this process is.
 	if m := parseCgroupMounts("5:memory:/x\n", "40 31 0:32 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"); m.v1["memory"] != "" {
 		t.Errorf("another subtree: %q", m.v1["memory"])
+	}
+}
+
+// Where the harness's cgroup v2 directory offers a controller but holds the harness
+// (the kernel refuses controllers to the children of a cgroup with processes), the
+// harness moves itself and its watchdog into a leaf of their own, then delegates; with
+// any other process there, it refuses, saying why.
+func TestLimitsV2LeavesItsOwnCgroup(t *testing.T) {
+	fakeKernel(t)
+	// The fake kernel: a cgroup holds processes until a leaf of the harness's exists.
+	v2EnableFault = func(dir string) error {
+		if leaves, _ := filepath.Glob(dir + "/dsh-*-harness"); len(leaves) == 0 && strings.HasSuffix(dir, "/unified") {
+			return unix.EBUSY
+		}
+		return nil
+	}
+	t.Cleanup(func() { v2EnableFault = nil })
+	own := strconv.Itoa(os.Getpid())
+	root := fakeHost(t, []string{"unified"}, map[string]string{"unified/cgroup.procs": own + "\n4242\n"})
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, 4242)
+	t.Cleanup(b.close)
+	if err := b.check(proc.ResourceLimits{Memory: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	leaf := filepath.Join(root, "unified", b.name+"-harness")
+	if got := read(t, leaf+"/cgroup.procs"); got != "4242" { // the last pid written
+		t.Errorf("the leaf's cgroup.procs %q", got)
+	}
+	// Another process in the cgroup: refused.
+	root = fakeHost(t, []string{"unified"}, map[string]string{"unified/cgroup.procs": own + "\n777\n"})
+	b = newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, 4242)
+	t.Cleanup(b.close)
+	err := b.check(proc.ResourceLimits{Memory: 1 << 30})
+	if err == nil || !strings.Contains(err.Error(), "offers it but cannot delegate it: its cgroup holds processes other than the harness's (pid 777)") {
+		t.Errorf("with another process: %v", err)
 	}
 }

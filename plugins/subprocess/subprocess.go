@@ -126,7 +126,11 @@ func (s *Supervisor) newBudgets() *budgets {
 	if s.cgHome != nil {
 		v2 = s.cgHome.dir
 	}
-	return newBudgets(s.log, mounts, fake, v2, s.watchdog.removeDir)
+	var movable []int
+	if s.watchdog != nil {
+		movable = append(movable, s.watchdog.pid)
+	}
+	return newBudgets(s.log, mounts, fake, v2, s.watchdog.removeDir, movable...)
 }
 
 // CheckLimits reports whether this host enforces every limit r sets: nil, or a
