@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // dsh survives what its commands do under limits around it (a container's
@@ -21,25 +23,11 @@ import (
 // cgroup v1 of its own that it makes below this process's (and removes), so that no
 // other test shares it.
 
-// ownV1Cgroup is this process's cgroup in the cgroup v1 hierarchy of controller.
-func ownV1Cgroup(t *testing.T, controller string) string {
-	t.Helper()
-	data, _ := os.ReadFile("/proc/self/cgroup")
-	for _, line := range strings.Split(string(data), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && parts[1] == controller {
-			return filepath.Join("/sys/fs/cgroup", controller, parts[2])
-		}
-	}
-	t.Skipf("no cgroup v1 %s hierarchy here", controller)
-	return ""
-}
-
 // limitCgroup makes a cgroup below this process's own in controller's hierarchy with
 // file set to value, and removes it (once empty) when the test ends.
 func limitCgroup(t *testing.T, controller, file, value string) string {
 	t.Helper()
-	dir := filepath.Join(ownV1Cgroup(t, controller), fmt.Sprintf("dsh-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	dir := filepath.Join(proctest.OwnCgroupV1(t, controller), fmt.Sprintf("dsh-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Skipf("cannot make a %s cgroup: %v", controller, err)
 	}

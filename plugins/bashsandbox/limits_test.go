@@ -113,16 +113,9 @@ func TestLimitsTmpSize(t *testing.T) {
 // sessionPidsDir is the pids cgroup of session id of this process's Supervisors.
 func sessionPidsDir(t *testing.T, id string) string {
 	t.Helper()
+	own := proctest.OwnCgroupV1(t, "pids")
 	var dir string
 	waitFor(t, "the session's pids cgroup", func() bool {
-		own := ""
-		if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if p, ok := strings.CutPrefix(line, strings.SplitN(line, ":", 2)[0]+":pids:"); ok {
-					own = "/sys/fs/cgroup/pids" + p
-				}
-			}
-		}
 		matches, _ := filepath.Glob(filepath.Join(own, "dsh-"+strconv.Itoa(os.Getpid())+"-*", "s-"+id))
 		if len(matches) == 1 {
 			dir = matches[0]

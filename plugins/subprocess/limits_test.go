@@ -32,20 +32,6 @@ func needV1(t *testing.T, sup *subprocess.Supervisor, r proc.ResourceLimits) {
 	}
 }
 
-// ownV1 is this process's own cgroup in the v1 hierarchy of controller c.
-func ownV1(t *testing.T, c string) string {
-	t.Helper()
-	data, _ := os.ReadFile("/proc/self/cgroup")
-	for _, line := range strings.Split(string(data), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && parts[1] == c {
-			return filepath.Join("/sys/fs/cgroup", c, parts[2])
-		}
-	}
-	t.Skipf("no cgroup v1 %s hierarchy", c)
-	return ""
-}
-
 func TestLimitsV1(t *testing.T) {
 	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
 		r := proc.ResourceLimits{Memory: 64 << 20, Processes: 20, SessionProcesses: 100}
@@ -181,7 +167,7 @@ func TestLimitsCrashCleanup(t *testing.T) {
 // v1 directories kills it and removes them.
 func TestLimitsStartKillsWhatDeadInstancesLeft(t *testing.T) {
 	proctest.NoLeftovers(t)
-	own := ownV1(t, "pids")
+	own := proctest.OwnCgroupV1(t, "pids")
 	dead := filepath.Join(own, fmt.Sprintf("dsh-%d-cafe", deadPid(t)), "s-x", "c1")
 	if err := os.MkdirAll(dead, 0o755); err != nil {
 		t.Skipf("the pids hierarchy is not writable: %v", err)
