@@ -138,6 +138,9 @@ type RunResult struct {
 	Stderr    StreamResult
 	// Sandbox is set when the executor confines.
 	Sandbox *SandboxFacts
+	// Budget is what the command used and which resource limits it reached, when the
+	// executor ran it under resource limits and the host accounts them; nil otherwise.
+	Budget *proc.Budget
 }
 
 // StreamResult is one captured stream.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -26,6 +27,12 @@ type confiner struct {
 	spillRoot    string   // the Supervisor's spill root, masked from confined commands
 	log          *slog.Logger
 	profileFiles func() []string
+	// resources are the commands' resource limits (a box runs under their session
+	// part); unenforced names the defaults this host cannot enforce; tmpSize is the
+	// size of a box's private /tmp and /dev/shm.
+	resources  proc.ResourceLimits
+	unenforced string
+	tmpSize    int64
 }
 
 // confinement is what a box must keep from one confined call: the configuration of the
@@ -67,7 +74,7 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 		return nil, err
 	}
 	enforcement := enforcementOf(be.missing(s.network))
-	b, err := sess.box(s.sup, c.box, spec.SessionID, c.protect, c.maskFiles)
+	b, err := sess.box(s.sup, c.box, spec.SessionID, s.resources.Session(), c.protect, c.maskFiles)
 	if err != nil {
 		return s.launchFailure(cmd, mode, enforcement, err)
 	}
@@ -147,7 +154,7 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 		}
 	}
 	c := confinement{
-		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots},
+		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots, tmpSize: s.tmpSize},
 		protect: protect,
 	}
 	if !ns {

@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -31,7 +32,8 @@ type bashTool struct {
 	shaped     map[string]shaped // the tool under each narrowing ceiling (confining only)
 	terminals  bool              // the executor runs commands under a terminal (shell.Terminals): tty is offered
 	inputWait  time.Duration
-	onTimeout  string // OnTimeoutKill or OnTimeoutBackground
+	onTimeout  string              // OnTimeoutKill or OnTimeoutBackground
+	limits     proc.ResourceLimits // the executor's resource limits (shell.Limited)
 }
 
 // bashArgs are the validated named arguments of one call.

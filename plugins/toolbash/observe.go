@@ -15,12 +15,13 @@ type runFacts struct {
 }
 
 // CommandRun reports how the command ended to the registry's observers
-// (tools.RanCommand): exit, signal, timeout, output sizes, spill files, the executor
-// and when it ran.
+// (tools.RanCommand): exit, signal, timeout, the resource limit it reached, output
+// sizes, spill files, the executor and when it ran.
 func (v ForegroundValue) CommandRun() tools.CommandRun {
 	r := tools.CommandRun{
 		Executor:    v.run.executor,
 		TimedOut:    v.TimedOut,
+		Limit:       v.Limit,
 		StdoutBytes: v.run.stdoutBytes,
 		StderrBytes: v.run.stderrBytes,
 		Start:       v.run.start,

@@ -72,6 +72,8 @@ func (ms *mounts) do(o op) error {
 		return ms.mountBlank(o.path)
 	case opDev:
 		return ms.mountDev(o)
+	case opTmpfs:
+		return mountTmpfs(o.path, o.size)
 	case opProc:
 		return mountProc()
 	case opLoopback:
@@ -190,7 +192,7 @@ func (ms *mounts) mountDev(o op) error {
 			devs = append(devs, t)
 		}
 	}
-	return mountDev(o.path, devs)
+	return mountDev(o.path, devs, o.size)
 }
 
 // dropTrees closes the trees that were cloned and not mounted.

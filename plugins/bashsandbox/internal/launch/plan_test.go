@@ -37,6 +37,9 @@ func TestPlans(t *testing.T) {
 		{"workspace", setupPlan(&base)},
 		{"network-allowed", setupPlan(with(func(s *Setup) { s.Network = NetworkAllow }))},
 		{"no-workspace", setupPlan(with(func(s *Setup) { s.Workspace = "" }))},
+		// A bounded private /tmp and /dev/shm: tmpfs mounts of TmpSize, no host
+		// directory behind /tmp.
+		{"tmp-size", setupPlan(with(func(s *Setup) { s.TmpSize = 1 << 30 }))},
 		// Writable roots inside the workspace and beside it; the spill root and the temp
 		// dir masked, the session's spill directory shown through the first; protected
 		// paths at a root, deep in one (their directories anchored), in the innermost of
@@ -140,7 +143,7 @@ func (o op) text() string {
 		opPrivate: "private", opClone: "clone", opClonePinned: "clone", opAttach: "attach", opPivot: "pivot",
 		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir", opMaskCgroups: "mask-cgroups",
 		opShowSpill: "show-spill", opSeal: "seal", opProtect: "protect", opMaskFile: "mask-file",
-		opCloneFile: "clone-file", opShowFile: "show-file",
+		opCloneFile: "clone-file", opShowFile: "show-file", opTmpfs: "tmpfs",
 	}[o.kind]
 	line := fmt.Sprintf("%-10s %s", name, o.path)
 	switch o.kind {
@@ -161,6 +164,11 @@ func (o op) text() string {
 		for _, n := range o.trees {
 			line += fmt.Sprintf(" #%d", n)
 		}
+		if o.size > 0 {
+			line += fmt.Sprintf(" (shm size %d)", o.size)
+		}
+	case opTmpfs:
+		line += fmt.Sprintf(" size %d", o.size)
 	case opProtect, opMaskDir:
 		if o.root == "" {
 			line += " (in no writable root)"
