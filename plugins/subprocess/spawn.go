@@ -46,6 +46,9 @@ type Spec struct {
 	// terminal.go): Stdin must be nil, the output is Stdout, the input goes through
 	// Process.WriteInput. With Start, the Starter allocates the terminal.
 	Terminal *proc.Terminal
+	// EndWithLeader kills what the tree still holds when its leader exits (see
+	// owner.go): the process settles only once nothing of it is left.
+	EndWithLeader bool
 }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
@@ -74,6 +77,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if err := s.plan(&l, p, spec, prog); err != nil {
 		return nil, err
 	}
+	l.deadline, l.abort = spec.Deadline, ctx.Done()
 	if ctx.Err() != nil {
 		l.discard(p)
 		return nil, abortedBeforeSpawn(ctx)
@@ -129,10 +133,12 @@ func (s *Supervisor) program(name string) (string, error) {
 
 func (s *Supervisor) newProcess(spec Spec) *Process {
 	p := &Process{
-		sup:     s,
-		id:      s.seq.Add(1),
-		grace:   time.Duration(spec.GraceMs) * time.Millisecond,
-		retired: make(chan struct{}),
+		sup:           s,
+		id:            s.seq.Add(1),
+		owner:         spec.Owner,
+		endWithLeader: spec.EndWithLeader,
+		grace:         time.Duration(spec.GraceMs) * time.Millisecond,
+		retired:       make(chan struct{}),
 	}
 	p.tear.Init(p.grace, (*tree)(p))
 	return p
@@ -155,6 +161,9 @@ type launch struct {
 	pidfd    *int                 // set by ForkExec when the kernel has pidfds, else -1
 	cg       *cgroup              // nil: the tree runs under its process group only
 	cgRoot   *cgroupRoot          // where cg returns when the tree is gone
+	// deadline and abort bound a Starter's wait (proc.StartRequest).
+	deadline time.Time
+	abort    <-chan struct{}
 }
 
 // plan makes what the leader starts with: its stdio, its attributes (a new session,
@@ -280,7 +289,7 @@ func (l *launch) startOnce(p *Process) (int, error) {
 	if l.sys.UseCgroupFD {
 		cgfd = l.sys.CgroupFD
 	}
-	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd, l.term)
+	st, err := startWith(l, cgfd, p.grace)
 	if err != nil {
 		return 0, err
 	}

@@ -36,6 +36,8 @@ func (l spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 		Deadline: lim.Deadline,
 		Start:    cmd.Start,
 		Terminal: cmd.Terminal,
+
+		EndWithLeader: cmd.EndWithLeader,
 	})
 	if err != nil {
 		return nil, err

@@ -1,23 +1,27 @@
 package subprocess
 
 import (
-	"os"
 	"syscall"
+	"time"
 
 	"github.com/dsh-dev/dsh/proc"
 )
 
-// startWith starts the leader through st (Spec.Start), in cgroup cgfd (-1 for none),
-// under a terminal of size term (nil for none) that the Starter allocates.
-func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAttr, files [3]*os.File, cgfd int, term *proc.Terminal) (proc.Started, error) {
-	return st.Start(proc.StartRequest{
-		Path:     prog,
-		Argv:     argv,
-		Dir:      attr.Dir,
-		Env:      attr.Env,
-		Files:    files,
+// startWith starts the leader through l's Starter (Spec.Start), in cgroup cgfd (-1
+// for none), under a terminal of size l.term (nil for none) that the Starter allocates;
+// the Starter bounds its own waits by l's deadline and abort, plus grace.
+func startWith(l *launch, cgfd int, grace time.Duration) (proc.Started, error) {
+	return l.starter.Start(proc.StartRequest{
+		Path:     l.prog,
+		Argv:     l.argv,
+		Dir:      l.attr.Dir,
+		Env:      l.attr.Env,
+		Files:    l.child,
 		CgroupFD: cgfd,
-		Terminal: term,
+		Terminal: l.term,
+		Deadline: l.deadline,
+		Abort:    l.abort,
+		Grace:    grace,
 	})
 }
 

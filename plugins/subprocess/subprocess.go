@@ -64,7 +64,8 @@ type Supervisor struct {
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
 	closeOnce sync.Once
-	onClose   []func() // under mu; run at the end of Close
+	onClose   []func()             // under mu; run at the end of Close
+	ownerEnds []func(owner string) // under mu; run by EndOwner (owner.go)
 }
 
 // New returns a Supervisor. It sets up cgroup isolation when possible (Isolation says
@@ -171,15 +172,7 @@ func (s *Supervisor) endLingering() {
 	trees := s.lingering
 	s.lingering = nil
 	s.mu.Unlock()
-	endTrees(trees)
-	for _, t := range trees {
-		t.p.release()
-		if t.p.cg != nil {
-			if err := t.p.cg.remove(); err != nil {
-				s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
-			}
-		}
-	}
+	s.finishTrees(trees, maxGrace)
 }
 
 // releaseResources removes the harness's cgroup directory and the spill directory,
