@@ -218,9 +218,13 @@ func (probeKey) Type() string                         { return "dsh-probe" }
 func (probeKey) Marshal() []byte                      { return []byte("dsh-probe") }
 func (probeKey) Verify([]byte, *xssh.Signature) error { return errors.New("probe key") }
 
-// EndSession deletes the spill files of a harness session's commands (Spec.Owner),
-// now for finished ones and when they finish for running ones.
-func (h *Host) EndSession(id string) { h.spool.EndOwner(id) }
+// EndSession ends what a harness session's finished commands (Spec.Owner) left running
+// in their remote process groups (leftover.go), then deletes the spill files of its
+// commands, now for finished ones and when they finish for running ones.
+func (h *Host) EndSession(id string) {
+	h.endLeftovers(id)
+	h.spool.EndOwner(id)
+}
 
 // Spool is the capture of the remote commands' output (spill files are kept locally).
 func (h *Host) Spool() *proc.Spool { return h.spool }

@@ -55,6 +55,7 @@ type Process struct {
 	ch      xssh.Channel
 	marker  []byte
 	dir     string
+	owner   string // Spec.Owner
 	graceMs int64
 	stdin   []byte
 	tty     *terminal // the command's terminal (Spec.Terminal), or nil
@@ -204,7 +205,7 @@ func execPayload(marker, registry string, spec Spec) []byte {
 // and the server of its channel's requests start.
 func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) {
 	p := &Process{
-		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
+		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, owner: spec.Owner, graceMs: spec.GraceMs, stdin: spec.Stdin,
 		stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
 		stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
 		started:   make(chan struct{}),

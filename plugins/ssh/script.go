@@ -60,7 +60,12 @@ exec "$BASH" --norc -c "$__dsh_c"`
 //     `k <id> none` (nothing was running), `k <id> done` (gone after SIGTERM) or
 //     `k <id> killed` (SIGKILL was needed). An order finishes even if the connection
 //     drops.
-//   - `u <pid>` unregisters a command that has ended.
+//   - `u <pid>` unregisters a command that has ended — unless its process group still
+//     has members (it left `cmd &` running): that registration stays, so what the
+//     command left is killed with the rest when the input ends, or by an `x` order.
+//   - `x <id> <pid> - <graceMs>` kills what a registered command that has ended left in
+//     its process group, as `k` does (its start time from the registration), and
+//     unregisters it; the reply is `k <id> none` at once for a command not registered.
 //
 // Commands register themselves (execScript) in the control shell's registry directory,
 // which it creates under $TMPDIR (or /tmp) and names in its ready line. When its input
@@ -106,7 +111,8 @@ printf '%s ready %s\n' "$1" "$reg"
 while IFS=' ' read -r op i p b g; do
 case $op in
 k) k "$i" "$p" "$b" "$g" & ;;
-u) [ -z "$reg" ] || rm -f -- "$reg/$i" ;;
+u) kill -0 -- "-$i" 2>/dev/null || [ -z "$reg" ] || rm -f -- "$reg/$i" ;;
+x) if [ -n "$reg" ] && [ -f "$reg/$p" ] && read -r b _ <"$reg/$p"; then rm -f -- "$reg/$p"; k "$i" "$p" "$b" "$g" & else printf 'k %s none\n' "$i"; fi ;;
 esac
 done
 if [ -n "$reg" ]; then
