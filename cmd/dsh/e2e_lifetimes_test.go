@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/internal/sshtest"
 )
 
 var marks atomic.Int64
@@ -357,5 +359,44 @@ func TestServeStoppedBoxIsReplaced(t *testing.T) {
 	}
 	if now := boxesOf(c.cmd.Process.Pid); len(now) != 1 || now[0] == box {
 		t.Fatalf("boxes after: %v", now)
+	}
+}
+
+// Under bash-ssh too, a session's end leaves nothing of it on the remote host within
+// 2 s: what its finished calls left in their process groups (nohup, subshells,
+// SIGTERM ignored), what left them (setsid daemons, reached by the session's tag in
+// their environment), and its background jobs — while another session's leftovers
+// on the same host live on.
+func TestSSHSessionEndLeavesNothing(t *testing.T) {
+	srv := sshtest.Start(t)
+	for _, e := range endings {
+		t.Run(e.name, func(t *testing.T) {
+			ws := t.TempDir()
+			profile := writeSSHProfile(t, srv, filepath.Join(t.TempDir(), "ssh.yaml"), srv.KnownHostsFile, ws)
+			mark, other := newMark(), newMark()
+			t.Cleanup(func() { killPids(append(carrying(mark), carrying(other)...)) })
+			s := e.start(t, ws, []string{"--profile", profile})
+			if text := s.bash(bash(leftovers(mark, filepath.Join(ws, "out")))); !strings.Contains(text, "started") {
+				t.Fatalf("the call: %q", text)
+			}
+			if text := s.bash(bash("trap '' TERM; exec -a "+mark+" sleep 300", "run_in_background", true)); !strings.Contains(text, "started background job") {
+				t.Fatalf("the job: %q", text)
+			}
+			// Not the session's: started on the host by another of its users' shells.
+			bystander := exec.Command("setsid", "bash", "-c", "exec -a "+other+" sleep 300")
+			if err := bystander.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = bystander.Process.Kill(); _ = bystander.Wait() })
+			waitFor(t, 20*time.Second, "the job to run", func() bool { return len(carrying(mark)) == 4 })
+			ended := s.end()
+			if !proctestUntil(time.Until(ended.Add(2*time.Second)), func() bool { return len(carrying(mark)) == 0 }) {
+				t.Fatalf("2s after the session's end: processes %v", carrying(mark))
+			}
+			t.Logf("nothing left %v after the session's end", time.Since(ended).Round(time.Millisecond))
+			if len(carrying(other)) != 1 {
+				t.Fatalf("a process that is not the session's was killed")
+			}
+		})
 	}
 }

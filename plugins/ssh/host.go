@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -102,6 +103,10 @@ type Host struct {
 	home         string
 	seq          uint64
 	detail       string
+	// tagKey makes the owners' tags (leftover.go); owners are those that ran commands
+	// and have not ended.
+	tagKey [16]byte
+	owners map[string]bool
 }
 
 // group is a remote process group to kill later: a command's whose connection broke
@@ -145,6 +150,10 @@ func New(cfg *Config, opts Options) (*Host, error) {
 		onState: opts.OnState,
 		changed: make(chan struct{}),
 		live:    map[*Process]struct{}{},
+		owners:  map[string]bool{},
+	}
+	if _, err := rand.Read(h.tagKey[:]); err != nil {
+		return nil, fmt.Errorf("ssh: %w", err)
 	}
 	if h.log == nil {
 		h.log = slog.Default()
