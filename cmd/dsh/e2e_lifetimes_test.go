@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -159,6 +160,28 @@ func httpSession(t *testing.T, url string) (call func(map[string]any) string, si
 	}, sid
 }
 
+// warmUp runs one session-lane session with a call to its end, so that what dsh
+// makes once, on its first call, is there before a test counts its descriptors.
+func warmUp(t *testing.T, url string) {
+	call, sid := httpSession(t, url)
+	if text := call(bash("echo warm")); !strings.Contains(text, "warm") {
+		t.Fatalf("the warm-up call: %q", text)
+	}
+	deleteSession(t, url, sid)
+}
+
+// deleteSession ends the session-lane session sid with an HTTP DELETE.
+func deleteSession(t *testing.T, url, sid string) {
+	req, _ := http.NewRequest("DELETE", url, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
 var endings = []endSession{
 	{"stdio-eof", func(t *testing.T, ws string, args []string) *endingSession {
 		c := startServe(t, clientOptions{}, append([]string{"--workspace", ws}, args...)...)
@@ -174,21 +197,16 @@ var endings = []endSession{
 	}},
 	{"http-delete", func(t *testing.T, ws string, args []string) *endingSession {
 		srv := startHTTPServe(t, append([]string{"--workspace", ws, "--token-file", writeTokens(t, testToken)}, args...)...)
+		warmUp(t, srv.url)
 		call, sid := httpSession(t, srv.url)
 		return &endingSession{pid: srv.cmd.Process.Pid, bash: call, end: func() time.Time {
-			req, _ := http.NewRequest("DELETE", srv.url, nil)
-			req.Header.Set("Authorization", "Bearer "+testToken)
-			req.Header.Set("Mcp-Session-Id", sid)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			deleteSession(t, srv.url, sid)
 			return time.Now()
 		}}
 	}},
 	{"idle-timeout", func(t *testing.T, ws string, args []string) *endingSession {
 		srv := startHTTPServe(t, append([]string{"--workspace", ws, "--session-timeout", "1s", "--token-file", writeTokens(t, testToken)}, args...)...)
+		warmUp(t, srv.url)
 		call, _ := httpSession(t, srv.url)
 		var last time.Time
 		return &endingSession{pid: srv.cmd.Process.Pid,
@@ -197,6 +215,7 @@ var endings = []endSession{
 	}},
 	{"principal-expiry", func(t *testing.T, ws string, args []string) *endingSession {
 		srv := startHTTPServe(t, append([]string{"--workspace", ws, "--session-timeout", "1s", "--token-file", writeTokens(t, testToken)}, args...)...)
+		warmUp(t, srv.url)
 		c := httpStateless(t, srv.url, testToken, statelessOptions{noListen: true})
 		var last time.Time
 		return &endingSession{pid: srv.cmd.Process.Pid,
@@ -208,8 +227,8 @@ var endings = []endSession{
 // When a session ends — its stdin closed, an HTTP DELETE, the idle timeout of a
 // session-lane session or of a stateless principal — nothing of it is left within 2 s:
 // what its finished calls left running (nohup, subshells, setsid daemons, SIGTERM
-// ignored), its background jobs, and under bash-sandbox its box and its private temp
-// dir.
+// ignored), its background jobs, under bash-sandbox its box and its private temp dir,
+// and (where dsh serves on) the descriptors it held for them.
 func TestSessionEndLeavesNothing(t *testing.T) {
 	for _, ex := range []struct {
 		name string
@@ -223,6 +242,7 @@ func TestSessionEndLeavesNothing(t *testing.T) {
 				mark := newMark()
 				t.Cleanup(func() { killPids(carrying(mark)) })
 				s := e.start(t, ws, ex.args)
+				held := heldFDs(s.pid) // dsh serves on when the session ends over HTTP (warmed up)
 				if text := s.bash(bash(leftovers(mark, filepath.Join(ws, "out")))); !strings.Contains(text, "started") {
 					t.Fatalf("the call: %q", text)
 				}
@@ -243,10 +263,11 @@ func TestSessionEndLeavesNothing(t *testing.T) {
 							return false
 						}
 					}
-					return len(carrying(mark)) == 0 && len(sessionDirs(tmp)) == 0
+					return len(carrying(mark)) == 0 && len(sessionDirs(tmp)) == 0 && (!alive(s.pid) || len(heldFDs(s.pid)) <= len(held))
 				}
 				if !proctestUntil(time.Until(ended.Add(2*time.Second)), nothingLeft) {
-					t.Fatalf("2s after the session's end: processes %v, boxes %v, session dirs %q", carrying(mark), boxes, sessionDirs(tmp))
+					t.Fatalf("2s after the session's end: processes %v, boxes %v, session dirs %q, descriptors %q (before the session's calls %q)",
+						carrying(mark), slices.DeleteFunc(boxes, func(b int) bool { return !alive(b) }), sessionDirs(tmp), heldFDs(s.pid), held)
 				}
 				t.Logf("nothing left %v after the session's end", time.Since(ended).Round(time.Millisecond))
 			})
@@ -308,6 +329,31 @@ func TestServeSwapClosesTheRetiredBox(t *testing.T) {
 	waitFor(t, 2*time.Second, "the ended session's temp dir to go", func() bool { return len(sessionDirs(tmp)) == 0 })
 }
 
+// heldFDs are the targets of dsh's open descriptors other than its TCP sockets (the
+// test client's connections come and go with HTTP keep-alive): files, pipes, unix
+// sockets, pidfds, cgroup and inotify descriptors.
+func heldFDs(dsh int) []string {
+	tcp := map[string]bool{}
+	for _, table := range []string{"tcp", "tcp6"} {
+		data, _ := os.ReadFile("/proc/" + strconv.Itoa(dsh) + "/net/" + table)
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 9 {
+				tcp["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	dir := "/proc/" + strconv.Itoa(dsh) + "/fd"
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err == nil && !tcp[target] {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
 // boxFDs counts dsh's descriptors that a box holds open there: sockets (its control
 // connection) and pidfds.
 func boxFDs(dsh int) int {
@@ -366,7 +412,7 @@ func TestServeStoppedBoxIsReplaced(t *testing.T) {
 // 2 s: what its finished calls left in their process groups (nohup, subshells,
 // SIGTERM ignored), what left them (setsid daemons, reached by the session's tag in
 // their environment), and its background jobs — while another session's leftovers
-// on the same host live on.
+// on the same host live on; dsh's descriptors are back to what they were.
 func TestSSHSessionEndLeavesNothing(t *testing.T) {
 	srv := sshtest.Start(t)
 	for _, e := range endings {
@@ -376,6 +422,7 @@ func TestSSHSessionEndLeavesNothing(t *testing.T) {
 			mark, other := newMark(), newMark()
 			t.Cleanup(func() { killPids(append(carrying(mark), carrying(other)...)) })
 			s := e.start(t, ws, []string{"--profile", profile})
+			held := heldFDs(s.pid)
 			if text := s.bash(bash(leftovers(mark, filepath.Join(ws, "out")))); !strings.Contains(text, "started") {
 				t.Fatalf("the call: %q", text)
 			}
@@ -390,8 +437,10 @@ func TestSSHSessionEndLeavesNothing(t *testing.T) {
 			t.Cleanup(func() { _ = bystander.Process.Kill(); _ = bystander.Wait() })
 			waitFor(t, 20*time.Second, "the job to run", func() bool { return len(carrying(mark)) == 4 })
 			ended := s.end()
-			if !proctestUntil(time.Until(ended.Add(2*time.Second)), func() bool { return len(carrying(mark)) == 0 }) {
-				t.Fatalf("2s after the session's end: processes %v", carrying(mark))
+			if !proctestUntil(time.Until(ended.Add(2*time.Second)), func() bool {
+				return len(carrying(mark)) == 0 && (!alive(s.pid) || len(heldFDs(s.pid)) <= len(held))
+			}) {
+				t.Fatalf("2s after the session's end: processes %v, descriptors %q (before the session's calls %q)", carrying(mark), heldFDs(s.pid), held)
 			}
 			t.Logf("nothing left %v after the session's end", time.Since(ended).Round(time.Millisecond))
 			if len(carrying(other)) != 1 {
