@@ -38,13 +38,30 @@ func TestHelperOtherDsh(t *testing.T) {
 	st := newStack(t, stackSetup{bashConfig: map[string]any{"defaultMode": "workspace-write"}})
 	s := session("other-dsh", workspace(t))
 	expect(t, st.bash(t, s, "echo other secret > /tmp/other-secret"), "(no output)", false)
-	temp, _ := filepath.Glob(filepath.Join(os.TempDir(), "dsh-sandbox-"+strconv.Itoa(os.Getpid())+"-*", "s*", "tmp", "other-secret"))
+	temp := privateTempFile(t, "other-secret")
 	spill := st.bash(t, s, "seq 1 30000").Value.(toolbash.ForegroundValue).Stdout.SpillPath
-	if len(temp) != 1 || spill == "" {
+	if temp == "" || spill == "" {
 		t.Fatalf("the private temp file %q, the spill file %q", temp, spill)
 	}
-	os.Stdout.WriteString("paths " + temp[0] + " " + spill + "\n")
+	os.Stdout.WriteString("paths " + temp + " " + spill + "\n")
 	io.Copy(io.Discard, os.Stdin)
+}
+
+// privateTempFile is the host path of the file name in the private /tmp of a box of
+// this process: in the sandbox directory when /tmp is a directory of the host's, else
+// through /proc of the box's process (its /tmp is a tmpfs of its own).
+func privateTempFile(t *testing.T, name string) string {
+	t.Helper()
+	if dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "dsh-sandbox-"+strconv.Itoa(os.Getpid())+"-*", "s*", "tmp", name)); len(dirs) == 1 {
+		return dirs[0]
+	}
+	roots, _ := filepath.Glob("/proc/[0-9]*/root/tmp/" + name)
+	for _, p := range roots {
+		if b, err := os.ReadFile(p); err == nil && string(b) == "other secret\n" {
+			return p
+		}
+	}
+	return ""
 }
 
 // startOtherDsh starts another dsh (TestHelperOtherDsh) whose temp dir is tmp and

@@ -131,8 +131,9 @@ func (b *box) watchAnswer(deadline time.Time, abort <-chan struct{}, grace time.
 }
 
 // message is the Start message for req, with its descriptors: stdin, stdout, stderr
-// (none under a terminal: the box allocates it) and, when it has one, the command's
-// cgroup.
+// (none under a terminal: the box allocates it), the command's cgroup when it has one,
+// and the tasks files of its cgroup v1 directories (the box's thread that forks it
+// joins them).
 func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, []int) {
 	m := launch.Start{
 		ID:        id,
@@ -145,6 +146,7 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 		MaskFiles: st.maskFiles,
 		MaskDirs:  st.maskDirs,
 		Cgroup:    req.CgroupFD >= 0,
+		CgroupV1:  len(req.CgroupV1),
 	}
 	var fds []int
 	if t := req.Terminal; t != nil {
@@ -154,6 +156,9 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 	}
 	if req.CgroupFD >= 0 {
 		fds = append(fds, req.CgroupFD)
+	}
+	for _, f := range req.CgroupV1 {
+		fds = append(fds, int(f.Fd()))
 	}
 	return m, fds
 }

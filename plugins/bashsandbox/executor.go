@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -22,9 +23,16 @@ type confiner struct {
 	network      string   // NetworkDeny or NetworkAllow
 	namespaces   string   // NamespacesAuto or NamespacesOff
 	roots        []string // canonical writableRoots
+	rootKeys     []string // the key that set each root ("writableRoots[0]")
 	spillRoot    string   // the Supervisor's spill root, masked from confined commands
 	log          *slog.Logger
 	profileFiles func() []string
+	// resources are the commands' resource limits (a box runs under their session
+	// part); unenforced names the defaults this host cannot enforce; tmpSize is the
+	// size of a box's private /tmp and /dev/shm.
+	resources  proc.ResourceLimits
+	unenforced string
+	tmpSize    int64
 }
 
 // confinement is what a box must keep from one confined call: the configuration of the
@@ -94,9 +102,9 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 // outlives it even where the Supervisor has no cgroups.
 func (s *confiner) boxFor(sess *sessionState, c confinement, owner string, escalated bool) (*box, error) {
 	if escalated && c.box.namespaces {
-		return sess.ownBox(s.sup, c.box, owner, c.protect, c.maskFiles)
+		return sess.ownBox(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
 	}
-	return sess.box(s.sup, c.box, owner, c.protect, c.maskFiles)
+	return sess.box(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
 }
 
 // policy is the call's sandbox policy, with a mode this executor knows.
@@ -160,7 +168,7 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 		}
 	}
 	c := confinement{
-		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots},
+		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots, tmpSize: s.tmpSize},
 		protect: protect,
 	}
 	if !ns {
@@ -171,9 +179,12 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 	}
 	dirs, err := maskedDirs(writable, s.spillRoot)
 	if err != nil {
-		return confinement{}, err
+		return confinement{}, s.nameRoot(err, ws)
 	}
 	c.box.maskDirs = dirs
+	if err := withAuditLog(&c.box, dshEnv, writable); err != nil {
+		return confinement{}, err
+	}
 	c.maskFiles = maskedFiles(dshEnv, writable)
 	c.others = otherInstanceMasks(writable, dirs)
 	return c, nil

@@ -1,6 +1,9 @@
 package bashsandbox
 
-import "github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+import (
+	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
 
 // Internals the black-box tests check directly.
 var (
@@ -141,4 +144,19 @@ func BoxPids(owner any) []int {
 		s.mu.Unlock()
 	}
 	return pids
+}
+
+// DefaultLimitsDetail is what a row with the default limits adds to its status detail
+// on this host ("; limits: cgroup v1 (pids)"…), on a backend with namespaces or not.
+func DefaultLimitsDetail(namespaces bool) string {
+	sup := subprocess.New(subprocess.Options{NoCrashCleanup: true})
+	defer sup.Close()
+	r, unenforced, err := Limits{}.resources(sup)
+	if err != nil {
+		return "; " + err.Error()
+	}
+	if d := limitsDetail(sup, r, unenforced, namespaces); d != "" {
+		return "; " + d
+	}
+	return ""
 }

@@ -134,12 +134,25 @@ func maskableDir(what, path string, writable []string) (string, error) {
 	if !visibleInSandbox(canon, writable) {
 		return "", nil
 	}
-	for _, w := range writable {
-		if within(w, canon) {
-			return "", &ExposedError{What: what, Path: canon, Root: w, Holds: true}
-		}
+	if w := heldRoot(canon, writable); w != "" {
+		return "", &ExposedError{What: what, Path: canon, Root: w, Holds: true}
 	}
 	return canon, nil
+}
+
+// heldRoot is a writable root that dir is or holds, or "". A root that is dir itself
+// comes first: that root is what shows dir to confined commands (writableRoots: [/tmp] with
+// the spill root /tmp, which also holds a workspace under /tmp).
+func heldRoot(dir string, writable []string) string {
+	if slices.Contains(writable, dir) {
+		return dir
+	}
+	for _, w := range writable {
+		if within(w, dir) {
+			return w
+		}
+	}
+	return ""
 }
 
 // ExposedError refuses a confined call whose writable roots would show confined
@@ -149,17 +162,27 @@ type ExposedError struct {
 	// What names the directory ("the spill root", "the temp dir"),
 	// Path is it, Root the writable root (the workspace or a writableRoots entry).
 	What, Path, Root string
+	// RootKey names Root when a writableRoots entry set it ("writableRoots[0]"); empty
+	// for the workspace.
+	RootKey string
 	// Holds: Path is or holds Root. Otherwise it lies in Root, and Why says what is
 	// wrong with it.
 	Holds bool
 	Why   string
 }
 
-func (e *ExposedError) Error() string {
-	where := fmt.Sprintf("lies in the writable root %q and %s", e.Root, e.Why)
-	if e.Holds {
-		where = fmt.Sprintf("holds the writable root %q, so it cannot be hidden from confined commands", e.Root)
+func (e *ExposedError) Error() string { return pluginName + ": " + e.reason() }
+
+// reason is the error without the plugin's name.
+func (e *ExposedError) reason() string {
+	root := fmt.Sprintf("%q", e.Root)
+	if e.RootKey != "" {
+		root += " (" + e.RootKey + ")"
 	}
-	return fmt.Sprintf("bash-sandbox: %s %q %s; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)",
+	where := fmt.Sprintf("lies in the writable root %s and %s", root, e.Why)
+	if e.Holds {
+		where = fmt.Sprintf("holds the writable root %s, so it cannot be hidden from confined commands", root)
+	}
+	return fmt.Sprintf("%s %q %s; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)",
 		e.What, e.Path, where)
 }

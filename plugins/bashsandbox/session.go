@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // What a harness session keeps across executor activations (a reload restarts the
@@ -254,8 +255,9 @@ func (s *sessionState) tempDir(namespaces bool) (string, error) {
 // with that configuration (a reload changed it, or the last one died); an older one is
 // retired (it closes when its commands are done). A new one starts with the protected
 // paths and the masked files known now, and shows (namespaces only) the spill
-// directory of owner, the session's id (see ownerSpill).
-func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, protect, maskFiles []string) (*box, error) {
+// directory of owner, the session's id (see ownerSpill). It runs in the session's
+// cgroups, under limits (the session's).
+func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, protect, maskFiles []string) (*box, error) {
 	if b := s.current(conf); b != nil {
 		return b, nil
 	}
@@ -268,7 +270,7 @@ func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner str
 	if err != nil {
 		return nil, err
 	}
-	b, err := openBox(sup, conf, files, protect, maskFiles)
+	b, err := openBox(sup, conf, owner, limits, files, protect, maskFiles)
 	if files.spill != nil {
 		files.spill.Close()
 	}
@@ -335,12 +337,12 @@ func watch(b *box) {
 // other call is handed it, and it closes once that call's command is released, taking
 // with it, as the init of its PID namespace, whatever the command left running. It
 // starts as box does.
-func (s *sessionState) ownBox(sup *subprocess.Supervisor, conf boxConfig, owner string, protect, maskFiles []string) (*box, error) {
+func (s *sessionState) ownBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, protect, maskFiles []string) (*box, error) {
 	files, err := s.boxFiles(sup, conf, owner)
 	if err != nil {
 		return nil, err
 	}
-	b, err := openBox(sup, conf, files, protect, maskFiles)
+	b, err := openBox(sup, conf, owner, limits, files, protect, maskFiles)
 	if files.spill != nil {
 		files.spill.Close()
 	}

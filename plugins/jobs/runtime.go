@@ -201,6 +201,7 @@ type Runtime struct {
 	seq      uint64
 	starting map[string]int       // per owner: Run in flight
 	ended    map[string]time.Time // owners whose session ended recently: no new jobs
+	watching []*watcher           // told about starts and finishes; replaced, never changed in place
 	watchers sync.WaitGroup
 }
 
@@ -379,8 +380,10 @@ func (r *Runtime) register(spec Spec, owner string, hooks Hooks, err error) (Sna
 	r.jobs[j.id] = j
 	snap := j.snapshotLocked()
 	r.watchers.Add(1)
+	watching := r.watching
 	r.mu.Unlock()
 
+	r.announce(watching, Started, snap)
 	go r.watch(j)
 	return snap, nil
 }
@@ -450,7 +453,9 @@ func (r *Runtime) settle(j *job, o Outcome) {
 	close(j.settled)
 	notify := r.noticeDueLocked(j)
 	snap := j.snapshotLocked()
+	watching := r.watching
 	r.mu.Unlock()
+	r.announce(watching, Finished, snap)
 	if notify {
 		r.deliver(j, snap)
 	}

@@ -60,7 +60,8 @@ func (p *Process) killWithin(d time.Duration) {
 // and what finished ones left running (`cmd &`, setsid and nohup children: as far as
 // their cgroup, or else their process group, reaches) — with SIGTERM, then SIGKILL
 // after at most half a second, and waited for; then the OnEndOwner hooks run; then its
-// spill files are deleted. An empty owner (no session) has no trees of its own. The
+// spill files are deleted, and its cgroups of resource limits go once its last
+// process's do. An empty owner (no session) has no trees of its own. The
 // plugin runs it when a harness session ends; it returns when all of that is done.
 func (s *Supervisor) EndOwner(owner string) {
 	s.life.RLock() // Close waits for the kill to finish
@@ -75,6 +76,7 @@ func (s *Supervisor) EndOwner(owner string) {
 		fn(owner)
 	}
 	s.spool.EndOwner(owner)
+	s.budgets.endSession(owner)
 }
 
 // OnEndOwner registers fn to run at every EndOwner, once the owner's trees are gone and
@@ -102,7 +104,7 @@ func (s *Supervisor) killOwner(owner string) {
 	for _, p := range live {
 		p.killWithin(endOwnerGrace)
 	}
-	s.finishTrees(s.takeLingering(owner), endOwnerGrace)
+	s.endReleased(s.takeLingering(owner), endOwnerGrace)
 	deadline := time.NewTimer(endOwnerWait)
 	defer deadline.Stop()
 	for _, p := range live {
@@ -113,7 +115,7 @@ func (s *Supervisor) killOwner(owner string) {
 			return
 		}
 	}
-	s.finishTrees(s.takeLingering(owner), endOwnerGrace)
+	s.endReleased(s.takeLingering(owner), endOwnerGrace)
 }
 
 // takeLingering removes owner's trees from the lingering ones and returns them. It waits
@@ -133,18 +135,4 @@ func (s *Supervisor) takeLingering(owner string) []lingerTree {
 	}
 	s.lingering = rest
 	return mine
-}
-
-// finishTrees ends lingering trees (endTrees, the SIGKILL at most maxGrace after the
-// SIGTERM), reaps their leaders and removes their cgroups.
-func (s *Supervisor) finishTrees(trees []lingerTree, maxGrace time.Duration) {
-	endTrees(trees, maxGrace)
-	for _, t := range trees {
-		t.p.release()
-		if t.p.cg != nil {
-			if err := t.p.cg.remove(); err != nil {
-				s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
-			}
-		}
-	}
 }

@@ -8,10 +8,11 @@ import (
 )
 
 // startWith starts the leader through l's Starter (Spec.Start), in cgroup cgfd (-1
-// for none), under a terminal of size l.term (nil for none) that the Starter allocates;
-// the Starter bounds its own waits by l's deadline and abort, plus grace.
+// for none) and the cgroup v1 directories of l.bud (nil for none), under a terminal of
+// size l.term (nil for none) that the Starter allocates; the Starter bounds its own
+// waits by l's deadline and abort, plus grace.
 func startWith(l *launch, cgfd int, grace time.Duration) (proc.Started, error) {
-	return l.starter.Start(proc.StartRequest{
+	req := proc.StartRequest{
 		Path:     l.prog,
 		Argv:     l.argv,
 		Dir:      l.attr.Dir,
@@ -22,7 +23,13 @@ func startWith(l *launch, cgfd int, grace time.Duration) (proc.Started, error) {
 		Deadline: l.deadline,
 		Abort:    l.abort,
 		Grace:    grace,
-	})
+	}
+	if bc := l.bud; bc != nil && len(bc.tasks) > 0 {
+		tasks, homes := bc.tasks, bc.homes
+		req.CgroupV1 = tasks
+		req.JoinCgroupV1 = func() (func(), error) { return joinCgroups(tasks, homes) }
+	}
+	return l.starter.Start(req)
 }
 
 // abandonStarted ends a leader started for a tree the Supervisor cannot take (its

@@ -63,6 +63,9 @@ func newBox(ctlfd int) (*box, error) {
 	if err := SetDumpable(false); err != nil {
 		return nil, errors.New("prctl(PR_SET_DUMPABLE): " + err.Error())
 	}
+	// The OOM killer chooses the box and its commands (which inherit it) before the
+	// harness (raising one's own score needs no privilege; best effort).
+	oomFirst()
 	exe, err := syscall.Open("/proc/self/exe", oPath|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, errors.New("open /proc/self/exe: " + err.Error())
@@ -213,7 +216,8 @@ func (s *box) prepareCommands() error {
 const capSetpcap = 8
 
 // start starts one command (it runs in its own goroutine) and answers Started or
-// Failed. fds are stdin, stdout, stderr and, when m.Cgroup, the cgroup directory.
+// Failed. fds are stdin, stdout, stderr, when m.Cgroup the cgroup directory, then
+// m.CgroupV1 tasks files.
 func (s *box) start(m Start, fds []int) {
 	m.master = -1
 	if r, ok := s.admit(m, fds); !ok {
@@ -255,6 +259,10 @@ func (s *box) admit(m Start, fds []int) (Reply, bool) {
 	if m.Cgroup {
 		want++
 	}
+	if m.CgroupV1 < 0 || m.CgroupV1 > maxFrameFDs {
+		return Reply{Message: "start: " + strconv.Itoa(m.CgroupV1) + " cgroup v1 descriptors"}, false
+	}
+	want += m.CgroupV1
 	if len(fds) != want {
 		return Reply{Message: "start: expected " + strconv.Itoa(want) + " descriptors, got " + strconv.Itoa(len(fds))}, false
 	}
@@ -287,6 +295,9 @@ func (s *box) failed(id uint64, r Reply) {
 // answers (started).
 func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	defer closeFDs(fds)
+	if err == nil {
+		err = joinCgroupsV1(fds[len(fds)-m.CgroupV1:])
+	}
 	pidfd := -1
 	// Under a terminal, its slave (fd 0) is the controlling terminal of the session the
 	// command leads.
@@ -320,6 +331,25 @@ func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 		}
 	}
 	s.started(m, f, pidfd)
+}
+
+// joinCgroupsV1 moves the calling thread (which dies after the fork) into the cgroups
+// whose tasks files are tasks: what it forks starts there.
+func joinCgroupsV1(tasks []int) error {
+	for _, fd := range tasks {
+		if _, err := syscall.Write(fd, []byte("0")); err != nil {
+			return errors.New("join the command's cgroup: " + err.Error())
+		}
+	}
+	return nil
+}
+
+// oomFirst raises this process's OOM score to the most (what it forks inherits it).
+func oomFirst() {
+	if fd, err := syscall.Open("/proc/self/oom_score_adj", syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
+		syscall.Write(fd, []byte("1000"))
+		syscall.Close(fd)
+	}
 }
 
 // forked is how a start's fork went.

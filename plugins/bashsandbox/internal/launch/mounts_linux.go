@@ -72,6 +72,8 @@ func (ms *mounts) do(o op) error {
 		return ms.mountBlank(o.path)
 	case opDev:
 		return ms.mountDev(o)
+	case opTmpfs:
+		return mountTmpfs(o.path, o.size)
 	case opProc:
 		return mountProc()
 	case opLoopback:
@@ -88,6 +90,10 @@ func (ms *mounts) do(o op) error {
 		return ms.protect(o)
 	case opMaskFile:
 		return ms.maskFile(o.path)
+	case opCloneFile:
+		return ms.cloneFile(o)
+	case opShowFile:
+		return ms.showFile(ms.take(o.tree), o.path)
 	}
 	return errors.New("unknown plan operation " + strconv.Itoa(int(o.kind)))
 }
@@ -186,7 +192,7 @@ func (ms *mounts) mountDev(o op) error {
 			devs = append(devs, t)
 		}
 	}
-	return mountDev(o.path, devs)
+	return mountDev(o.path, devs, o.size)
 }
 
 // dropTrees closes the trees that were cloned and not mounted.
@@ -386,38 +392,9 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 // tree is closed.
 func (ms *mounts) showSpill(tree int, path string) error {
 	defer syscall.Close(tree)
-	var in *cover
-	for i, c := range ms.covers {
-		if path != c.path && within(path, c.path) && (in == nil || len(c.path) > len(in.path)) {
-			in = &ms.covers[i]
-		}
-	}
-	if in == nil {
-		parent := parentDir(path)
-		if parent == "/tmp" || !within(parent, "/tmp") {
-			return errors.New("show the spill directory " + path + ": it is neither in a hidden directory nor under /tmp")
-		}
-		tmp, err := syscall.Open("/tmp", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return errors.New("show the spill directory: /tmp: " + err.Error())
-		}
-		dir, err := mkdirAllAt(tmp, parent[len("/tmp/"):])
-		syscall.Close(tmp)
-		if err != nil {
-			return errors.New("show the spill directory: mount point " + parent + ": " + err.Error())
-		}
-		fd, err := newTmpfs()
-		if err == nil {
-			if err = moveMount(fd, dir, "", parent); err != nil {
-				syscall.Close(fd)
-			}
-		}
-		syscall.Close(dir)
-		if err != nil {
-			return errors.New("show the spill directory: " + err.Error())
-		}
-		ms.covers = append(ms.covers, cover{parent, fd})
-		in = &ms.covers[len(ms.covers)-1]
+	in, err := ms.coverHolding(path, "the spill directory")
+	if err != nil {
+		return err
 	}
 	dir, err := mkdirAllAt(in.fd, path[len(in.path)+1:])
 	if err != nil {
@@ -425,6 +402,46 @@ func (ms *mounts) showSpill(tree int, path string) error {
 	}
 	defer syscall.Close(dir)
 	return moveMount(tree, dir, "", path)
+}
+
+// coverHolding returns the innermost cover holding path, making one over path's parent
+// when path is under /tmp (the private temp dir) and in no cover; what names path in
+// errors ("the spill directory").
+func (ms *mounts) coverHolding(path, what string) (*cover, error) {
+	var in *cover
+	for i, c := range ms.covers {
+		if path != c.path && within(path, c.path) && (in == nil || len(c.path) > len(in.path)) {
+			in = &ms.covers[i]
+		}
+	}
+	if in != nil {
+		return in, nil
+	}
+	parent := parentDir(path)
+	if parent == "/tmp" || !within(parent, "/tmp") {
+		return nil, errors.New("show " + what + " " + path + ": it is neither in a hidden directory nor under /tmp")
+	}
+	tmp, err := syscall.Open("/tmp", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errors.New("show " + what + ": /tmp: " + err.Error())
+	}
+	dir, err := mkdirAllAt(tmp, parent[len("/tmp/"):])
+	syscall.Close(tmp)
+	if err != nil {
+		return nil, errors.New("show " + what + ": mount point " + parent + ": " + err.Error())
+	}
+	fd, err := newTmpfs()
+	if err == nil {
+		if err = moveMount(fd, dir, "", parent); err != nil {
+			syscall.Close(fd)
+		}
+	}
+	syscall.Close(dir)
+	if err != nil {
+		return nil, errors.New("show " + what + ": " + err.Error())
+	}
+	ms.covers = append(ms.covers, cover{parent, fd})
+	return &ms.covers[len(ms.covers)-1], nil
 }
 
 // seal makes the covering tmpfs mounts read-only (their roots 0555), once what shows

@@ -37,6 +37,9 @@ type op struct {
 	// path is protected or masked.
 	root   string
 	anchor []string
+	// size is the size in bytes of a tmpfs (the private /tmp, the private /dev/shm of
+	// a dev); 0 for the kernel's default.
+	size int64
 }
 
 // opKind is what an op does.
@@ -58,6 +61,9 @@ const (
 	opSeal                          // make the covering tmpfs mounts read-only
 	opProtect                       // bind path read-only over itself
 	opMaskFile                      // cover the file path with the empty file
+	opCloneFile                     // copy the host's regular file at path (no symlink followed) with attrs, as tree
+	opShowFile                      // mount tree, a file of the session's own, at path, through the cover holding it
+	opTmpfs                         // mount at path a private tmpfs of size bytes (the private /tmp)
 )
 
 // pinnedDir names a descriptor that comes with the Setup.
@@ -88,10 +94,12 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // tree
 //
 //	/                    the host's tree, read-only, nosuid, nodev (submounts too)
-//	/tmp                 the session's private temp dir, read-write; beneath it, where
-//	                     no command reaches, the masks' source
+//	/tmp                 the session's private temp dir, read-write: with TmpSize a
+//	                     tmpfs of that size, else the host directory TempDir; beneath
+//	                     it, where no command reaches, the masks' source
 //	/dev                 a small tmpfs: null zero full random urandom tty bound from the
-//	                     host, a fresh devpts, a private /dev/shm, the usual symlinks
+//	                     host, a fresh devpts, a private /dev/shm (of TmpSize, when
+//	                     set), the usual symlinks
 //	/proc                a fresh procfs of the box's PID namespace (/proc/sys and
 //	                     /proc/sysrq-trigger read-only); nested user namespaces are
 //	                     disabled through it
@@ -101,8 +109,8 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //	                     mounted on top of it)
 //
 // then, with the network denied, the loopback; then every cgroup v2 mount and the
-// masked directories, with the session's spill directory shown read-only through them,
-// sealed; the protected paths; the masked files.
+// masked directories, with the session's spill directory and its shown files
+// read-only through them, sealed; the protected paths; the masked files.
 //
 // The cgroup v2 mounts are masked because a command that can open a cgroup's
 // directory can leave its own cgroup: clone3 with CLONE_INTO_CGROUP needs only that
@@ -126,8 +134,12 @@ func setupPlan(m *Setup) plan {
 	if m.Spill != "" {
 		spill = clone(op{kind: opClonePinned, path: m.Spill, pinned: pinnedSpill, attrs: attrsSpillCopy})
 	}
+	shown := showFiles(m, clone)
 	root := clone(op{kind: opClone, path: "/", attrs: attrsRootCopy})
-	tmp := clone(op{kind: opClone, path: m.TempDir, attrs: attrsWritable})
+	privateTmp := op{kind: opTmpfs, path: "/tmp", size: m.TmpSize}
+	if m.TmpSize == 0 {
+		privateTmp = op{kind: opAttach, path: "/tmp", tree: clone(op{kind: opClone, path: m.TempDir, attrs: attrsWritable})}
+	}
 	var binds []op
 	if m.Workspace != "" {
 		t := clone(op{kind: opClonePinned, path: m.Workspace, pinned: pinnedWorkspace, attrs: attrsWritable})
@@ -136,7 +148,7 @@ func setupPlan(m *Setup) plan {
 	for _, w := range m.WritableRoots {
 		binds = append(binds, op{kind: opAttach, path: w, tree: clone(op{kind: opClone, path: w, attrs: attrsWritable}), mkdir: true})
 	}
-	dev := op{kind: opDev, path: "/dev"}
+	dev := op{kind: opDev, path: "/dev", size: m.TmpSize}
 	for _, d := range devices {
 		dev.trees = append(dev.trees, clone(op{kind: opClone, path: "/dev/" + d, attrs: attrsDevice, optional: true}))
 	}
@@ -144,7 +156,7 @@ func setupPlan(m *Setup) plan {
 		op{kind: opAttach, path: m.Stage, tree: root},
 		op{kind: opPivot, path: m.Stage},
 		op{kind: opBlank, path: "/tmp"},
-		op{kind: opAttach, path: "/tmp", tree: tmp},
+		privateTmp,
 		dev,
 		op{kind: opProc, path: "/proc"},
 	)
@@ -161,6 +173,7 @@ func setupPlan(m *Setup) plan {
 	if spill >= 0 {
 		p = append(p, op{kind: opShowSpill, path: m.Spill, tree: spill})
 	}
+	p = append(p, shown...)
 	p = append(p, op{kind: opSeal})
 	return append(p, updatePlan(roots, nil, m.Protect, m.MaskFiles)...)
 }

@@ -10,7 +10,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	setup := Setup{
 		Namespaces: true, Network: NetworkDeny, Hold: true, Workspace: "/w", WritableRoots: []string{"/a", "/b c"},
 		TempDir: "/tmp/s/tmp", Stage: "/tmp/s/stage", MaskDirs: []string{"/h"}, Protect: []string{"/w/.git", "/w/.dsh"},
-		Spill: "/h/dsh-spill-1-ab/s-x", MaskFiles: []string{"/home/u/.dsh/serve-token"},
+		Spill: "/h/dsh-spill-1-ab/s-x", MaskFiles: []string{"/home/u/.dsh/serve-token"}, ShowFiles: []string{"/home/u/.dsh/sessions/s-x.jsonl"},
 	}
 	got, err := DecodeSetup(setup.Encode())
 	if err != nil || !reflect.DeepEqual(got, setup) {

@@ -19,6 +19,11 @@ import "syscall"
 //     namespace backend masks the cgroup file systems instead (a command has no cgroup
 //     to name), and its box places commands with clone3.
 //
+//   - ioctl TIOCSTI and TIOCLINUX fail with EPERM (as on a kernel with
+//     dev.tty.legacy_tiocsti off): TIOCSTI types into a terminal's input, and on the
+//     Landlock-only backend a command can open the host's terminals; TIOCLINUX pastes
+//     into a virtual console. No command needs to type into its own terminal either.
+//
 // With the network denied, too: Landlock (ABI < 9) cannot stop UNIX sockets, UDP
 // (ABI < 10) or Multipath TCP, so socket(2) itself is filtered:
 //
@@ -84,6 +89,9 @@ const (
 
 	msgFastOpen = 0x20000000
 
+	tiocsti   = 0x5412 // asm-generic/ioctls.h: the same on x86, arm and arm64
+	tioclinux = 0x541c
+
 	sysClone3 = 435 // the same number on every architecture
 
 	sysIoUringSetup    = 425 // the same number on every architecture
@@ -93,7 +101,7 @@ const (
 
 // Filtered whatever the network policy; every other filtered call only when the
 // network is denied.
-func (a filterAction) always() bool { return a == actKeyring || a == actClone3 }
+func (a filterAction) always() bool { return a == actKeyring || a == actClone3 || a == actIoctl }
 
 // seccomp_data offsets: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64);
 // an int argument is compared on its low 32 bits, which come first on little-endian
@@ -119,12 +127,14 @@ const (
 	actEACCES                         // fail with EACCES
 	actKeyring                        // a keyring call: fail with ENOSYS, whatever the network
 	actClone3                         // clone3: fail with ENOSYS, whatever the network
+	actIoctl                          // ioctl: TIOCSTI and TIOCLINUX fail with EPERM, whatever the network
 )
 
 // filterTargets are the labels of commandFilter each action jumps to.
 var filterTargets = map[filterAction]string{
 	actSocket: "socket", actSocketpair: "socketpair", actSendFlags2: "send2", actSendFlags3: "send3",
 	actENOSYS: "enosys", actEACCES: "eacces", actKeyring: "enosys", actClone3: "enosys",
+	actIoctl: "ioctl",
 }
 
 // archCalls are the filtered system calls of one architecture.
@@ -251,8 +261,14 @@ func commandFilter(arches []archCalls, denyNetwork, streamOnly, allowClone3 bool
 		p.stmt(bpfAlu|bpfAnd|bpfK, msgFastOpen)
 		p.jeq(0, "allow", "eacces")
 	}
+	p.label("ioctl")
+	p.load(offArg1)
+	p.jeq(tiocsti, "eperm", "")
+	p.jeq(tioclinux, "eperm", "allow")
 	p.label("enosys")
 	p.ret(seccompRetErrno | uint32(syscall.ENOSYS))
+	p.label("eperm")
+	p.ret(seccompRetErrno | uint32(syscall.EPERM))
 	p.label("eacces")
 	p.ret(seccompRetErrno | uint32(syscall.EACCES))
 	p.label("allow")

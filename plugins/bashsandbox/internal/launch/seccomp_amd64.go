@@ -18,11 +18,12 @@ var filterArches = []archCalls{
 		sockets(x32SyscallBit|41, x32SyscallBit|53, x32SyscallBit|50, x32SyscallBit|44, x32SyscallBit|518, x32SyscallBit|538),
 		[]archCall{{x32SyscallBit | 46, actSendFlags2}, {x32SyscallBit | 307, actSendFlags3}},
 		[]archCall{{sysClone3, actClone3}, {x32SyscallBit | sysClone3, actClone3}},
+		[]archCall{{16, actIoctl}, {x32SyscallBit | 16, actIoctl}, {x32SyscallBit | 514, actIoctl}},
 		ioUring(0), ioUring(x32SyscallBit), keyrings(0, 248), keyrings(x32SyscallBit, 248),
 	)},
 	{auditArchI386, calls(
 		sockets(359, 360, 363, 369, 370, 345),
-		[]archCall{{102, actEACCES}, {sysClone3, actClone3}}, // socketcall
+		[]archCall{{102, actEACCES}, {sysClone3, actClone3}, {54, actIoctl}}, // socketcall
 		ioUring(0), keyrings(0, 286),
 	)},
 }

@@ -12,12 +12,12 @@ const SeccompSupported = true
 var filterArches = []archCalls{
 	{auditArchAarch64, calls(
 		sockets(198, 199, 201, 206, 211, 269),
-		[]archCall{{sysClone3, actClone3}},
+		[]archCall{{sysClone3, actClone3}, {29, actIoctl}},
 		ioUring(0), keyrings(0, 217),
 	)},
 	{auditArchArm, calls(
 		sockets(281, 288, 284, 290, 296, 374),
-		[]archCall{{102, actEACCES}, {sysClone3, actClone3}}, // socketcall
+		[]archCall{{102, actEACCES}, {sysClone3, actClone3}, {54, actIoctl}}, // socketcall
 		ioUring(0), keyrings(0, 309),
 	)},
 }

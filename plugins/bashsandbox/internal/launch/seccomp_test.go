@@ -100,6 +100,8 @@ func TestNetworkFilter(t *testing.T) {
 			{"add_key", unix.SYS_ADD_KEY, nil, enosys},
 			{"request_key", unix.SYS_REQUEST_KEY, nil, enosys},
 			{"keyctl", unix.SYS_KEYCTL, []uint64{unix.KEYCTL_READ}, enosys},
+			{"ioctl TIOCSTI", unix.SYS_IOCTL, []uint64{0, unix.TIOCSTI}, seccompRetErrno | uint32(syscall.EPERM)},
+			{"ioctl TCGETS", unix.SYS_IOCTL, []uint64{0, unix.TCGETS}, allow},
 			{"read", unix.SYS_READ, nil, allow},
 		} {
 			if got := run(t, prog, native, c.nr, c.args...); got != c.want {
@@ -128,6 +130,8 @@ func TestNetworkFilter(t *testing.T) {
 					want = denied(enosys)
 				case actKeyring:
 					want = enosys
+				case actIoctl:
+					args, want = []uint64{0, unix.TIOCSTI}, seccompRetErrno|uint32(syscall.EPERM)
 				}
 				if got := run(t, prog, a.arch, c.nr, args...); got != want {
 					t.Errorf("denyNetwork %v: arch %#x call %d: %#x, want %#x", tc.denyNetwork, a.arch, c.nr, got, want)
@@ -153,6 +157,12 @@ func TestFilterAllowingClone3(t *testing.T) {
 	if got := run(t, prog, filterArches[0].arch, unix.SYS_LISTEN, 3, 1); got != seccompRetErrno|uint32(syscall.EACCES) {
 		t.Errorf("listen: %#x", got)
 	}
+	for cmd, want := range map[uint32]uint32{unix.TIOCSTI: seccompRetErrno | uint32(syscall.EPERM),
+		unix.TIOCLINUX: seccompRetErrno | uint32(syscall.EPERM), unix.TCGETS: seccompRetAllow, unix.TIOCGPTN: seccompRetAllow} {
+		if got := run(t, prog, filterArches[0].arch, unix.SYS_IOCTL, 0, uint64(cmd)); got != want {
+			t.Errorf("ioctl %#x: %#x, want %#x", cmd, got, want)
+		}
+	}
 }
 
 // The native numbers of the filtered calls are this architecture's.
@@ -162,7 +172,7 @@ func TestFilterNumbers(t *testing.T) {
 		unix.SYS_SENDTO: actSendFlags3, unix.SYS_SENDMSG: actSendFlags2, unix.SYS_SENDMMSG: actSendFlags3,
 		unix.SYS_CLONE3: actClone3, unix.SYS_IO_URING_SETUP: actENOSYS, unix.SYS_IO_URING_ENTER: actENOSYS,
 		unix.SYS_IO_URING_REGISTER: actENOSYS, unix.SYS_ADD_KEY: actKeyring, unix.SYS_REQUEST_KEY: actKeyring,
-		unix.SYS_KEYCTL: actKeyring,
+		unix.SYS_KEYCTL: actKeyring, unix.SYS_IOCTL: actIoctl,
 	}
 	got := map[uint32]filterAction{}
 	for _, c := range filterArches[0].calls {
