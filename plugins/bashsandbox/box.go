@@ -142,6 +142,7 @@ func spawnBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits p
 		Start:     &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
 		Owner:     owner,
 		Resources: limits,
+		Hosts:     true, // the session's end closes it after its commands (endSession)
 	})
 	theirs.Close()
 	if err != nil {

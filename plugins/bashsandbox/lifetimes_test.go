@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -132,8 +133,10 @@ func killAll(pids []int) {
 	}
 }
 
-// sessionTempDir is the host directory holding a session's private temp dir: the one
-// where a command's file name appeared.
+// sessionTempDir is where a session's private temp dir lives, seen from the host: the
+// directory holding the tmp/ where a command's file name appeared — the session's
+// directory when /tmp is a directory of the host's, else the root of the box's mount
+// namespace (/proc/<box>/root: its /tmp is a tmpfs of its own, gone with the box).
 func sessionTempDir(t *testing.T, name string) string {
 	t.Helper()
 	matches := tempFiles(name)
@@ -143,10 +146,34 @@ func sessionTempDir(t *testing.T, name string) string {
 	return filepath.Dir(filepath.Dir(matches[0]))
 }
 
-// tempFiles are the files called name in this process's sessions' private temp dirs.
+// tempFiles are the files called name in the private temp dirs of this process's
+// sessions: on the host, or in a box's own /tmp (seen through each of its processes:
+// one path per file).
 func tempFiles(name string) []string {
-	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), "dsh-sandbox-"+strconv.Itoa(os.Getpid())+"-*", "s*", "tmp", name))
+	matches, _ := filepath.Glob(filepath.Join(hostSessionDirs(), "tmp", name))
+	inBoxes, _ := filepath.Glob("/proc/[0-9]*/root/tmp/" + name)
+	var seen []os.FileInfo
+	for _, p := range inBoxes {
+		fi, err := os.Stat(p)
+		if err != nil || slices.ContainsFunc(seen, func(o os.FileInfo) bool { return os.SameFile(o, fi) }) {
+			continue
+		}
+		seen = append(seen, fi)
+		matches = append(matches, p)
+	}
 	return matches
+}
+
+// hostSessionDirs is the pattern of this process's sessions' directories on the host
+// (private temp dir or stage).
+func hostSessionDirs() string {
+	return filepath.Join(os.TempDir(), "dsh-sandbox-"+strconv.Itoa(os.Getpid())+"-*", "s*")
+}
+
+// newDirs are the directories matching pattern that are not in before.
+func newDirs(pattern string, before []string) []string {
+	now, _ := filepath.Glob(pattern)
+	return slices.DeleteFunc(now, func(d string) bool { return slices.Contains(before, d) })
 }
 
 // When a session ends, nothing of it is left within 2 s: the processes its finished
@@ -165,6 +192,7 @@ func TestConfinedSessionEndLeavesNothing(t *testing.T) {
 			mark, out := newMark(), filepath.Join(ws, "out")
 			t.Cleanup(func() { killAll(carrying(mark)) })
 			daemon := usesCgroups(t, st) || be.config == nil
+			before, _ := filepath.Glob(hostSessionDirs())
 			expect(t, st.bash(t, s, leftovers(mark, out, daemon)+`; echo > "$TMPDIR/`+mark+`"`), "started\n", false)
 			res := st.bash(t, s, "trap '' TERM; exec -a "+mark+" sleep 300", "run_in_background", true)
 			if !strings.HasPrefix(res.Text, "started background job ") {
@@ -183,8 +211,11 @@ func TestConfinedSessionEndLeavesNothing(t *testing.T) {
 			if !gone(box) {
 				t.Errorf("its box (pid %d) runs on", box)
 			}
-			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				t.Errorf("its temp dir %s: %v", dir, err)
+			if left := tempFiles(mark); len(left) > 0 {
+				t.Errorf("its private temp dir (in %s): %q", dir, left)
+			}
+			if left := newDirs(hostSessionDirs(), before); len(left) > 0 {
+				t.Errorf("its directories on the host: %q", left)
 			}
 			if took > 2*time.Second {
 				t.Errorf("the session's end took %v", took)
@@ -276,7 +307,8 @@ func stop(t *testing.T, pid int) {
 
 // A box retired by a swap (bash-sandbox → bash-local) while its session's command runs
 // closes when that command ends — its process and descriptors go — and the session's
-// private temp dir goes when the session ends, though bash-sandbox is no longer there.
+// directory (its private temp dir, or the stage of a box's own /tmp) goes when the
+// session ends, though bash-sandbox is no longer there.
 func TestConfinedSwappedOutBoxCloses(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
@@ -290,10 +322,15 @@ func TestConfinedSwappedOutBoxCloses(t *testing.T) {
 			s := session("swapped", ws)
 			mark := newMark()
 			release := filepath.Join(ws, "release")
+			before, _ := filepath.Glob(hostSessionDirs())
 			res := st.bash(t, s, `echo > "$TMPDIR/`+mark+`"; until [ -e `+release+` ]; do sleep 0.02; done; echo done`, "run_in_background", true)
 			id := strings.TrimPrefix(res.Text, "started background job ")
 			waitFor(t, "the job to start", func() bool { return len(tempFiles(mark)) == 1 })
-			dir := sessionTempDir(t, mark)
+			dirs := newDirs(hostSessionDirs(), before)
+			if len(dirs) != 1 {
+				t.Fatalf("the session's directory on the host: %q", dirs)
+			}
+			dir := dirs[0] // the session's, which outlives its boxes
 			box := onlyBox(t, st)
 
 			local := stackSetup{executor: "bash-local"}

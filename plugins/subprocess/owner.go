@@ -56,7 +56,7 @@ func (p *Process) killWithin(d time.Duration) {
 }
 
 // EndOwner ends what the Supervisor keeps for owner, a harness session that ended. Every
-// tree that runs for it is killed — live commands (foreground calls, background jobs)
+// tree that runs for it (but those that host others: Spec.Hosts) is killed — live commands (foreground calls, background jobs)
 // and what finished ones left running (`cmd &`, setsid and nohup children: as far as
 // their cgroup, or else their process group, reaches) — with SIGTERM, then SIGKILL
 // after at most half a second, and waited for; then the OnEndOwner hooks run; then its
@@ -89,14 +89,14 @@ func (s *Supervisor) OnEndOwner(fn func(owner string)) {
 	s.ownerEnds = append(s.ownerEnds, fn)
 }
 
-// killOwner kills every tree of owner and waits (bounded) until they are gone: the live
+// killOwner kills every tree of owner but its hosts and waits (bounded) until they are gone: the live
 // ones settle, the lingering ones are ended and released. A live tree that settled by
 // itself meanwhile and left something behind is found lingering afterwards.
 func (s *Supervisor) killOwner(owner string) {
 	s.mu.Lock()
 	var live []*Process
 	for p := range s.live {
-		if p.owner == owner {
+		if p.owner == owner && !p.hosts {
 			live = append(live, p)
 		}
 	}

@@ -36,6 +36,7 @@ type Process struct {
 	owner   string // Spec.Owner: the session EndOwner ends the tree with
 	// endWithLeader: what the tree holds when the leader exits is killed (Spec.EndWithLeader).
 	endWithLeader bool
+	hosts         bool           // Spec.Hosts: EndOwner leaves it to its hooks
 	cg            *cgroup        // nil when the tree is tracked by its process group only
 	cgRoot        *cgroupRoot    // where cg returns when the tree is gone
 	bud           *budgetCgroups // the cgroups of its resource limits; nil for none

@@ -49,6 +49,11 @@ type Spec struct {
 	// EndWithLeader kills what the tree still holds when its leader exits (see
 	// owner.go): the process settles only once nothing of it is left.
 	EndWithLeader bool
+	// Hosts marks a tree that starts other trees as their Starter (a sandbox's box):
+	// the end of its owner (EndOwner) does not kill it with the others — killed first,
+	// it would orphan them where no cgroup holds them — but leaves it to the OnEndOwner
+	// hooks, which run once the trees it started are gone.
+	Hosts bool
 	// Resources are the resource limits of the tree and of its owner's session (see
 	// docs/limits.md): the tree gets cgroups of its own, below its session's, in each
 	// hierarchy that enforces one, and its Exit a Budget. A limit the host cannot
@@ -142,6 +147,7 @@ func (s *Supervisor) newProcess(spec Spec) *Process {
 		id:            s.seq.Add(1),
 		owner:         spec.Owner,
 		endWithLeader: spec.EndWithLeader,
+		hosts:         spec.Hosts,
 		grace:         time.Duration(spec.GraceMs) * time.Millisecond,
 		retired:       make(chan struct{}),
 	}
