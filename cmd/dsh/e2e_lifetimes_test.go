@@ -36,22 +36,7 @@ var marks atomic.Int64
 func newMark() string { return fmt.Sprintf("dshleft%d_%d", os.Getpid(), marks.Add(1)) }
 
 // carrying lists the live processes whose command line holds the word mark.
-func carrying(mark string) []int {
-	needle := []byte("\x00" + mark + "\x00")
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(append([]byte{0}, cmd...), needle) && alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+var carrying = proctest.WithArg
 
 // leftovers is a command that leaves processes running, each marked with mark and
 // appending to file: under nohup, in a subshell's `( … & )`, a setsid daemon — all three

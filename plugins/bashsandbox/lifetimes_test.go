@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/proctest"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 )
@@ -33,22 +34,7 @@ func newMark() string {
 }
 
 // carrying lists the live processes whose command line holds the word mark.
-func carrying(mark string) []int {
-	needle := []byte("\x00" + mark + "\x00")
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(append([]byte{0}, cmd...), needle) && !gone(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+var carrying = proctest.WithArg
 
 // gone reports whether pid does not run (absent, or a zombie).
 func gone(pid int) bool {
