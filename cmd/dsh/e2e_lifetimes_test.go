@@ -254,7 +254,11 @@ func TestSessionEndLeavesNothing(t *testing.T) {
 					t.Fatalf("2s after the session's end: processes %v, boxes %v, session dirs %q, descriptors %q (before the session's calls %q)",
 						carrying(mark), slices.DeleteFunc(boxes, func(b int) bool { return !alive(b) }), sessionDirs(tmp), heldFDs(s.pid), held)
 				}
-				t.Logf("nothing left %v after the session's end", time.Since(ended).Round(time.Millisecond))
+				took := time.Since(ended)
+				if took > 2*time.Second { // a stdio session's end returns once dsh has exited
+					t.Fatalf("nothing left only %v after the session's end", took)
+				}
+				t.Logf("nothing left %v after the session's end", took.Round(time.Millisecond))
 			})
 		}
 	}
@@ -427,7 +431,11 @@ func TestSSHSessionEndLeavesNothing(t *testing.T) {
 			}) {
 				t.Fatalf("2s after the session's end: processes %v, descriptors %q (before the session's calls %q)", carrying(mark), heldFDs(s.pid), held)
 			}
-			t.Logf("nothing left %v after the session's end", time.Since(ended).Round(time.Millisecond))
+			took := time.Since(ended)
+			if took > 2*time.Second {
+				t.Fatalf("nothing left only %v after the session's end", took)
+			}
+			t.Logf("nothing left %v after the session's end", took.Round(time.Millisecond))
 			if len(carrying(other)) != 1 {
 				t.Fatalf("a process that is not the session's was killed")
 			}
