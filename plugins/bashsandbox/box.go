@@ -66,11 +66,15 @@ type boxConfig struct {
 	workspace  string // pinned root, "" for none
 	roots      []string
 	maskDirs   []string
+	// spillGen is the spool's Generation when the box was opened (namespaces only): a
+	// box shows the session's spill directory as it was then, so once a vanished one
+	// was made afresh, a new box shows the new one.
+	spillGen uint64
 }
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs)
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs) && c.spillGen == o.spillGen
 }
 
 // boxFiles are the host directories a box is built on.

@@ -182,6 +182,9 @@ func (s *sessionState) tempDir(namespaces bool) (string, error) {
 // paths and the masked files known now, and shows (namespaces only) the spill
 // directory of owner, the session's id (see ownerSpill).
 func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, protect, maskFiles []string) (*box, error) {
+	if conf.namespaces {
+		conf.spillGen = sup.Spool().Generation()
+	}
 	if b := s.current(conf); b != nil {
 		return b, nil
 	}
