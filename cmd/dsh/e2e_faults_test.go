@@ -91,3 +91,36 @@ func TestServeSpillsAgainAfterTheSpillDirectoryIsDeleted(t *testing.T) {
 	}
 	os.Remove(again)
 }
+
+// A job_output read that lost output says so in its structured content as well as in
+// its text: lossy, and the spill file the text names, which holds the whole output;
+// the text is the one it always was.
+func TestServeJobOutputTypesALossyRead(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	c := startServe(t, clientOptions{}, "--workspace", t.TempDir())
+	if text, _, _ := c.call(t, "bash", map[string]any{"command": "seq 1 30000", "description": "Print a lot", "run_in_background": true}); text != "started background job bash-1" {
+		t.Fatalf("start: %q", text)
+	}
+	text, isErr, value := c.call(t, "job_output", map[string]any{"job_id": "bash-1", "wait": true, "timeout_ms": 30000})
+	const notice, status = "\n[some output was dropped from memory; full output: ", "]\n[status: completed, exit code: 0]"
+	i := strings.Index(text, notice)
+	if isErr || i < 0 || !strings.HasSuffix(text, status) || !strings.HasSuffix(text[:i], "\n29999\n30000") {
+		t.Fatalf("lossy read: %q", text[max(0, len(text)-300):])
+	}
+	path := strings.TrimSuffix(text[i+len(notice):], status)
+	v, _ := value.(map[string]any)
+	if v["lossy"] != true || v["stdoutSpill"] != path || v["output"] != strings.TrimSuffix(text, "\n[status: completed, exit code: 0]") || v["status"] != "completed" {
+		delete(v, "output")
+		t.Errorf("structured content %v; want lossy, stdoutSpill %s", v, path)
+	}
+	if _, ok := v["stderrSpill"]; ok {
+		t.Errorf("a stderrSpill without stderr output: %v", v["stderrSpill"])
+	}
+	if full, err := os.ReadFile(path); err != nil || !strings.HasPrefix(string(full), "1\n2\n3\n") || !strings.HasSuffix(string(full), "\n30000\n") {
+		t.Errorf("the spill file %s: %v", path, err)
+	}
+	text, _, value = c.call(t, "job_output", map[string]any{"job_id": "bash-1"})
+	if v, _ := value.(map[string]any); text != "(no new output)\n[status: completed, exit code: 0]" || v["lossy"] != nil || v["stdoutSpill"] != nil {
+		t.Errorf("the next read: %q %v", text, value)
+	}
+}

@@ -98,7 +98,8 @@
 // errors. A background start replies exactly "started background job <id>"; the job's
 // outcome is killed ("signal: SIGTERM", or "killed before exit") or completed
 // ("exit code: <N>"), and a lossy read of its output appends "[some output was dropped
-// from memory; full output: <paths, or (unavailable)>]".
+// from memory; full output: <paths, or (unavailable)>]" — and says so in job_output's
+// structured content too (lossy, stdoutSpill, stderrSpill).
 //
 // The prompt section tool:bash (order 105) reads: "Check the [exit code: N] marker on
 // every bash result; investigate failures before moving on."

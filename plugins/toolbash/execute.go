@@ -398,29 +398,33 @@ func (t *bashTool) adapt(e shell.Execution, tty bool, c ceiling) jobs.Hooks {
 	if tty {
 		screen = &ttyReader{}
 	}
+	read := func() (string, jobs.Loss) {
+		mu.Lock()
+		defer mu.Unlock()
+		finished := isClosed(e.Done()) // before the read: then the read holds the rest
+		r := e.ReadOutput()
+		text := screen.render(r, finished)
+		loss := jobs.Loss{Lossy: r.Lossy, StdoutSpill: r.StdoutSpillPath, StderrSpill: r.StderrSpillPath}
+		if !finished || noted {
+			return text, loss
+		}
+		noted = true
+		res, err := e.Result(context.Background())
+		if err != nil || res.Sandbox == nil {
+			return text, loss
+		}
+		lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode, c))
+		if len(lines) == 0 {
+			return text, loss
+		}
+		return withNewline(text) + strings.Join(lines, "\n"), loss
+	}
 	h := jobs.Hooks{
-		Cancel: func() { e.Kill() },
-		Done:   e.Done(),
-		ReadOutput: func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			finished := isClosed(e.Done()) // before the read: then the read holds the rest
-			text := screen.render(e.ReadOutput(), finished)
-			if !finished || noted {
-				return text
-			}
-			noted = true
-			res, err := e.Result(context.Background())
-			if err != nil || res.Sandbox == nil {
-				return text
-			}
-			lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode, c))
-			if len(lines) == 0 {
-				return text
-			}
-			return withNewline(text) + strings.Join(lines, "\n")
-		},
-		Outcome: func() jobs.Outcome { return outcomeOf(e.Exit()) },
+		Cancel:       func() { e.Kill() },
+		Done:         e.Done(),
+		ReadOutput:   func() string { text, _ := read(); return text },
+		ReadWithLoss: read,
+		Outcome:      func() jobs.Outcome { return outcomeOf(e.Exit()) },
 	}
 	if a, ok := e.(shell.Activity); ok {
 		h.LastOutput = a.LastOutput
