@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/sshtest"
 )
 
 // spillFDs lists, sorted, what process pid's descriptors under root refer to (a
@@ -122,5 +125,45 @@ func TestServeJobOutputTypesALossyRead(t *testing.T) {
 	text, _, value = c.call(t, "job_output", map[string]any{"job_id": "bash-1"})
 	if v, _ := value.(map[string]any); text != "(no new output)\n[status: completed, exit code: 0]" || v["lossy"] != nil || v["stdoutSpill"] != nil {
 		t.Errorf("the next read: %q %v", text, value)
+	}
+}
+
+// A host whose ssh handshake hangs (a real listener that accepts and never speaks): a
+// call whose timeout passes while dsh is still connecting is an infrastructure error
+// naming the host and saying the command did not start — never a timeout marker, which
+// reads as if it ran. Calls wait for the connection being made rather than each
+// opening one of their own.
+func TestServeSSHHungHandshakeIsAnInfrastructureError(t *testing.T) {
+	m := sshtest.StartMute(t)
+	m.Hangup.Store(true) // the row activates, disconnected: the first handshake fails fast
+	identity, knownHosts := sshtest.ClientFiles(t)
+	ws := t.TempDir()
+	profile := filepath.Join(ws, "ssh.yaml")
+	if err := os.WriteFile(profile, []byte(fmt.Sprintf(`extends: default
+plugins:
+  - id: ssh
+    name: ssh
+    config: {address: %q, user: dev, identityFile: %q, knownHostsFile: %q, spillRoot: %q}
+  - id: bash
+    name: bash-ssh
+    config: {cwd: /}
+`, m.Addr, identity, knownHosts, t.TempDir())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startServe(t, clientOptions{}, "--profile", profile, "--workspace", ws)
+	m.Hangup.Store(false)
+	want := "Error: ssh: connection to " + m.Addr + " timed out during the handshake; the command did not start"
+	for range 3 {
+		began := time.Now()
+		text, isErr, _ := c.call(t, "bash", map[string]any{"command": "echo never", "description": "Run remotely", "timeoutMs": 1000})
+		if text != want || !isErr || strings.Contains(text, "[timed out after") {
+			t.Errorf("a call during a hung handshake: %q (isError %v), want %q", text, isErr, want)
+		}
+		if took := time.Since(began); took < time.Second || took > 5*time.Second {
+			t.Errorf("the call took %v, want its timeout (1s)", took)
+		}
+	}
+	if n := m.Accepted(); n > 3 {
+		t.Errorf("the server accepted %d connections; want the calls to wait for the one being made", n)
 	}
 }
