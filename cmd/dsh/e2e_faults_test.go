@@ -4,13 +4,26 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/internal/sshtest"
 )
+
+// fdCount is how many descriptors process pid holds.
+func fdCount(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
 
 // spillFDs lists, sorted, what process pid's descriptors under root refer to (a
 // deleted file or directory reads "<path> (deleted)").
@@ -165,5 +178,96 @@ plugins:
 	}
 	if n := m.Accepted(); n > 3 {
 		t.Errorf("the server accepted %d connections; want the calls to wait for the one being made", n)
+	}
+}
+
+// watchdogsOf lists the crash-cleanup watchdogs of process pid: processes running the
+// watchdog whose input is a pipe pid holds the other end of.
+func watchdogsOf(t *testing.T, pid int) []int {
+	t.Helper()
+	pipes := map[string]bool{}
+	entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, e := range entries {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); strings.HasPrefix(target, "pipe:") {
+			pipes[target] = true
+		}
+	}
+	var found []int
+	for _, p := range proctest.Processes() {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid))
+		if args := strings.Split(string(cmdline), "\x00"); len(args) < 3 || args[1] != "__dsh_subprocess_watchdog" || args[2] != "run" {
+			continue
+		}
+		if in, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", p.Pid)); pipes[in] {
+			found = append(found, p.Pid)
+		}
+	}
+	return found
+}
+
+// The crash-cleanup watchdog is supervised: killed, dsh logs it and starts a new one,
+// which it tells every live command — so that a SIGKILL of dsh after the restart still
+// ends every command (checked by pid), with or without cgroups; dsh holds no more
+// descriptors for it than before, and the new watchdog exits once its work is done.
+func TestServeWatchdogDeathIsSupervised(t *testing.T) {
+	for _, isolation := range []string{"auto", "process-group"} {
+		t.Run(isolation, func(t *testing.T) {
+			ws := t.TempDir()
+			profile := filepath.Join(ws, "profile.yaml")
+			if err := os.WriteFile(profile, []byte("extends: default\nplugins:\n  - id: subprocess\n    config: {isolation: "+isolation+"}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c := startServe(t, clientOptions{}, "--profile", profile, "--workspace", ws)
+			dsh := c.cmd.Process.Pid
+			var pids []int
+			start := func(n int) {
+				for i := range n {
+					name := filepath.Join(ws, fmt.Sprintf("pid-%d", len(pids)+i))
+					command := "echo $$ > " + name + "; nohup sleep 300 </dev/null >/dev/null 2>&1 & echo $! >> " + name + "; exec sleep 300"
+					if text, _, _ := c.call(t, "bash", map[string]any{"command": command, "description": "Run until killed", "run_in_background": true}); !strings.HasPrefix(text, "started background job") {
+						t.Fatalf("start: %q", text)
+					}
+					waitFor(t, 10*time.Second, "two pids in "+name, func() bool { return len(proctest.ReadPids(name)) == 2 })
+					pids = append(pids, proctest.ReadPids(name)...)
+				}
+			}
+			start(2)
+			var old []int
+			waitFor(t, 10*time.Second, "dsh's watchdog", func() bool { old = watchdogsOf(t, dsh); return len(old) == 1 })
+			fds := fdCount(t, dsh)
+			if err := syscall.Kill(old[0], syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			var now []int
+			waitFor(t, 10*time.Second, "a new watchdog to take over", func() bool {
+				return strings.Contains(c.stderr.String(), `msg="subprocess: a new crash-cleanup watchdog took over"`)
+			})
+			if now = watchdogsOf(t, dsh); len(now) != 1 || now[0] == old[0] || !proctest.Gone(old[0]) {
+				t.Fatalf("watchdogs after the kill: %v (the killed one %d)", now, old[0])
+			}
+			log := c.stderr.String()
+			for _, want := range []string{
+				fmt.Sprintf(`(?m)level=WARN msg="subprocess: the crash-cleanup watchdog died; starting a new one" .*pid=%d$`, old[0]),
+				fmt.Sprintf(`(?m)level=INFO msg="subprocess: a new crash-cleanup watchdog took over" .*pid=%d groups=\d+$`, now[0]),
+			} {
+				if !regexp.MustCompile(want).MatchString(log) {
+					t.Errorf("dsh's log lacks %s:\n%s", want, log)
+				}
+			}
+			if !proctest.Until(5*time.Second, func() bool { return fdCount(t, dsh) == fds }) {
+				t.Errorf("dsh holds %d descriptors after the restart, %d before", fdCount(t, dsh), fds)
+			}
+			start(1) // a command started after the restart is covered too
+			for _, pid := range pids {
+				if !alive(pid) {
+					t.Fatalf("command %d is not running before the SIGKILL", pid)
+				}
+			}
+			if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 2*time.Second, fmt.Sprintf("the commands %v to be gone within 2s of dsh's SIGKILL", pids), func() bool { return proctest.AllGone(pids...) })
+			waitFor(t, 10*time.Second, "the new watchdog to exit", func() bool { return proctest.Gone(now[0]) })
+		})
 	}
 }

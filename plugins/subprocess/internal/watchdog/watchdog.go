@@ -12,7 +12,8 @@
 // EOF gets it), it leads a session of its own (a terminal's or a process group's
 // signals for the harness do not reach it) and it lives in the harness's own cgroup,
 // not the one it guards. The harness writes "+<pgid>\n" for each command it tracks by
-// process group only, and "-<pgid>\n" before that group's id may be reused. When the
+// process group only, and "-<pgid>\n" before that group's id may be reused (a watchdog
+// that replaces a dead one is first told every group the dead one knew). When the
 // pipe reaches EOF — the harness closed the Supervisor, exited or died — the watchdog
 // writes cgroup.kill on the cgroup directory, SIGKILLs the groups it was told about,
 // waits (up to 5 s) for the cgroup to empty, removes it and exits. After a normal
