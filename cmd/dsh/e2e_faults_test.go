@@ -1,12 +1,15 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -270,4 +273,161 @@ func TestServeWatchdogDeathIsSupervised(t *testing.T) {
 			waitFor(t, 10*time.Second, "the new watchdog to exit", func() bool { return proctest.Gone(now[0]) })
 		})
 	}
+}
+
+// responses collects what dsh answers on stdio, by request id: the text of a result's
+// content, or the error's message.
+type responses struct {
+	mu   sync.Mutex
+	byID map[int]string
+}
+
+func collect(lines <-chan string) *responses {
+	r := &responses{byID: map[int]string{}}
+	go func() {
+		for l := range lines {
+			var msg struct {
+				ID     *int `json:"id"`
+				Result struct {
+					Content []struct{ Text string } `json:"content"`
+				} `json:"result"`
+				Error *struct{ Message string } `json:"error"`
+			}
+			if json.Unmarshal([]byte(l), &msg) != nil || msg.ID == nil {
+				continue
+			}
+			text := ""
+			for _, c := range msg.Result.Content {
+				text += c.Text
+			}
+			if msg.Error != nil {
+				text = "error: " + msg.Error.Message
+			}
+			r.mu.Lock()
+			r.byID[*msg.ID] = text
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func (r *responses) get(id int) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	text, ok := r.byID[id]
+	return text, ok
+}
+
+// await waits for the response to request id.
+func (r *responses) await(t *testing.T, id int) string {
+	t.Helper()
+	var text string
+	waitFor(t, 30*time.Second, fmt.Sprintf("the response to request %d", id), func() bool {
+		var ok bool
+		text, ok = r.get(id)
+		return ok
+	})
+	return text
+}
+
+// Twenty run_in_background calls, each cancelled (notifications/cancelled) as it is
+// sent — racing its start at every stage: before dispatch, while the job starts, after
+// it was answered. Whatever the timing, a cancellation never leaves a job the client
+// cannot know: job_list shows exactly the jobs whose start was answered, every other
+// command is gone, no slot is held by a job nobody knows, and nothing is left once dsh
+// exits.
+func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ws := t.TempDir()
+	r := startRaw(t, ws)
+	r.initialize(t)
+	got := collect(r.lines)
+	const n = 20
+	for i := range n {
+		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo $$ > pid-%d; exec sleep 300","description":"Sleep","run_in_background":true}}}`, 100+i, i))
+		for k := range i % 4 { // vary how late the cancellation comes
+			r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 1000+10*i+k))
+		}
+		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"racing"}}`, 100+i))
+	}
+	started := regexp.MustCompile(`^started background job (bash-\d+)$`)
+	listed := regexp.MustCompile(`(?m)^(bash-\d+) \[bash\] running — `)
+	nextID := 2000
+	// jobList is the running jobs job_list shows.
+	jobList := func() []string {
+		nextID++
+		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`, nextID))
+		var ids []string
+		for _, m := range listed.FindAllStringSubmatch(got.await(t, nextID), -1) {
+			ids = append(ids, m[1])
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	// answered maps the calls whose start was answered to their job ids.
+	answered := func() map[int]string {
+		jobs := map[int]string{}
+		for i := range n {
+			if text, ok := got.get(100 + i); ok {
+				if m := started.FindStringSubmatch(text); m != nil {
+					jobs[i] = m[1]
+				}
+			}
+		}
+		return jobs
+	}
+	// consistent: job_list shows exactly the answered jobs, each one's command runs,
+	// and every other command that started is gone.
+	var why string
+	consistent := func() bool {
+		jobs := answered()
+		want := slices.Sorted(maps.Values(jobs))
+		if list := jobList(); !slices.Equal(list, want) {
+			why = fmt.Sprintf("job_list shows %v, the answered starts are %v", list, want)
+			return false
+		}
+		for i := range n {
+			pids := proctest.ReadPids(filepath.Join(ws, fmt.Sprintf("pid-%d", i)))
+			_, known := jobs[i]
+			switch {
+			case known && (len(pids) != 1 || !alive(pids[0])):
+				why = fmt.Sprintf("the answered job %s (call %d) is not running: pids %v", jobs[i], i, pids)
+				return false
+			case !known && len(pids) == 1 && alive(pids[0]):
+				why = fmt.Sprintf("call %d was not answered, and its command %d runs", i, pids[0])
+				return false
+			}
+		}
+		return true
+	}
+	if !proctest.Until(30*time.Second, consistent) {
+		t.Fatalf("after the cancellations: %s", why)
+	}
+	jobs := answered()
+	t.Logf("%d of %d cancelled starts were answered (the cancellation came too late)", len(jobs), n)
+
+	// No slot is held by a job nobody knows: with the answered ones killed, the owner
+	// starts its full ten.
+	for _, id := range jobs {
+		nextID++
+		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"job_kill","arguments":{"job_id":%q}}}`, nextID, id))
+		got.await(t, nextID)
+	}
+	waitFor(t, 10*time.Second, "the answered jobs to be killed", func() bool { return len(jobList()) == 0 })
+	var pids []int
+	for i := range 10 {
+		nextID++
+		name := fmt.Sprintf("more-%d", i)
+		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo $$ > %s; exec sleep 300","description":"Sleep","run_in_background":true}}}`, nextID, name))
+		if text := got.await(t, nextID); !started.MatchString(text) {
+			t.Fatalf("start %d after the race: %q", i, text)
+		}
+		pids = append(pids, readPidFile(t, filepath.Join(ws, name)))
+	}
+	for i := range n {
+		pids = append(pids, proctest.ReadPids(filepath.Join(ws, fmt.Sprintf("pid-%d", i)))...)
+	}
+	r.in.Close()
+	r.waitExit(t)
+	waitFor(t, 5*time.Second, "every command to be gone after dsh exits", func() bool { return proctest.AllGone(pids...) })
 }

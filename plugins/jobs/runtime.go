@@ -671,6 +671,21 @@ func (r *Runtime) Kill(caller *container.Session, id, reason string) (KillResult
 	return KillCancellationRequested, snap, nil
 }
 
+// Withdraw undoes the start of job id for a caller that will never learn of it (the
+// call that started it was aborted before its answer was settled): the job is
+// cancelled, waited for (up to Options.DisposeTimeout) and deleted, without a notice,
+// so that it holds no slot and no listing shows it. Its id is not used again. Unknown
+// ids are ignored.
+func (r *Runtime) Withdraw(id string) {
+	r.mu.Lock()
+	_, ok := r.jobs[id]
+	r.mu.Unlock()
+	if ok {
+		r.opts.Logger.Info("jobs: withdrew a job whose start was aborted", "job", id)
+		r.dispose(func(j *job) bool { return j.id == id })
+	}
+}
+
 // endedMemory is how long an ended session is remembered (refusing new jobs for it):
 // far longer than any start can take, short enough that a long-running server does not
 // accumulate every session it ever had.

@@ -385,7 +385,23 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 		}
 		return tools.Result{}, err
 	}
+	if abandoned(ctx, rt, snap.ID) {
+		return tools.Result{}, fmt.Errorf("aborted: %w", context.Cause(ctx))
+	}
 	return tools.Result{Text: "started background job " + snap.ID, Value: BackgroundValue{Kind: KindBackground, JobID: snap.ID}}, nil
+}
+
+// abandoned arranges for job id, just started for the call of ctx, to be withdrawn if
+// that call ends aborted (its answer, which names the job, would never reach the
+// caller); without a settlement to register with, it withdraws the job at once when
+// ctx is already done, and says so.
+func abandoned(ctx context.Context, rt *jobs.Runtime, id string) bool {
+	withdraw := func() { rt.Withdraw(id) }
+	if tools.OnAbort(ctx, withdraw) || ctx.Err() == nil {
+		return false
+	}
+	withdraw()
+	return true
 }
 
 // adapt turns an execution into job hooks. Reads are consuming; a terminal's output is
