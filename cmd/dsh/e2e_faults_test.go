@@ -3,7 +3,9 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -275,40 +277,46 @@ func TestServeWatchdogDeathIsSupervised(t *testing.T) {
 	}
 }
 
-// responses collects what dsh answers on stdio, by request id: the text of a result's
-// content, or the error's message.
+// responses collects what dsh answers, by request id: the text of a result's content,
+// or the error's message.
 type responses struct {
 	mu   sync.Mutex
 	byID map[int]string
 }
 
+// collect adds every line of lines (dsh's stdout) to a new responses.
 func collect(lines <-chan string) *responses {
 	r := &responses{byID: map[int]string{}}
 	go func() {
 		for l := range lines {
-			var msg struct {
-				ID     *int `json:"id"`
-				Result struct {
-					Content []struct{ Text string } `json:"content"`
-				} `json:"result"`
-				Error *struct{ Message string } `json:"error"`
-			}
-			if json.Unmarshal([]byte(l), &msg) != nil || msg.ID == nil {
-				continue
-			}
-			text := ""
-			for _, c := range msg.Result.Content {
-				text += c.Text
-			}
-			if msg.Error != nil {
-				text = "error: " + msg.Error.Message
-			}
-			r.mu.Lock()
-			r.byID[*msg.ID] = text
-			r.mu.Unlock()
+			r.add(l)
 		}
 	}()
 	return r
+}
+
+// add records msg if it is a response; anything else is ignored.
+func (r *responses) add(msg string) {
+	var m struct {
+		ID     *int `json:"id"`
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+		Error *struct{ Message string } `json:"error"`
+	}
+	if json.Unmarshal([]byte(msg), &m) != nil || m.ID == nil {
+		return
+	}
+	text := ""
+	for _, c := range m.Result.Content {
+		text += c.Text
+	}
+	if m.Error != nil {
+		text = "error: " + m.Error.Message
+	}
+	r.mu.Lock()
+	r.byID[*m.ID] = text
+	r.mu.Unlock()
 }
 
 func (r *responses) get(id int) (string, bool) {
@@ -330,41 +338,41 @@ func (r *responses) await(t *testing.T, id int) string {
 	return text
 }
 
-// Twenty run_in_background calls, each cancelled (notifications/cancelled) as it is
-// sent — racing its start at every stage: before dispatch, while the job starts, after
-// it was answered. Whatever the timing, a cancellation never leaves a job the client
-// cannot know: job_list shows exactly the jobs whose start was answered, every other
-// command is gone, no slot is held by a job nobody knows, and nothing is left once dsh
-// exits.
-func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
-	ws := t.TempDir()
-	r := startRaw(t, ws)
-	r.initialize(t)
-	got := collect(r.lines)
-	const n = 20
-	for i := range n {
-		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo $$ > pid-%d; exec sleep 300","description":"Sleep","run_in_background":true}}}`, 100+i, i))
-		for k := range i % 4 { // vary how late the cancellation comes
-			r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 1000+10*i+k))
-		}
-		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"racing"}}`, 100+i))
-	}
+// startRequest is the tools/call of the i-th cancelled background start (request id
+// 100+i): its command writes its pid to pid-<i> in the workspace.
+func startRequest(i int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo $$ > pid-%d; exec sleep 300","description":"Sleep","run_in_background":true}}}`, 100+i, i)
+}
+
+// cancelRequest is the notifications/cancelled of the i-th start.
+func cancelRequest(i int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"racing"}}`, 100+i)
+}
+
+// checkNoUnknownJob checks what n cancelled background starts (startRequest) left, as
+// a client that sends requests with send and finds their answers in got: job_list
+// shows exactly the jobs whose start was answered, each one's command runs and every
+// other command is gone; with the answered ones killed, the owner starts as many jobs
+// as its limit allows (no slot is held by a job nobody knows). It returns the pids of
+// every command started.
+func checkNoUnknownJob(t *testing.T, ws string, n, limit int, got *responses, send func(string)) []int {
+	t.Helper()
 	started := regexp.MustCompile(`^started background job (bash-\d+)$`)
-	listed := regexp.MustCompile(`(?m)^(bash-\d+) \[bash\] running — `)
+	listed := regexp.MustCompile(`(?m)^(bash-\d+) \[bash\] (?:running|stopping) — `) // the jobs holding a slot
 	nextID := 2000
-	// jobList is the running jobs job_list shows.
-	jobList := func() []string {
+	call := func(tool, args string) string {
 		nextID++
-		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`, nextID))
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, nextID, tool, args))
+		return got.await(t, nextID)
+	}
+	jobList := func() []string {
 		var ids []string
-		for _, m := range listed.FindAllStringSubmatch(got.await(t, nextID), -1) {
+		for _, m := range listed.FindAllStringSubmatch(call("job_list", `{}`), -1) {
 			ids = append(ids, m[1])
 		}
 		slices.Sort(ids)
 		return ids
 	}
-	// answered maps the calls whose start was answered to their job ids.
 	answered := func() map[int]string {
 		jobs := map[int]string{}
 		for i := range n {
@@ -376,8 +384,6 @@ func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
 		}
 		return jobs
 	}
-	// consistent: job_list shows exactly the answered jobs, each one's command runs,
-	// and every other command that started is gone.
 	var why string
 	consistent := func() bool {
 		jobs := answered()
@@ -394,7 +400,7 @@ func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
 				why = fmt.Sprintf("the answered job %s (call %d) is not running: pids %v", jobs[i], i, pids)
 				return false
 			case !known && len(pids) == 1 && alive(pids[0]):
-				why = fmt.Sprintf("call %d was not answered, and its command %d runs", i, pids[0])
+				why = fmt.Sprintf("call %d was not answered with a job, and its command %d runs", i, pids[0])
 				return false
 			}
 		}
@@ -404,22 +410,17 @@ func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
 		t.Fatalf("after the cancellations: %s", why)
 	}
 	jobs := answered()
-	t.Logf("%d of %d cancelled starts were answered (the cancellation came too late)", len(jobs), n)
+	t.Logf("%d of %d cancelled starts were answered with a job (the cancellation came too late)", len(jobs), n)
 
-	// No slot is held by a job nobody knows: with the answered ones killed, the owner
-	// starts its full ten.
 	for _, id := range jobs {
-		nextID++
-		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"job_kill","arguments":{"job_id":%q}}}`, nextID, id))
-		got.await(t, nextID)
+		call("job_kill", fmt.Sprintf(`{"job_id":%q}`, id))
 	}
 	waitFor(t, 10*time.Second, "the answered jobs to be killed", func() bool { return len(jobList()) == 0 })
 	var pids []int
-	for i := range 10 {
-		nextID++
+	for i := range limit {
 		name := fmt.Sprintf("more-%d", i)
-		r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo $$ > %s; exec sleep 300","description":"Sleep","run_in_background":true}}}`, nextID, name))
-		if text := got.await(t, nextID); !started.MatchString(text) {
+		args := fmt.Sprintf(`{"command":"echo $$ > %s; exec sleep 300","description":"Sleep","run_in_background":true}`, name)
+		if text := call("bash", args); !started.MatchString(text) {
 			t.Fatalf("start %d after the race: %q", i, text)
 		}
 		pids = append(pids, readPidFile(t, filepath.Join(ws, name)))
@@ -427,7 +428,94 @@ func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
 	for i := range n {
 		pids = append(pids, proctest.ReadPids(filepath.Join(ws, fmt.Sprintf("pid-%d", i)))...)
 	}
+	return pids
+}
+
+// Twenty run_in_background calls over stdio, each cancelled (notifications/cancelled)
+// as it is sent — racing its start at every stage: before dispatch, while the job
+// starts, after it was answered. Whatever the timing, a cancellation never leaves a
+// job the client cannot know (checkNoUnknownJob), and nothing is left once dsh exits.
+func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ws := t.TempDir()
+	r := startRaw(t, ws)
+	r.initialize(t)
+	got := collect(r.lines)
+	const n = 20
+	for i := range n {
+		r.send(t, startRequest(i))
+		for k := range i % 4 { // vary how late the cancellation comes
+			r.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 1000+10*i+k))
+		}
+		r.send(t, cancelRequest(i))
+	}
+	pids := checkNoUnknownJob(t, ws, n, 10, got, func(msg string) { r.send(t, msg) })
 	r.in.Close()
 	r.waitExit(t)
 	waitFor(t, 5*time.Second, "every command to be gone after dsh exits", func() bool { return proctest.AllGone(pids...) })
+}
+
+// The same race over HTTP, on the session lane: 24 run_in_background calls, each
+// POSTed while its notifications/cancelled is POSTed alongside (after 0-3 pings); each
+// call's stream is read to its end. A cancellation never leaves a job the client cannot know, and
+// ending the session ends every command.
+func TestServeHTTPCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ws := t.TempDir()
+	const n, limit = 24, 30
+	profile := filepath.Join(ws, "profile.yaml")
+	if err := os.WriteFile(profile, []byte(fmt.Sprintf("extends: default\nplugins:\n  - id: jobs\n    config: {maxConcurrentJobsPerOwner: %d}\n", limit)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startHTTPServe(t, "--profile", profile, "--workspace", ws, "--token-file", writeTokens(t, testToken)).url
+	_, sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+sessionRevision+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	got := &responses{byID: map[int]string{}}
+	var calls sync.WaitGroup
+	// send POSTs msg and records what its stream answers (SSE data lines or a JSON body).
+	send := func(msg string) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(msg))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err) // send runs on other goroutines too
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		body := string(data)
+		for _, line := range strings.Split(body, "\n") {
+			got.add(strings.TrimPrefix(line, "data: "))
+		}
+	}
+	for i := range n {
+		calls.Add(1)
+		go func() { defer calls.Done(); send(startRequest(i)) }()
+		for k := range i % 4 { // vary how late the cancellation comes
+			send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 1000+10*i+k))
+		}
+		send(cancelRequest(i))
+	}
+	calls.Wait()
+	for i := range n {
+		if _, ok := got.get(100 + i); !ok {
+			t.Errorf("the stream of call %d ended without an answer", i)
+		}
+	}
+	pids := checkNoUnknownJob(t, ws, n, limit, got, send)
+	req, _ := http.NewRequest("DELETE", url, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, 20*time.Second, "every command to be gone after the session ends", func() bool { return proctest.AllGone(pids...) })
 }
