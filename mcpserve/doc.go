@@ -40,6 +40,9 @@
 //     before the cancellation reached it: that answer is sent (a background start's
 //     job id is the client's to know), while a start the cancellation did reach ends
 //     aborted with its job withdrawn (tools.OnAbort).
+//   - On the stateless HTTP lane a client cancels by hanging up: a call it hangs up on
+//     while it runs is aborted; one that had settled, but whose answer was not written
+//     while the client was there, has what it started withdrawn (tools.HoldAborts).
 //
 // The package does not compose profiles, read flags, choose tokens or listen: the
 // caller (package cli for `dsh serve`) hands it a runtime, the tokens and a listener.

@@ -11,6 +11,8 @@ import (
 // What a tool did for its caller that must not outlive an aborted result — a
 // background job whose id the caller will never learn — is undone then (OnAbort).
 type settlement struct {
+	parent *settlement // the one ctx carried already (HoldAborts, an outer call), if any
+
 	mu      sync.Mutex
 	settled bool
 	undo    []func()
@@ -20,12 +22,14 @@ type settlementKey struct{}
 
 // withSettlement returns ctx carrying a new settlement for one call.
 func withSettlement(ctx context.Context) (context.Context, *settlement) {
-	s := &settlement{}
+	parent, _ := ctx.Value(settlementKey{}).(*settlement)
+	s := &settlement{parent: parent}
 	return context.WithValue(ctx, settlementKey{}, s), s
 }
 
 // settle fixes the call's outcome: aborted runs the undo functions (in the order they
-// were registered), otherwise they are dropped. It reports whether any ran.
+// were registered); otherwise they pass to the parent settlement, which decides later
+// (they are dropped when there is none, or it has settled). It reports whether any ran.
 func (s *settlement) settle(aborted bool) (undone bool) {
 	s.mu.Lock()
 	s.settled = true
@@ -33,6 +37,11 @@ func (s *settlement) settle(aborted bool) (undone bool) {
 	s.undo = nil
 	s.mu.Unlock()
 	if !aborted {
+		for _, fn := range undo {
+			if s.parent != nil {
+				s.parent.register(fn)
+			}
+		}
 		return false
 	}
 	for _, fn := range undo {
@@ -50,9 +59,11 @@ func (s *settlement) settle(aborted bool) (undone bool) {
 // of a Registry or the call has settled: the tool then decides by ctx alone.
 func OnAbort(ctx context.Context, undo func()) bool {
 	s, ok := ctx.Value(settlementKey{}).(*settlement)
-	if !ok {
-		return false
-	}
+	return ok && s.register(undo)
+}
+
+// register adds undo unless s has settled.
+func (s *settlement) register(undo func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.settled {
@@ -60,4 +71,14 @@ func OnAbort(ctx context.Context, undo func()) bool {
 	}
 	s.undo = append(s.undo, undo)
 	return true
+}
+
+// HoldAborts is for a transport that learns only after a call returns whether its
+// answer reached the caller (an HTTP response the client may hang up on). Calls made
+// under the returned context that settle as succeeded hand what they registered with
+// OnAbort to it rather than dropping it; release(false) — the answer was not delivered
+// — undoes that, release(true) drops it. release is called once, after the calls.
+func HoldAborts(ctx context.Context) (_ context.Context, release func(delivered bool)) {
+	ctx, s := withSettlement(ctx)
+	return ctx, func(delivered bool) { s.settle(!delivered) }
 }

@@ -59,3 +59,31 @@ func TestOnAbortUndoesWhatAnAbortedCallDid(t *testing.T) {
 		t.Errorf("a panicking call: %+v, undone %d; want it undone", res, undone)
 	}
 }
+
+// Under HoldAborts a call that settles as succeeded hands what it registered to the
+// holder: undone when its answer was not delivered, dropped when it was.
+func TestHoldAbortsDecidesAfterTheCall(t *testing.T) {
+	reg := tools.NewRegistry()
+	undone := 0
+	exec := func(ctx context.Context, call tools.Call) (tools.Result, error) {
+		tools.OnAbort(ctx, func() { undone++ })
+		return tools.Result{Text: "started job-1"}, nil
+	}
+	if err := reg.Register(scope{}, tools.Tool{Name: "start", InputSchema: &tools.Schema{Type: "object"}, Execute: exec}); err != nil {
+		t.Fatal(err)
+	}
+	for _, delivered := range []bool{true, false} {
+		undone = 0
+		ctx, release := tools.HoldAborts(context.Background())
+		if res := reg.CallMap(ctx, "start", map[string]any{}, nil); res.Text != "started job-1" || undone != 0 {
+			t.Fatalf("the call under a hold: %+v, undone %d", res, undone)
+		}
+		release(delivered)
+		if want := map[bool]int{true: 0, false: 1}[delivered]; undone != want {
+			t.Errorf("released with delivered=%v: undone %d times, want %d", delivered, undone, want)
+		}
+		if tools.OnAbort(ctx, func() {}) {
+			t.Error("OnAbort accepted after the hold was released")
+		}
+	}
+}

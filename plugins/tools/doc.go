@@ -25,5 +25,6 @@
 //     whose context is cancelled before dispatch is `tool call aborted before
 //     dispatch`, one cancelled while it runs `tool call aborted` — and what the tool
 //     registered with OnAbort (a background job it started) is undone before the call
-//     returns, so an aborted result never hides work its caller cannot know of.
+//     returns, so an aborted result never hides work its caller cannot know of; under
+//     HoldAborts a transport decides it after the answer was (or was not) delivered.
 package tools
