@@ -150,7 +150,7 @@ func TestServeJobOutputTypesALossyRead(t *testing.T) {
 // call whose timeout passes while dsh is still connecting is an infrastructure error
 // naming the host and saying the command did not start — never a timeout marker, which
 // reads as if it ran. Calls wait for the connection being made rather than each
-// opening one of their own.
+// opening one of their own, and dsh holds no descriptor per call.
 func TestServeSSHHungHandshakeIsAnInfrastructureError(t *testing.T) {
 	m := sshtest.StartMute(t)
 	m.Hangup.Store(true) // the row activates, disconnected: the first handshake fails fast
@@ -170,6 +170,7 @@ plugins:
 	}
 	c := startServe(t, clientOptions{}, "--profile", profile, "--workspace", ws)
 	m.Hangup.Store(false)
+	fds := fdCount(t, c.cmd.Process.Pid)
 	want := "Error: ssh: connection to " + m.Addr + " timed out during the handshake; the command did not start"
 	for range 3 {
 		began := time.Now()
@@ -183,6 +184,9 @@ plugins:
 	}
 	if n := m.Accepted(); n > 3 {
 		t.Errorf("the server accepted %d connections; want the calls to wait for the one being made", n)
+	}
+	if now := fdCount(t, c.cmd.Process.Pid); now > fds+1 { // the one hung connection
+		t.Errorf("dsh holds %d descriptors after the calls, %d before", now, fds)
 	}
 }
 
