@@ -54,8 +54,7 @@ func (t tokens) match(token string) int {
 	return found
 }
 
-// authenticate answers 401 with WWW-Authenticate: Bearer unless the request carries one
-// of the tokens (compared in constant time, against every token), and hands the SDK the
+// authenticate answers 401 (unauthorized) unless the request carries one of the tokens (compared in constant time, against every token), and hands the SDK the
 // token's principal as the TokenInfo user (the session lane then refuses a session to
 // any other principal) and its role.
 func (f *httpFront) authenticate(next http.Handler) http.Handler {
@@ -72,13 +71,28 @@ func (f *httpFront) authenticate(next http.Handler) http.Handler {
 	sdk := auth.RequireBearerToken(verify, nil)(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "Bearer") || f.auth.match(strings.TrimSpace(token)) < 0 {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "unauthorized: this endpoint needs Authorization: Bearer <token>", http.StatusUnauthorized)
+		token = strings.TrimSpace(token)
+		given := strings.EqualFold(scheme, "Bearer") && token != ""
+		if !given || f.auth.match(token) < 0 {
+			unauthorized(w, given)
 			return
 		}
 		sdk.ServeHTTP(w, r)
 	})
+}
+
+// unauthorized answers 401 with the challenge of RFC 6750 §3: plain `Bearer` to a
+// request without a bearer token, and `Bearer error="invalid_token"` to one whose token
+// is wrong — which tells a client (the MCP Inspector among them) that its token was
+// refused, rather than that it should discover an OAuth server and log in.
+func unauthorized(w http.ResponseWriter, tokenGiven bool) {
+	if !tokenGiven {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "unauthorized: this endpoint needs Authorization: Bearer <token>", http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	http.Error(w, "unauthorized: the bearer token is not one this server accepts", http.StatusUnauthorized)
 }
 
 // principalIndex is the index of the token r authenticated with, or -1.

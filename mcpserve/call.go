@@ -23,6 +23,7 @@ func (s *Server) callTool(ctx context.Context, sc *scope, req *mcp.CallToolReque
 	defer cancel()
 	stop := context.AfterFunc(sc.base, cancel)
 	defer stop()
+	ctx = tools.WithTraceContext(ctx, traceContextOf(req))
 
 	session, asker, err := s.callSession(sc, req)
 	if err != nil {

@@ -14,8 +14,9 @@
 //     connection, or — on the stateless HTTP lane — one principal: the bearer token. A
 //     principal's session id is derived from its token, so replicas sharing a token
 //     agree on it; its jobs are fenced from other principals like a session's.
-//   - HTTP needs "Authorization: Bearer <token>" (401 with WWW-Authenticate: Bearer
-//     otherwise; tokens compared in constant time); paths other than Endpoint are 404;
+//   - HTTP needs "Authorization: Bearer <token>" (401 otherwise, with WWW-Authenticate:
+//     Bearer, or Bearer error="invalid_token" when a wrong token was given; tokens
+//     compared in constant time); paths other than Endpoint are 404;
 //     MaxSessions bounds session-lane sessions plus principals (HTTP 503 beyond); one
 //     idle for SessionTimeout ends like a session.
 //   - Job completion notices: a log notification (logger dsh.jobs) on the session

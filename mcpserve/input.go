@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
+	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
 // approvalInputKey names dsh's first approval question of a call in input_required
@@ -99,8 +100,8 @@ func (s *Server) newAsker(sc *scope, session *container.Session, req *mcp.CallTo
 }
 
 // Confirm answers a once-or-not question from the answers the call has, else defers it.
-func (a *inputAsker) Confirm(_ context.Context, message string) (container.Answer, error) {
-	answer, err := a.ask(message, false)
+func (a *inputAsker) Confirm(ctx context.Context, message string) (container.Answer, error) {
+	answer, err := a.ask(ctx, message, false)
 	if answer == container.AcceptedForSession {
 		answer = container.Accepted // not offered: the user agreed to this once
 	}
@@ -109,14 +110,14 @@ func (a *inputAsker) Confirm(_ context.Context, message string) (container.Answe
 
 // ConfirmForSession answers a question offering "for the session" from the answers the
 // call has, else defers it.
-func (a *inputAsker) ConfirmForSession(_ context.Context, message string) (container.Answer, error) {
-	return a.ask(message, true)
+func (a *inputAsker) ConfirmForSession(ctx context.Context, message string) (container.Answer, error) {
+	return a.ask(ctx, message, true)
 }
 
 var _ container.SessionPrompter = (*inputAsker)(nil)
 
 // ask returns the answer given to this question, or records it as pending and defers.
-func (a *inputAsker) ask(message string, forSession bool) (container.Answer, error) {
+func (a *inputAsker) ask(ctx context.Context, message string, forSession bool) (container.Answer, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	digest := questionDigest(message, forSession)
@@ -128,6 +129,7 @@ func (a *inputAsker) ask(message string, forSession bool) (container.Answer, err
 	}
 	a.pending = append(a.pending, question{key: a.freeKey(), digest: digest, message: message, forSession: forSession})
 	a.question = message
+	tools.NoteDeferred(ctx) // the audit log must not read it as the user's cancel
 	return "", approval.ErrDeferred
 }
 

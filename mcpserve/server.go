@@ -142,6 +142,9 @@ func (s *Server) middleware(sc *scope) mcp.Middleware {
 			if method == "tools/call" && s.tuning.CallStack {
 				ensureCallStack()
 			}
+			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !s.live(call.Params.Name) {
+				return s.callUnserved(ctx, call, next)
+			}
 			res, err := next(ctx, method, req)
 			if err != nil {
 				return res, err

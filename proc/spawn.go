@@ -115,8 +115,18 @@ type StartRequest struct {
 	// leader must start inside it (clone3 with CLONE_INTO_CGROUP), so that nothing it
 	// forks escapes the cgroup before it is there. A Start that fails with EPERM,
 	// EACCES, EBUSY… into a cgroup is retried once with -1, as the Supervisor's own
-	// spawns are.
+	// spawns are (not when the cgroup holds the tree's resource limits).
 	CgroupFD int
+	// CgroupV1 are the tree's cgroups in the cgroup v1 hierarchies of its resource
+	// limits (memory, pids, cpu), as their tasks files, open for writing; empty when it
+	// has none. The leader must start inside them too: a thread joins one by writing
+	// "0" to its tasks file, and what the thread then forks starts there. A Starter
+	// that forks the leader on the calling thread calls JoinCgroupV1 around its fork;
+	// one that forks it elsewhere (a box) has the thread that forks it write them.
+	CgroupV1 []*os.File
+	// JoinCgroupV1 moves the calling thread into CgroupV1 and returns the function
+	// that moves it back; nil when CgroupV1 is empty.
+	JoinCgroupV1 func() (leave func(), err error)
 }
 
 // Started is a leader started by a Starter. Its methods may be called from any

@@ -334,6 +334,14 @@ func (t *Teardown) AwaitKill() (cut bool) {
 	return t.cut
 }
 
+// Account records what the tree used and which limits it reached (Exit.Budget); the
+// service calls it, when it accounts resources, before Settle.
+func (t *Teardown) Account(b *Budget) {
+	t.mu.Lock()
+	t.exit.Budget = b
+	t.mu.Unlock()
+}
+
 // Settle fixes the outcome, with err (when not nil) as the exit's Err, and closes Done.
 func (t *Teardown) Settle(err error) {
 	t.mu.Lock()

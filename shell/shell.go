@@ -138,6 +138,9 @@ type RunResult struct {
 	Stderr    StreamResult
 	// Sandbox is set when the executor confines.
 	Sandbox *SandboxFacts
+	// Budget is what the command used and which resource limits it reached, when the
+	// executor ran it under resource limits and the host accounts them; nil otherwise.
+	Budget *proc.Budget
 }
 
 // StreamResult is one captured stream.
@@ -148,6 +151,8 @@ type StreamResult struct {
 	Truncated bool
 	// SpillPath is a file holding the complete stream, when one exists.
 	SpillPath string
+	// Bytes is the length of the whole stream.
+	Bytes int64
 }
 
 // ProcessRead is one consuming read of a running or finished execution.

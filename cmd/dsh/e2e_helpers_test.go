@@ -90,6 +90,7 @@ type client struct {
 
 type clientOptions struct {
 	elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	env    []string // added to the server's environment
 }
 
 func startServe(t *testing.T, o clientOptions, args ...string) *client {
@@ -97,6 +98,9 @@ func startServe(t *testing.T, o clientOptions, args ...string) *client {
 	c := &client{stderr: &syncBuffer{}, logs: &recorder{}, changes: &recorder{}}
 	c.cmd = exec.Command(dshBin, append([]string{"serve"}, args...)...)
 	c.cmd.Stderr = c.stderr
+	if len(o.env) > 0 {
+		c.cmd.Env = append(os.Environ(), o.env...)
+	}
 	opts := &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			c.logs.add(fmt.Sprintf("%s|%s|%v", r.Params.Level, r.Params.Logger, r.Params.Data))

@@ -145,7 +145,7 @@ func TestRolesOverHTTP(t *testing.T) {
 			if got := toolNamesOf(rt); !slices.Equal(got, []string{"bash", "job_output"}) {
 				t.Errorf("reader's tools %v", got)
 			}
-			if got := toolNamesOf(wt); !slices.Equal(got, []string{"bash", "job_kill", "job_list", "job_output"}) {
+			if got := toolNamesOf(wt); !slices.Equal(got, []string{"bash", "job_kill", "job_list", "job_output", "job_write"}) {
 				t.Errorf("writer's tools %v", got)
 			}
 			if got := toolNamesOf(at); !slices.Equal(got, []string{"bash"}) {

@@ -529,3 +529,22 @@ func SpillFiles(t testing.TB, dir string) []string {
 	sort.Strings(names)
 	return names
 }
+
+// OwnCgroupV1 is this process's cgroup in the cgroup v1 hierarchy of controller
+// (mounted at /sys/fs/cgroup/<controller>, as on a hybrid host); the test is skipped
+// where there is none.
+func OwnCgroupV1(t testing.TB, controller string) string {
+	t.Helper()
+	data, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && parts[1] == controller {
+			dir := filepath.Join("/sys/fs/cgroup", controller, parts[2])
+			if _, err := os.Stat(dir); err == nil {
+				return dir
+			}
+		}
+	}
+	t.Skipf("no cgroup v1 %s hierarchy here", controller)
+	return ""
+}

@@ -66,6 +66,8 @@ type boxConfig struct {
 	workspace  string // pinned root, "" for none
 	roots      []string
 	maskDirs   []string
+	show       []string // files of the session's own shown through maskDirs (its audit log)
+	tmpSize    int64    // of the private /tmp and /dev/shm (namespaces only)
 	// spillGen is the spool's Generation when the box was opened (namespaces only): a
 	// box shows the session's spill directory as it was then, so once a vanished one
 	// was made afresh, a new box shows the new one.
@@ -74,7 +76,8 @@ type boxConfig struct {
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs) && c.spillGen == o.spillGen
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs) && slices.Equal(c.show, o.show) && c.tmpSize == o.tmpSize &&
+		c.spillGen == o.spillGen
 }
 
 // boxFiles are the host directories a box is built on.
@@ -97,9 +100,9 @@ type boxReply struct {
 const boxSetupTimeout = 30 * time.Second
 
 // openBox starts a box on sup for conf, built on files, with the protected paths and
-// masked files known now.
-func openBox(sup *subprocess.Supervisor, conf boxConfig, files boxFiles, protect, maskFiles []string) (*box, error) {
-	process, conn, err := spawnBox(sup, conf)
+// masked files known now, in the cgroups of session owner under limits.
+func openBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, files boxFiles, protect, maskFiles []string) (*box, error) {
+	process, conn, err := spawnBox(sup, conf, owner, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -113,9 +116,9 @@ func openBox(sup *subprocess.Supervisor, conf boxConfig, files boxFiles, protect
 	return b, nil
 }
 
-// spawnBox starts the box process on sup (boxStarter) and returns it with dsh's end of
-// its control socket.
-func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, *launch.Conn, error) {
+// spawnBox starts the box process on sup (boxStarter), as a process of session owner
+// under limits, and returns it with dsh's end of its control socket.
+func spawnBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits) (*subprocess.Process, *launch.Conn, error) {
 	if !dispatched.Load() {
 		return nil, nil, errNotDispatched
 	}
@@ -135,11 +138,13 @@ func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, 
 	}
 	diag := proc.Capture{MaxBytes: 4096}
 	process, err := sup.Spawn(context.Background(), subprocess.Spec{
-		Argv:    []string{exe, BoxArg},
-		Stdout:  diag,
-		Stderr:  diag,
-		GraceMs: 2000,
-		Start:   &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
+		Argv:      []string{exe, BoxArg},
+		Stdout:    diag,
+		Stderr:    diag,
+		GraceMs:   2000,
+		Start:     &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
+		Owner:     owner,
+		Resources: limits,
 	})
 	theirs.Close()
 	if err != nil {
@@ -155,6 +160,7 @@ func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (
 	setup := launch.Setup{
 		Namespaces:    conf.namespaces,
 		Network:       conf.network,
+		Hold:          !conf.namespaces && launch.HoldAtExec(),
 		Workspace:     conf.workspace,
 		WritableRoots: conf.roots,
 		TempDir:       files.tmp,
@@ -162,6 +168,8 @@ func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (
 		MaskDirs:      conf.maskDirs,
 		Protect:       protect,
 		MaskFiles:     maskFiles,
+		ShowFiles:     conf.show,
+		TmpSize:       conf.tmpSize,
 	}
 	var fds []int
 	if files.ws != nil {

@@ -20,6 +20,7 @@ type cmdStarter struct {
 	policy    launch.Policy
 	protect   []string
 	maskFiles []string
+	maskDirs  []string
 	// launchFailed: the box could not confine the command and started the launcher's
 	// failure mode in its place (only then is a "dsh-sandbox:" line a launcher failure).
 	launchFailed atomic.Bool
@@ -63,8 +64,9 @@ func (st *cmdStarter) Start(req proc.StartRequest) (proc.Started, error) {
 }
 
 // message is the Start message for req, with its descriptors: stdin, stdout, stderr
-// (none under a terminal: the box allocates it) and, when it has one, the command's
-// cgroup.
+// (none under a terminal: the box allocates it), the command's cgroup when it has one,
+// and the tasks files of its cgroup v1 directories (the box's thread that forks it
+// joins them).
 func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, []int) {
 	m := launch.Start{
 		ID:        id,
@@ -75,7 +77,9 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 		Env:       req.Env,
 		Protect:   st.protect,
 		MaskFiles: st.maskFiles,
+		MaskDirs:  st.maskDirs,
 		Cgroup:    req.CgroupFD >= 0,
+		CgroupV1:  len(req.CgroupV1),
 	}
 	var fds []int
 	if t := req.Terminal; t != nil {
@@ -85,6 +89,9 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 	}
 	if req.CgroupFD >= 0 {
 		fds = append(fds, req.CgroupFD)
+	}
+	for _, f := range req.CgroupV1 {
+		fds = append(fds, int(f.Fd()))
 	}
 	return m, fds
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -22,18 +23,26 @@ type confiner struct {
 	network      string   // NetworkDeny or NetworkAllow
 	namespaces   string   // NamespacesAuto or NamespacesOff
 	roots        []string // canonical writableRoots
+	rootKeys     []string // the key that set each root ("writableRoots[0]")
 	spillRoot    string   // the Supervisor's spill root, masked from confined commands
 	log          *slog.Logger
 	profileFiles func() []string
+	// resources are the commands' resource limits (a box runs under their session
+	// part); unenforced names the defaults this host cannot enforce; tmpSize is the
+	// size of a box's private /tmp and /dev/shm.
+	resources  proc.ResourceLimits
+	unenforced string
+	tmpSize    int64
 }
 
 // confinement is what a box must keep from one confined call: the configuration of the
-// box it runs in, and the protected paths and masked files (namespaces only) it must
-// apply before the command starts.
+// box it runs in, and the protected paths, masked files and other dsh processes'
+// directories (namespaces only) it must apply before the command starts.
 type confinement struct {
 	box       boxConfig
 	protect   []string
 	maskFiles []string
+	others    []string // other dsh processes' directories to mask
 }
 
 // prepare decides how one call runs: its policy is spec.Sandbox (tool-bash resolves it
@@ -65,7 +74,7 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 		return nil, err
 	}
 	enforcement := enforcementOf(be.missing(s.network))
-	b, err := sess.box(s.sup, c.box, spec.SessionID, c.protect, c.maskFiles)
+	b, err := sess.box(s.sup, c.box, spec.SessionID, s.resources.Session(), c.protect, c.maskFiles)
 	if err != nil {
 		return s.launchFailure(cmd, mode, enforcement, err)
 	}
@@ -75,7 +84,7 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 	}
 	starter := &cmdStarter{box: b, policy: s.launchPolicy(mode, pin.path, tmp, c.box.namespaces)}
 	if c.box.namespaces {
-		starter.protect, starter.maskFiles = c.protect, c.maskFiles
+		starter.protect, starter.maskFiles, starter.maskDirs = c.protect, c.maskFiles, c.others
 	}
 	cmd.Start = starter
 	cmd.Env = withTempDir(cmd.Env, tmp)
@@ -136,8 +145,8 @@ func (s *confiner) pinnedSession(id, root string) (*sessionState, *pin, error) {
 // protect (Landlock only) or that a command could redirect, or a masked directory that
 // a writable root exposes.
 func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]string) (confinement, error) {
-	protect := protectedPaths(ws, s.profileFiles(), dshEnv)
 	writable := append([]string{ws}, s.roots...)
+	protect := protectedPaths(writable, s.profileFiles(), dshEnv)
 	ns := be.namespaces()
 	if mode == shell.ModeWorkspaceWrite && !ns {
 		if err := unprotectable(protect, writable); err != nil {
@@ -145,7 +154,7 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 		}
 	}
 	c := confinement{
-		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots},
+		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots, tmpSize: s.tmpSize},
 		protect: protect,
 	}
 	if !ns {
@@ -156,10 +165,14 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 	}
 	dirs, err := maskedDirs(writable, s.spillRoot)
 	if err != nil {
-		return confinement{}, err
+		return confinement{}, s.nameRoot(err, ws)
 	}
 	c.box.maskDirs = dirs
+	if err := withAuditLog(&c.box, dshEnv, writable); err != nil {
+		return confinement{}, err
+	}
 	c.maskFiles = maskedFiles(dshEnv, writable)
+	c.others = otherInstanceMasks(writable, dirs)
 	return c, nil
 }
 
@@ -215,5 +228,5 @@ func (s *confiner) checkStatic(be backend) error {
 		return nil
 	}
 	roots := append([]string{s.resolver.root}, s.roots...)
-	return unprotectable(protectedPaths("", s.profileFiles(), nil), roots)
+	return unprotectable(protectedPaths(nil, s.profileFiles(), nil), roots)
 }

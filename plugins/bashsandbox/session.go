@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // What a harness session keeps across executor activations (a reload restarts the
@@ -180,8 +181,9 @@ func (s *sessionState) tempDir(namespaces bool) (string, error) {
 // with that configuration (a reload changed it, or the last one died); an older one is
 // retired (it closes when its commands are done). A new one starts with the protected
 // paths and the masked files known now, and shows (namespaces only) the spill
-// directory of owner, the session's id (see ownerSpill).
-func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, protect, maskFiles []string) (*box, error) {
+// directory of owner, the session's id (see ownerSpill). It runs in the session's
+// cgroups, under limits (the session's).
+func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, protect, maskFiles []string) (*box, error) {
 	if conf.namespaces {
 		conf.spillGen = sup.Spool().Generation()
 	}
@@ -197,7 +199,7 @@ func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner str
 	if err != nil {
 		return nil, err
 	}
-	b, err := openBox(sup, conf, files, protect, maskFiles)
+	b, err := openBox(sup, conf, owner, limits, files, protect, maskFiles)
 	if files.spill != nil {
 		files.spill.Close()
 	}

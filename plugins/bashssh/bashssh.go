@@ -20,11 +20,20 @@ const Name = "bash-ssh"
 // directory (absolute, or relative to the remote home; default the remote home).
 type Config struct {
 	bashexec.Config `yaml:",inline"`
+	// Limits is refused: resource limits are enforced by this host's cgroups, which do
+	// not reach the remote host (the key exists only to say so).
+	Limits any `yaml:"limits"`
 }
 
 // Validate checks every key, with messages like "timeoutMs must be a positive finite
-// number" (which users read as "bash-ssh: timeoutMs must be …").
-func (c *Config) Validate() error { return c.Config.Check() }
+// number" (which users read as "bash-ssh: timeoutMs must be …"); a limits key is
+// refused ("bash-ssh: limits are not enforced on a remote host: …").
+func (c *Config) Validate() error {
+	if c.Limits != nil {
+		return bashexec.ErrRemoteLimits
+	}
+	return c.Config.Check()
+}
 
 // Plugin declares bash-ssh.
 var Plugin = container.Define(container.Declaration[*Config]{

@@ -214,6 +214,7 @@ type Runtime struct {
 	seq      uint64
 	starting map[string]int       // per owner: Run in flight
 	ended    map[string]time.Time // owners whose session ended recently: no new jobs
+	watching []*watcher           // told about starts and finishes; replaced, never changed in place
 	watchers sync.WaitGroup
 }
 
@@ -392,8 +393,10 @@ func (r *Runtime) register(spec Spec, owner string, hooks Hooks, err error) (Sna
 	r.jobs[j.id] = j
 	snap := j.snapshotLocked()
 	r.watchers.Add(1)
+	watching := r.watching
 	r.mu.Unlock()
 
+	r.announce(watching, Started, snap)
 	go r.watch(j)
 	return snap, nil
 }
@@ -463,7 +466,9 @@ func (r *Runtime) settle(j *job, o Outcome) {
 	close(j.settled)
 	notify := r.noticeDueLocked(j)
 	snap := j.snapshotLocked()
+	watching := r.watching
 	r.mu.Unlock()
+	r.announce(watching, Finished, snap)
 	if notify {
 		r.deliver(j, snap)
 	}

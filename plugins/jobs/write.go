@@ -19,7 +19,7 @@ const (
 // has been quiet for 200 ms, wait_ms passed (default 500, at most 30000) or the job
 // finished — the new output and the status line, as job_output renders them. A job
 // that takes no input, or has finished, is an error (see Runtime.Write).
-func jobWriteTool(rt *Runtime, jobID *tools.Schema) tools.Tool {
+func jobWriteTool(rt *Runtime, jobID, jobIDAlias *tools.Schema) tools.Tool {
 	return tools.Tool{
 		Name: "job_write",
 		Description: "Type input into a background job started with tty: true (its terminal), then read what it answers. " +
@@ -28,10 +28,11 @@ func jobWriteTool(rt *Runtime, jobID *tools.Schema) tools.Tool {
 			"the new output and the status line, as job_output returns them. Send an empty input to just wait and read.",
 		InputSchema: &tools.Schema{Type: "object", Properties: tools.Properties{
 			{Name: "job_id", Schema: jobID},
+			{Name: "jobId", Schema: jobIDAlias},
 			{Name: "input", Schema: &tools.Schema{Type: "string", Description: "What to type (may be empty): text, \\n to end a line, control characters such as \\u0003 (Ctrl-C)."}},
 			{Name: "close", Schema: &tools.Schema{Type: "boolean", Description: "End the job's input after writing (Ctrl-D at the start of a line). Default false."}},
 			{Name: "wait_ms", Schema: &tools.Schema{Type: "number", Description: "The longest to wait for the job's answer, in milliseconds (default 500, at most 30000)."}},
-		}, Required: []string{"job_id", "input"}},
+		}, Required: []string{"input"}}, // and job_id or jobId: parseJobID
 		OutputSchema: outputValueSchema,
 		Execute: func(ctx context.Context, call tools.Call) (tools.Result, error) {
 			return jobWrite(ctx, rt, call), nil

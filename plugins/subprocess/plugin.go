@@ -65,8 +65,8 @@ var Plugin = container.Define(container.Declaration[*Config]{
 		a.SetDetail("process isolation: " + sup.Isolation())
 		a.Logger().Info("subprocess: process isolation", "mode", sup.Isolation())
 		a.Defer(sup.Close)
-		// A session's spill files go with it (Spec.Owner is the session id).
-		a.OnSessionEnd(sup.Spool().EndOwner)
+		// A session's spill files and cgroups go with it (Spec.Owner is the session id).
+		a.OnSessionEnd(sup.EndOwner)
 		return Service.Provide(a, sup)
 	},
 })

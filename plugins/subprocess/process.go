@@ -33,8 +33,9 @@ type Process struct {
 	started proc.Started
 	note    string // appended to stderr when the process settles (a lost leader)
 	grace   time.Duration
-	cg      *cgroup     // nil when the tree is tracked by its process group only
-	cgRoot  *cgroupRoot // where cg returns when the tree is gone
+	cg      *cgroup        // nil when the tree is tracked by its process group only
+	cgRoot  *cgroupRoot    // where cg returns when the tree is gone
+	bud     *budgetCgroups // the cgroups of its resource limits; nil for none
 	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
 	watchdog *watchdogProc
 
@@ -147,6 +148,11 @@ func (p *Process) signal(sig syscall.Signal) {
 		} else if signalCgroup(p.cg.path, sig) {
 			return
 		}
+	} else if p.cg == nil && p.bud != nil {
+		// Its cgroup v1 directories hold the tree, members that left the group too.
+		if dir := p.bud.signalDir(); dir != "" && signalCgroupProcs(dir, sig) && sig == syscall.SIGTERM {
+			return
+		}
 	}
 	if !p.reaped {
 		_ = syscall.Kill(-p.pid, sig)
@@ -213,7 +219,12 @@ func (p *Process) readLoop(f *os.File, s *proc.Stream) {
 	// the last MaxBytes reach the tail ring.
 	pool := &smallBuffers
 	bp := pool.Get().(*[]byte)
-	defer func() { pool.Put(bp) }()
+	defer func() {
+		pool.Put(bp)
+		if pool == &bulkBuffers {
+			<-bulkSlots
+		}
+	}()
 	full := 0 // consecutive reads that filled a large buffer
 	for {
 		buf := *bp
@@ -235,7 +246,7 @@ func (p *Process) readLoop(f *os.File, s *proc.Stream) {
 			pool = &largeBuffers
 			bp = pool.Get().(*[]byte)
 		case pool == &largeBuffers:
-			if full++; full == bulkAfter {
+			if full++; full >= bulkAfter && takeBulkSlot() {
 				// A bulk producer: a larger pipe and reads as large mean fewer
 				// wake-ups on both sides, and most bytes never reach the tail ring.
 				growPipe(f)
@@ -295,6 +306,23 @@ func drainBuffered(f *os.File, s *proc.Stream, buf []byte) {
 
 const bulkBufferSize = 1 << 20
 
+// maxBulkStreams bounds the streams that read through a bulk buffer at once: the
+// harness's own read buffers stay below maxBulkStreams MiB (plus 64 kB a stream)
+// however many commands stream output at once; the others read through large buffers.
+const maxBulkStreams = 8
+
+// bulkSlots holds a token for each stream reading through a bulk buffer.
+var bulkSlots = make(chan struct{}, maxBulkStreams)
+
+func takeBulkSlot() bool {
+	select {
+	case bulkSlots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 // Read buffers: every stream reads through one fixed buffer, small at first.
 var (
 	smallBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
@@ -325,12 +353,40 @@ func (p *Process) wait() {
 	if killing {
 		p.release() // before Done, as promised there
 	}
+	if p.bud != nil {
+		b := p.bud.account(p.cg)
+		p.tear.Account(b)
+		p.endRunaway(b)
+	}
 	p.tear.Settle(nil)
 	// Whoever waited for the result goes first: on one processor, the response to a
 	// tool call is written before the pipes are closed and the leader reaped below.
 	runtime.Gosched()
 	p.retire(killing)
 	close(p.retired)
+}
+
+// endRunaway kills what is left of a tree that reached a process limit once its leader
+// has exited: a runaway its leader left behind (a fork bomb sent to the background)
+// would hold its session's budget, and no deadline reaches it any more. The exit stays
+// the leader's own.
+//
+// It returns once the tree's processes are gone and released (reaped: until then they
+// still count against the limit), or after the grace period: the next command of the
+// session finds its budget free.
+func (p *Process) endRunaway(b *proc.Budget) {
+	for _, h := range b.Hits {
+		if (h.Limit == proc.LimitProcesses || h.Limit == proc.LimitSessionProcesses) && p.treeAlive() {
+			p.signal(syscall.SIGKILL)
+			deadline := time.Now().Add(p.grace)
+			timeout := make(chan struct{})
+			stop := time.AfterFunc(p.grace, func() { close(timeout) })
+			p.awaitTreeGone(deadline, timeout)
+			stop.Stop()
+			p.bud.awaitReleased(deadline)
+			return
+		}
+	}
 }
 
 // closeStreams ends the captured output: the note of a lost leader is its last line,
@@ -383,6 +439,9 @@ func (p *Process) retire(killing bool) {
 		} else {
 			p.freeCgroup()
 		}
+	}
+	if !lingering {
+		p.bud.remove()
 	}
 	p.sup.forget(p, lingering)
 }

@@ -46,6 +46,11 @@ type Spec struct {
 	// terminal.go): Stdin must be nil, the output is Stdout, the input goes through
 	// Process.WriteInput. With Start, the Starter allocates the terminal.
 	Terminal *proc.Terminal
+	// Resources are the resource limits of the tree and of its owner's session (see
+	// docs/limits.md): the tree gets cgroups of its own, below its session's, in each
+	// hierarchy that enforces one, and its Exit a Budget. A limit the host cannot
+	// enforce fails the spawn (CheckLimits tells it ahead).
+	Resources proc.ResourceLimits
 }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
@@ -155,6 +160,7 @@ type launch struct {
 	pidfd    *int                 // set by ForkExec when the kernel has pidfds, else -1
 	cg       *cgroup              // nil: the tree runs under its process group only
 	cgRoot   *cgroupRoot          // where cg returns when the tree is gone
+	bud      *budgetCgroups       // the cgroups of its resource limits; nil for none
 }
 
 // plan makes what the leader starts with: its stdio, its attributes (a new session,
@@ -181,9 +187,36 @@ func (s *Supervisor) plan(l *launch, p *Process, spec Spec, prog string) error {
 		Files: []uintptr{l.child[0].Fd(), l.child[1].Fd(), l.child[2].Fd()},
 		Sys:   l.sys,
 	}
-	l.cg, l.cgRoot = s.newCgroup(p.id)
+	if err := s.placeTree(l, p, spec); err != nil {
+		l.closeChildEnds()
+		p.closeParentEnds()
+		return err
+	}
 	if l.cg != nil {
 		l.sys.UseCgroupFD, l.sys.CgroupFD = true, l.cg.fd
+	}
+	return nil
+}
+
+// placeTree gives the tree its cgroups: those of its resource limits, and its cgroup
+// v2 directory (the limits' own, or the Supervisor's).
+func (s *Supervisor) placeTree(l *launch, p *Process, spec Spec) error {
+	s.mu.Lock()
+	v2 := s.cgRoot != nil
+	s.mu.Unlock()
+	bc, err := s.budgets.place(spec.Owner, spec.Resources, v2)
+	if err != nil {
+		return &proc.SpawnError{Op: "cgroup", Err: err}
+	}
+	l.bud = bc
+	if bc != nil && bc.v2 != nil {
+		l.cg, l.cgRoot = bc.v2, bc.sess.v2root
+		return nil
+	}
+	l.cg, l.cgRoot = s.newCgroup(p.id)
+	if bc != nil && l.cg != nil {
+		// A reused directory: its CPU time so far is another command's.
+		bc.base.cpuMs, _ = l.cg.cpuMs()
 	}
 	return nil
 }
@@ -236,6 +269,7 @@ func (l *launch) discard(p *Process) {
 	if l.cg != nil {
 		_ = l.cg.remove()
 	}
+	l.bud.discard()
 }
 
 // start starts the leader as l plans — into its cgroup, or, when that may be what
@@ -243,8 +277,9 @@ func (l *launch) discard(p *Process) {
 // leaves nothing behind and is returned as a *proc.SpawnError.
 func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
 	pid, err := l.startOnce(p)
+	limitsInV2 := l.bud != nil && l.bud.v2 != nil
 	switch {
-	case err != nil && l.cg != nil && cgroupFault(err):
+	case err != nil && l.cg != nil && !limitsInV2 && cgroupFault(err):
 		// Spawning into the cgroup may be what failed (no clone3, a restricted
 		// hierarchy): retry once without it. If that works, the cgroup was the problem.
 		_ = l.cg.remove()
@@ -265,8 +300,10 @@ func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
 		if l.cg != nil {
 			_ = l.cg.remove()
 		}
+		l.bud.discard()
 		return s.startFailure(err, spec, l.prog)
 	}
+	oomFirst(pid)
 	p.pid = pid
 	return nil
 }
@@ -274,13 +311,13 @@ func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
 // startOnce starts the leader: the Supervisor's own fork and exec, or the Starter's.
 func (l *launch) startOnce(p *Process) (int, error) {
 	if l.starter == nil {
-		return forkExec(l.prog, l.argv, &l.attr)
+		return forkExecIn(l.bud, l.prog, l.argv, &l.attr)
 	}
 	cgfd := -1
 	if l.sys.UseCgroupFD {
 		cgfd = l.sys.CgroupFD
 	}
-	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd, l.term)
+	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd, l.term, l.bud)
 	if err != nil {
 		return 0, err
 	}
@@ -313,7 +350,7 @@ func (s *Supervisor) startFailure(err error, spec Spec, prog string) error {
 // armed, and its leader is awaited.
 func (s *Supervisor) begin(ctx context.Context, p *Process, spec Spec, l *launch) {
 	s.pipes.refill() // for the next command, while this one runs
-	p.pidfd, p.cg, p.cgRoot = *l.pidfd, l.cg, l.cgRoot
+	p.pidfd, p.cg, p.cgRoot, p.bud = *l.pidfd, l.cg, l.cgRoot, l.bud
 	if p.started != nil {
 		p.pidfd = -1 // the Starter reports the exit
 	}

@@ -24,18 +24,19 @@ func (l spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 		return nil, errors.New("no subprocess supervisor")
 	}
 	p, err := l.sup.Spawn(ctx, Spec{
-		Argv:     cmd.Argv,
-		Dir:      cmd.Dir,
-		Env:      cmd.Env,
-		DshEnv:   cmd.DshEnv,
-		Stdin:    cmd.Stdin,
-		Owner:    cmd.Owner,
-		Stdout:   lim.Stdout,
-		Stderr:   lim.Stderr,
-		GraceMs:  lim.GraceMs,
-		Deadline: lim.Deadline,
-		Start:    cmd.Start,
-		Terminal: cmd.Terminal,
+		Argv:      cmd.Argv,
+		Dir:       cmd.Dir,
+		Env:       cmd.Env,
+		DshEnv:    cmd.DshEnv,
+		Stdin:     cmd.Stdin,
+		Owner:     cmd.Owner,
+		Stdout:    lim.Stdout,
+		Stderr:    lim.Stderr,
+		GraceMs:   lim.GraceMs,
+		Deadline:  lim.Deadline,
+		Start:     cmd.Start,
+		Resources: lim.Resources,
+		Terminal:  cmd.Terminal,
 	})
 	if err != nil {
 		return nil, err

@@ -7,10 +7,11 @@ import (
 	"github.com/dsh-dev/dsh/proc"
 )
 
-// startWith starts the leader through st (Spec.Start), in cgroup cgfd (-1 for none),
-// under a terminal of size term (nil for none) that the Starter allocates.
-func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAttr, files [3]*os.File, cgfd int, term *proc.Terminal) (proc.Started, error) {
-	return st.Start(proc.StartRequest{
+// startWith starts the leader through st (Spec.Start), in cgroup cgfd (-1 for none)
+// and the cgroup v1 directories of bc (nil for none), under a terminal of size term
+// (nil for none) that the Starter allocates.
+func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAttr, files [3]*os.File, cgfd int, term *proc.Terminal, bc *budgetCgroups) (proc.Started, error) {
+	req := proc.StartRequest{
 		Path:     prog,
 		Argv:     argv,
 		Dir:      attr.Dir,
@@ -18,7 +19,13 @@ func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAt
 		Files:    files,
 		CgroupFD: cgfd,
 		Terminal: term,
-	})
+	}
+	if bc != nil && len(bc.tasks) > 0 {
+		tasks, homes := bc.tasks, bc.homes
+		req.CgroupV1 = tasks
+		req.JoinCgroupV1 = func() (func(), error) { return joinCgroups(tasks, homes) }
+	}
+	return st.Start(req)
 }
 
 // abandonStarted ends a leader started for a tree the Supervisor cannot take (its

@@ -26,6 +26,11 @@ type Options struct {
 	// OnIsolationChange, when set, is called with the new Isolation text if cgroup
 	// isolation turns out unusable at spawn time and the Supervisor falls back.
 	OnIsolationChange func(isolation string)
+	// CgroupRoot, when set, is where the probe of resource limits looks for the cgroup
+	// hierarchies instead of this process's own cgroups: <root>/unified standing for
+	// its cgroup v2 one and <root>/<controller> for its cgroup v1 ones (for tests of a
+	// host without a controller; commands cannot start in a tree that is not cgroupfs).
+	CgroupRoot string
 	// NoCrashCleanup starts no watchdog (see the package documentation): for a
 	// short-lived Supervisor whose processes die with their own parent anyway, which
 	// saves the watchdog's start (a few milliseconds).
@@ -53,6 +58,7 @@ type Supervisor struct {
 	sweepAt    time.Time   // when it runs
 	spool      *proc.Spool
 	watchdog   *watchdogProc // nil if it could not start
+	budgets    *budgets      // the cgroups of resource limits
 
 	paths sync.Map // program name + PATH → absolute path (see lookPath)
 	pipes pipePool // output pipes made ahead of need
@@ -98,7 +104,50 @@ func New(opts Options) *Supervisor {
 		}
 		s.watchdog = wd
 	}
+	s.budgets = s.newBudgets()
 	return s
+}
+
+// newBudgets probes where resource limits can be enforced, first ending what dead
+// harnesses left in the cgroup v1 hierarchies.
+func (s *Supervisor) newBudgets() *budgets {
+	mounts, fake := hostMounts(), false
+	if s.opts.CgroupRoot != "" {
+		mounts, fake = fakeCgroupMounts(s.opts.CgroupRoot), true
+	}
+	swept := map[string]bool{}
+	for _, own := range mounts.v1 {
+		if !swept[own] {
+			swept[own] = true
+			killDeadV1Instances(own, s.log)
+		}
+	}
+	v2 := ""
+	if s.cgHome != nil {
+		v2 = s.cgHome.dir
+	}
+	var movable []int
+	if s.watchdog != nil {
+		movable = append(movable, s.watchdog.pid)
+	}
+	return newBudgets(s.log, mounts, fake, v2, s.watchdog.removeDir, movable...)
+}
+
+// CheckLimits reports whether this host enforces every limit r sets: nil, or a
+// *LimitError naming the first it cannot ("limits.memory cannot be enforced on this
+// host: no memory controller: …"). It readies the hierarchies the limits need.
+func (s *Supervisor) CheckLimits(r proc.ResourceLimits) error { return s.budgets.check(r) }
+
+// LimitsMechanism names what enforces the limits r sets, e.g. "cgroup v1 (memory,
+// pids, cpu)"; "" for none.
+func (s *Supervisor) LimitsMechanism(r proc.ResourceLimits) string { return s.budgets.mechanism(r) }
+
+// EndOwner ends what the Supervisor keeps for a harness session: its spill files are
+// deleted (Spool.EndOwner), and its cgroups of resource limits go once its last
+// process's do.
+func (s *Supervisor) EndOwner(owner string) {
+	s.spool.EndOwner(owner)
+	s.budgets.endSession(owner)
 }
 
 // Isolation describes the active process-isolation mode: "cgroup v2 at <dir>" or
@@ -171,6 +220,12 @@ func (s *Supervisor) endLingering() {
 	trees := s.lingering
 	s.lingering = nil
 	s.mu.Unlock()
+	s.endReleased(trees)
+}
+
+// endReleased ends trees (endTrees), reaps their leaders and removes their cgroups;
+// they are no longer lingering.
+func (s *Supervisor) endReleased(trees []lingerTree) {
 	endTrees(trees)
 	for _, t := range trees {
 		t.p.release()
@@ -179,6 +234,7 @@ func (s *Supervisor) endLingering() {
 				s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
 			}
 		}
+		t.p.bud.remove()
 	}
 }
 
@@ -190,6 +246,7 @@ func (s *Supervisor) releaseResources() {
 	s.mu.Lock()
 	home := s.cgHome
 	s.mu.Unlock()
+	s.budgets.close()
 	if home != nil {
 		if err := home.close(); err != nil {
 			s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)

@@ -81,6 +81,7 @@ func (s *Supervisor) sweep() {
 		}
 		if !alive[i] {
 			t.p.release()
+			t.p.bud.remove()
 			continue
 		}
 		t.checks++

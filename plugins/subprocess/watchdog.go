@@ -30,9 +30,10 @@ type watchdogProc struct {
 
 	mu     sync.Mutex
 	pid    int
-	fd     int              // the pipe's write end (non-blocking, close-on-exec); changed by supervise only
-	groups map[int]struct{} // the process groups it was told to kill, and not told to forget
-	warned bool             // a lost message was logged (once per watchdog)
+	fd     int                 // the pipe's write end (non-blocking, close-on-exec); changed by supervise only
+	groups map[int]struct{}    // the process groups it was told to kill, and not told to forget
+	dirs   map[string]struct{} // the cgroup v1 directories it was told to empty and remove
+	warned bool                // a lost message was logged (once per watchdog)
 }
 
 // startWatchdog starts the watchdog for the cgroup directory cgroupDir ("" without
@@ -48,7 +49,7 @@ func startWatchdog(cgroupDir string, log *slog.Logger) (*watchdogProc, error) {
 		return nil, err
 	}
 	w := &watchdogProc{cgroupDir: cgroupDir, log: log, wake: wake, done: make(chan struct{}),
-		pid: pid, fd: fd, groups: map[int]struct{}{}}
+		pid: pid, fd: fd, groups: map[int]struct{}{}, dirs: map[string]struct{}{}}
 	go w.supervise()
 	return w, nil
 }
@@ -120,6 +121,18 @@ func (w *watchdogProc) track(pgid int) { w.send('+', pgid) }
 // reused (before its leader is reaped).
 func (w *watchdogProc) untrack(pgid int) { w.send('-', pgid) }
 
+// removeDir tells the watchdog to kill what is left in the cgroup v1 directory dir
+// (an instance directory of resource limits) and remove it if the harness dies.
+func (w *watchdogProc) removeDir(dir string) {
+	if w == nil || len(dir) >= watchdog.MaxDir || strings.ContainsRune(dir, '\n') {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dirs[dir] = struct{}{}
+	w.write(append(append([]byte{'d'}, dir...), '\n'))
+}
+
 func (w *watchdogProc) send(op byte, pgid int) {
 	if w == nil {
 		return
@@ -131,16 +144,21 @@ func (w *watchdogProc) send(op byte, pgid int) {
 	} else {
 		delete(w.groups, pgid)
 	}
+	var buf [24]byte
+	w.write(append(strconv.AppendInt(append(buf[:0], op), int64(pgid), 10), '\n'))
+}
+
+// write sends msg to the watchdog in charge; w.mu is held.
+func (w *watchdogProc) write(msg []byte) {
 	if w.fd < 0 {
 		return
 	}
-	var buf [24]byte
-	err := writeAll(w.fd, append(strconv.AppendInt(append(buf[:0], op), int64(pgid), 10), '\n'), 0)
+	err := writeAll(w.fd, msg, 0)
 	if err == nil || w.warned {
 		return
 	}
 	// A full pipe (a stopped watchdog) loses this message; a broken one means the
-	// watchdog died, and its successor is told every group (see supervise).
+	// watchdog died, and its successor is told everything (see supervise).
 	w.warned = true
 	w.log.Warn("subprocess: the crash-cleanup watchdog is not listening; a crash of the harness may leave commands running", "err", proc.ErrnoText(err))
 }
@@ -239,8 +257,8 @@ func (w *watchdogProc) await(fd int, timeout time.Duration) bool {
 }
 
 // takeOver makes the new watchdog (the write end fd of its pipe, pid) the one the
-// Supervisor talks to, and tells it every process group it must know, before any other
-// message can reach it.
+// Supervisor talks to, and tells it every process group and cgroup v1 directory it
+// must know, before any other message can reach it.
 func (w *watchdogProc) takeOver(fd, pid int) {
 	w.mu.Lock()
 	old := w.fd
@@ -248,6 +266,9 @@ func (w *watchdogProc) takeOver(fd, pid int) {
 	var msg []byte
 	for pgid := range w.groups {
 		msg = append(strconv.AppendInt(append(msg, '+'), int64(pgid), 10), '\n')
+	}
+	for dir := range w.dirs {
+		msg = append(append(append(msg, 'd'), dir...), '\n')
 	}
 	err := writeAll(fd, msg, time.Second)
 	groups := len(w.groups)

@@ -84,7 +84,7 @@ func (t *bashTool) shapes() map[string]shaped {
 	for _, m := range []string{shell.ModeReadOnly, shell.ModeWorkspaceWrite} {
 		c := ceiling{max: m}
 		out[m] = shaped{
-			description: describe(t.background, c.clamp(t.sandbox), t.terminals, t.onTimeout == OnTimeoutBackground, c.escalations()),
+			description: describe(t.background, c.clamp(t.sandbox), t.terminals, t.onTimeout == OnTimeoutBackground, c.escalations()) + limitsDescription(t.limits),
 			schema:      schemaFor(t.background, t.terminals, c.escalations()),
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -31,7 +32,8 @@ type bashTool struct {
 	shaped     map[string]shaped // the tool under each narrowing ceiling (confining only)
 	terminals  bool              // the executor runs commands under a terminal (shell.Terminals): tty is offered
 	inputWait  time.Duration
-	onTimeout  string // OnTimeoutKill or OnTimeoutBackground
+	onTimeout  string              // OnTimeoutKill or OnTimeoutBackground
+	limits     proc.ResourceLimits // the executor's resource limits (shell.Limited)
 }
 
 // bashArgs are the validated named arguments of one call.
@@ -288,6 +290,7 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 		Mode:          m,
 		Justification: a.justification,
 	})
+	tools.NoteApproval(ctx, outcome)
 	switch outcome {
 	case approval.AllowedOnce:
 		return nil
@@ -327,11 +330,12 @@ func (t *bashTool) runForeground(ctx context.Context, session *container.Session
 	if err != nil {
 		return tools.Result{}, err
 	}
+	start := time.Now()
 	execution, err := t.exec.Execute(ctx, spec)
 	if err != nil {
 		return tools.Result{}, err
 	}
-	f.x, f.spec = execution, spec
+	f.x, f.spec, f.start = execution, spec, start
 	if a, ok := execution.(shell.Activity); ok {
 		m := tools.MeterFrom(ctx)
 		m.Track(a.OutputBytes)
@@ -340,8 +344,8 @@ func (t *bashTool) runForeground(ctx context.Context, session *container.Session
 	return f.run(ctx)
 }
 
-// result renders a foreground run that ended: a terminal's output as text.
-func (t *bashTool) result(res shell.RunResult, tty bool, c ceiling) tools.Result {
+// result renders a foreground run that ended (started at start): a terminal's output as text.
+func (t *bashTool) result(res shell.RunResult, tty bool, c ceiling, start time.Time) tools.Result {
 	if tty {
 		res.Stdout.Text = plainText([]byte(res.Stdout.Text))
 	}
@@ -349,7 +353,9 @@ func (t *bashTool) result(res shell.RunResult, tty bool, c ceiling) tools.Result
 	if res.Sandbox != nil {
 		mode = res.Sandbox.Mode
 	}
-	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: valueOf(res)}
+	v := valueOf(res)
+	v.run.executor, v.run.start, v.run.end = t.executorName(), start, time.Now()
+	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: v}
 }
 
 func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest, tty bool, c ceiling) (tools.Result, error) {

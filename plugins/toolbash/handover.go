@@ -32,6 +32,7 @@ type foreground struct {
 	session *container.Session
 	tty     bool
 	ceiling ceiling       // the session's role's sandbox ceiling
+	start   time.Time     // when the command was started (for the audit log and traces)
 	jobs    *jobs.Runtime // nil: no hand-over (no jobs plugin, or background disabled)
 	x       shell.Execution
 	spec    shell.ExecSpec
@@ -85,7 +86,7 @@ func (f *foreground) finished(ctx context.Context, timedOut bool) (tools.Result,
 	if timedOut && !res.Aborted && (res.Signal != "" || res.ExitCode == nil) {
 		res.TimedOut = true
 	}
-	return f.t.result(res, f.tty, f.ceiling), nil
+	return f.t.result(res, f.tty, f.ceiling, f.start), nil
 }
 
 // timeoutTimer fires at a hand-over spec's timeout; never otherwise.

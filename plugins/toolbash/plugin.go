@@ -25,6 +25,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "tool-bash",
 	Aliases: []string{"@deepseek-ai/dsh-tool-bash"},
 	Inject:  container.Keys{tools.Service, shell.Service, prompt.Service, shellenv.Service},
+	Tools:   []string{toolName},
 	Config:  DefaultConfig,
 	Apply:   apply,
 })
@@ -95,6 +96,7 @@ func apply(a *container.Activation, cfg *Config) error {
 		sandbox:    exec.SandboxMode(),
 		inputWait:  time.Duration(cfg.InputWaitMs * float64(time.Millisecond)),
 		onTimeout:  cfg.OnTimeout,
+		limits:     executorLimits(exec),
 	}
 	_, t.remote = exec.(shell.Remote)
 	if ts, ok := exec.(shell.Terminals); ok {
@@ -117,7 +119,7 @@ func apply(a *container.Activation, cfg *Config) error {
 func (t *bashTool) definition() tools.Tool {
 	def := tools.Tool{
 		Name:          toolName,
-		Description:   toolDescription(t.background, t.sandbox, t.terminals, t.onTimeout == OnTimeoutBackground),
+		Description:   toolDescription(t.background, t.sandbox, t.terminals, t.onTimeout == OnTimeoutBackground) + limitsDescription(t.limits),
 		InputSchema:   inputSchema(t.background, t.sandbox != "", t.terminals),
 		OutputSchema:  outputSchema,
 		Execute:       t.execute,

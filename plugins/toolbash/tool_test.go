@@ -51,6 +51,9 @@ func TestSchema(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.setup)
 			tool := bashTool(t, h)
+			if !reflect.DeepEqual(toolbash.Plugin.Tools, []string{tool.Name}) {
+				t.Errorf("the plugin declares the tools %q, and registers %q", toolbash.Plugin.Tools, tool.Name)
+			}
 			if got := propertyNames(tool.InputSchema); !reflect.DeepEqual(got, tc.props) {
 				t.Fatalf("properties = %q, want %q", got, tc.props)
 			}

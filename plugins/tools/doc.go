@@ -1,5 +1,6 @@
 // Package tools provides the `tools` service: the registry of model-facing tools, their
-// argument validation, the pre-execute waterfall, and the shape of their results.
+// argument validation, the pre-execute waterfall, the observers told about every call,
+// and the shape of their results.
 //
 // Guarantees:
 //   - A tool's registration belongs to the activation that registered it and disappears
@@ -20,6 +21,10 @@
 //     tool (the waterfall; docs/policy.md): the strictest answer wins, a deny runs
 //     nothing, an ask goes to the `approval` service, and every decision is logged with
 //     its source. A tool without gates runs exactly as it would without a waterfall.
+//   - Once a call has ended, the observers of its tool are told about it (Observer: the
+//     arguments that ran, the decision and its source, the approval, the result, the
+//     timing), in order, before the caller gets the result; they may append to its
+//     text. Without observers a call runs as it would without them.
 //   - Every outcome is a Result: validation and policy failures, unknown tools,
 //     infrastructure errors and panics have IsError and text "Error: <message>"; a call
 //     whose context is cancelled before dispatch is `tool call aborted before

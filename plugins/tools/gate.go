@@ -105,25 +105,34 @@ func (r *Registry) AddGate(scope container.Scope, g Gate) error {
 	if g.Name == "" || g.Check == nil {
 		return errors.New("tools: a gate needs a name and Check")
 	}
+	addOrdered(r, scope, &r.gates, func(seq int) *gate { return &gate{Gate: g, seq: seq} },
+		func(x *gate) (int, int) { return x.Order, x.seq })
+	return nil
+}
+
+// addOrdered adds the registration made(seq) to *list, sorted by its order and then
+// its registration, for as long as scope's activation lasts: the gates and the
+// observers. The list is copied on write (a call in flight keeps the one it read).
+func addOrdered[T any](r *Registry, scope container.Scope, list *[]*T, made func(seq int) *T, order func(*T) (order, seq int)) {
 	r.mu.Lock()
 	r.seq++
-	gp := &gate{Gate: g, seq: r.seq}
-	// Copy on write: a call in flight keeps the list it read.
-	gates := append(slices.Clone(r.gates), gp)
-	slices.SortStableFunc(gates, func(a, b *gate) int {
-		if a.Order != b.Order {
-			return a.Order - b.Order
+	x := made(r.seq)
+	l := append(slices.Clone(*list), x)
+	slices.SortStableFunc(l, func(a, b *T) int {
+		ao, as := order(a)
+		bo, bs := order(b)
+		if ao != bo {
+			return ao - bo
 		}
-		return a.seq - b.seq
+		return as - bs
 	})
-	r.gates = gates
+	*list = l
 	r.mu.Unlock()
 	scope.Defer(func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.gates = slices.DeleteFunc(slices.Clone(r.gates), func(x *gate) bool { return x == gp })
+		*list = slices.DeleteFunc(slices.Clone(*list), func(y *T) bool { return y == x })
 	})
-	return nil
 }
 
 // Restriction hides tools from sessions: a hidden tool is left out of the session's

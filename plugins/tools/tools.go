@@ -30,6 +30,7 @@ var Plugin = container.Define(container.Declaration[container.NoConfig]{
 		// The waterfall's asks go to the approval service of the moment, and its
 		// decisions are logged as this row's.
 		reg.services, reg.log = a, a.Logger()
+		reg.ExplainUnavailable(a.ToolUnavailable)
 		return Service.Provide(a, reg)
 	},
 })
@@ -110,14 +111,17 @@ type Card struct {
 	Signal      string   `json:"signal,omitempty"`
 }
 
-// Registry holds the registered tools, and the gates and restrictions that decide which
-// session may call them. It is safe for concurrent use.
+// Registry holds the registered tools, the gates and restrictions that decide which
+// session may call them, and the observers told about every call. It is safe for
+// concurrent use.
 type Registry struct {
 	mu           sync.RWMutex
 	tools        map[string]*Tool
-	gates        []*gate        // sorted by order; replaced, never changed in place
-	restrictions []*Restriction // replaced, never changed in place
-	seq          int            // gate registrations so far
+	gates        []*gate                          // sorted by order; replaced, never changed in place
+	restrictions []*Restriction                   // replaced, never changed in place
+	observers    []*observer                      // sorted by order; replaced, never changed in place
+	seq          int                              // gate and observer registrations so far
+	unavailable  func(tool string) (string, bool) // see ExplainUnavailable
 
 	services container.Services // where the approval service is looked up; nil: nowhere
 	log      *slog.Logger
@@ -180,16 +184,16 @@ func (r *Registry) Tool(name string) (Tool, bool) {
 	return *t, true
 }
 
-// lookup returns the named tool with the gates and restrictions of the moment, in one
-// read.
-func (r *Registry) lookup(name string) (t Tool, gates []*gate, restrictions []*Restriction, ok bool) {
+// lookup returns the named tool with the gates, restrictions and observers of the
+// moment, in one read.
+func (r *Registry) lookup(name string) (t Tool, gates []*gate, restrictions []*Restriction, observers []*observer, ok bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	tp, ok := r.tools[name]
 	if !ok {
-		return Tool{}, nil, nil, false
+		return Tool{}, nil, nil, nil, false
 	}
-	return *tp, r.gates, r.restrictions, true
+	return *tp, r.gates, r.restrictions, r.observers, true
 }
 
 // Call validates args (a JSON object; empty means {}), puts the call through the
@@ -206,15 +210,31 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 
 // CallMap is Call with already-decoded arguments (JSON types: float64, string, bool,
 // nil, []any, map[string]any).
-func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any, session *container.Session) (res Result) {
+func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any, session *container.Session) Result {
 	if ctx.Err() != nil {
 		return Errorf("tool call aborted before dispatch")
 	}
-	t, gates, restrictions, ok := r.lookup(name)
+	t, gates, restrictions, observers, ok := r.lookup(name)
 	if !ok {
-		return Errorf("unknown tool %q", name)
+		msg, _ := r.Missing(name)
+		return Errorf("%s", msg)
 	}
+	if len(observers) == 0 {
+		return r.call(ctx, &t, gates, restrictions, raw, session, nil)
+	}
+	return r.observed(ctx, name, observers, session, func(ctx context.Context, ev *Event) Result {
+		return r.call(ctx, &t, gates, restrictions, raw, session, ev)
+	})
+}
+
+// call runs one call of t: the restrictions, validation, the waterfall, Execute. ev,
+// when observers wait for the call, records what was decided.
+func (r *Registry) call(ctx context.Context, t *Tool, gates []*gate, restrictions []*Restriction, raw map[string]any, session *container.Session, ev *Event) (res Result) {
+	name := t.Name
 	if why, hide := hidden(restrictions, session, name); hide {
+		if ev != nil {
+			ev.Args, ev.Decision = raw, Verdict{Decision: Deny, Source: why}
+		}
 		return Errorf("tool %q is not available to this session (%s)", name, why)
 	}
 	args, extra, err := t.InputSchema.validate(raw)
@@ -224,12 +244,14 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 	call := Call{Args: args, Extra: extra, Session: session}
 	if len(gates) > 0 {
 		var refused *Result
-		if call, refused = r.decide(ctx, &t, gates, call); refused != nil {
+		if call, refused = r.decide(ctx, t, gates, call, ev); refused != nil {
 			return *refused
 		}
 		if ctx.Err() != nil {
 			return Errorf("tool call aborted before dispatch")
 		}
+	} else if ev != nil {
+		ev.Args, ev.Decision = call.Arguments(), Verdict{Decision: Allow}
 	}
 	extra = call.Extra
 	ctx, settled := withSettlement(ctx)
@@ -239,6 +261,9 @@ func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any,
 			res = Errorf("tool %q panicked: %v", name, p)
 		}
 	}()
+	if ev != nil {
+		ev.Ran = true
+	}
 	res, err = t.Execute(ctx, call)
 	if ctx.Err() != nil {
 		aborted := Result{Text: "Error: tool call aborted", IsError: true, Value: res.Value}

@@ -37,13 +37,20 @@ type judgement struct {
 }
 
 // decide runs call through gates and returns the call to execute (its arguments may be
-// replaced), or the result that refuses it.
-func (r *Registry) decide(ctx context.Context, t *Tool, gates []*gate, call Call) (Call, *Result) {
+// replaced), or the result that refuses it. ev, when observers wait for the call,
+// records the decision.
+func (r *Registry) decide(ctx context.Context, t *Tool, gates []*gate, call Call, ev *Event) (Call, *Result) {
 	call, js, refused := r.runGates(ctx, t, gates, call)
 	if refused != nil {
+		if ev != nil && len(js) == 1 {
+			ev.Args, ev.Decision = call.Arguments(), js[0].verdict
+		}
 		return call, refused
 	}
 	final, asks := strictest(js)
+	if ev != nil {
+		ev.Args, ev.Decision = call.Arguments(), final
+	}
 	switch final.Decision {
 	case Deny:
 		r.logDecision(ctx, t.Name, call, final, "")
@@ -51,6 +58,7 @@ func (r *Registry) decide(ctx context.Context, t *Tool, gates []*gate, call Call
 		return call, &res
 	case Ask:
 		outcome := r.ask(ctx, t.Name, call, asks)
+		NoteApproval(ctx, outcome)
 		r.logDecision(ctx, t.Name, call, final, outcome)
 		if res := refusal(outcome, final.Source); res != nil {
 			return call, res
@@ -97,7 +105,8 @@ func (r *Registry) runGates(ctx context.Context, t *Tool, gates []*gate, call Ca
 		args, extra, err := t.InputSchema.validate(j.verdict.Args)
 		if err != nil {
 			res := Errorf("invalid arguments from %s: %v", j.verdict.Source, err)
-			return call, nil, &res
+			j.verdict = Verdict{Decision: Deny, Source: j.verdict.Source, Reason: err.Error()}
+			return call, js[i : i+1], &res
 		}
 		j.replaced, raw = true, j.verdict.Args
 		call.Args, call.Extra = args, extra

@@ -59,6 +59,7 @@ func (x *execution) build() {
 		TimeoutMs: x.timeoutMs,
 		Stdout:    streamResult(x.process.Stdout().Output()),
 		Stderr:    streamResult(x.process.Stderr().Output()),
+		Budget:    ex.Budget.Clone(),
 	}
 	if x.finish != nil {
 		x.finish(&x.res)
@@ -74,6 +75,7 @@ func cloneResult(r shell.RunResult) shell.RunResult {
 		s := *r.Sandbox
 		r.Sandbox = &s
 	}
+	r.Budget = r.Budget.Clone()
 	return r
 }
 
@@ -82,7 +84,7 @@ func streamResult(o proc.Output) shell.StreamResult {
 	if o.Truncated {
 		text = trimLeadingPartialRune(text)
 	}
-	return shell.StreamResult{Text: text, Truncated: o.Truncated, SpillPath: o.SpillPath}
+	return shell.StreamResult{Text: text, Truncated: o.Truncated, SpillPath: o.SpillPath, Bytes: o.Bytes}
 }
 
 // ReadOutput returns the output since the previous read: stdout, then a "[stderr]"
@@ -151,6 +153,7 @@ func (x *execution) Exit() (proc.Exit, bool) {
 		c := *ex.Code
 		ex.Code = &c
 	}
+	ex.Budget = ex.Budget.Clone()
 	return ex, ok
 }
 

@@ -55,6 +55,10 @@ type Limits struct {
 	// Deadline, when not zero, kills the tree when it passes (a timeout). The spawn's
 	// context aborts it.
 	Deadline time.Time
+	// Resources are the resource limits of the tree and of its owner's session
+	// (Options.Resources); a spawner that cannot enforce them must fail the spawn
+	// rather than ignore them.
+	Resources proc.ResourceLimits
 }
 
 // Process is one spawned command tree as a Spawner hands it to the core. All methods
@@ -135,6 +139,9 @@ type Options struct {
 	BaseDir func() (string, error)
 	// Prepare, when set, runs before every spawn (see PrepareFunc).
 	Prepare PrepareFunc
+	// Resources are the resource limits every command runs under (LimitsConfig), passed
+	// to the Spawner with each spawn (Limits.Resources); zero for none.
+	Resources proc.ResourceLimits
 }
 
 // Executor runs `bash -c` commands through a Spawner. It implements shell.Executor and
@@ -148,7 +155,10 @@ type Executor struct {
 	opts Options
 }
 
-var _ shell.Executor = (*Executor)(nil)
+var (
+	_ shell.Executor = (*Executor)(nil)
+	_ shell.Limited  = (*Executor)(nil)
+)
 
 // New checks cfg (messages prefixed with opts.Name) and returns an Executor over sp.
 func New(sp Spawner, cfg Config, opts Options) (*Executor, error) {
@@ -183,6 +193,13 @@ func (e *Executor) Terminals() bool {
 	ts, ok := e.sp.(TerminalSpawner)
 	return ok && ts.Terminals()
 }
+
+// Name is the executor's catalog name (Options.Name): what a trace's command span is
+// named after.
+func (e *Executor) Name() string { return e.opts.Name }
+
+// ResourceLimits is Options.Resources (shell.Limited).
+func (e *Executor) ResourceLimits() proc.ResourceLimits { return e.opts.Resources }
 
 // Resolve turns a request into an explicit spec. It is the only place defaults and caps
 // apply: the timeout defaults to Config.TimeoutMs and is clamped to MaxTimeoutMs (NaN or
@@ -317,7 +334,7 @@ func (e *Executor) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Exec
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%s: aborted before spawn: %w", name, context.Cause(ctx))
 	}
-	lim := Limits{GraceMs: toInt(e.cfg.GraceMs, maxGraceMs)}
+	lim := Limits{GraceMs: toInt(e.cfg.GraceMs, maxGraceMs), Resources: e.opts.Resources}
 	timeoutMs := spec.TimeoutMs
 	if spec.Expiry == shell.ExpiryKill {
 		lim.Deadline = time.Now().Add(time.Duration(spec.TimeoutMs) * time.Millisecond)

@@ -22,6 +22,8 @@
 //     and CloseInput ending a reader's input, no input after the end.
 //   - HandOver: a hand-over expiry outlives its timeout; Detach frees a command from
 //     its call's deadline and context, and reads continue where they were.
+//   - TermOnce: each process receives one SIGTERM per teardown, by Kill and by timeout
+//     (a wrapper that forwards the signal again, as coreutils timeout does, fails it).
 //
 // It does not check what the model sees through the bash tool (renderings, the
 // truncation notice, background jobs): package toolbashtest does, and every executor
@@ -45,8 +47,8 @@
 //		toolbashtest.Run(t, target)
 //	}
 //
-// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq — what
-// any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
+// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq,
+// mkfifo — what any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
 // rather than sleeps. It takes a few seconds.
 package shelltest
 
@@ -141,6 +143,7 @@ func Run(t *testing.T, target Target) {
 		{"Concurrency", k.concurrency},
 		{"Terminal", k.terminal},
 		{"HandOver", k.handOver},
+		{"TermOnce", k.termOnce},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
