@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // restartHelper is the helper harness of TestWatchdogRestartStillCleansUp: it starts
@@ -19,11 +21,23 @@ import (
 func restartHelper(t *testing.T, noCgroups bool, spillRoot string, report io.Writer) {
 	logs := &proctest.Buffer{}
 	sup := subprocess.New(subprocess.Options{DisableCgroups: noCgroups, SpillRoot: spillRoot, Logger: logs.Logger()})
-	var pids []string
+	var pids, dirs []string
 	for _, script := range []string{"echo $$; exec sleep 300", "nohup sleep 300 </dev/null >/dev/null 2>&1 & echo $!"} {
 		p := spawn(t, sup, bashSpec(script))
 		waitOutput(t, p, "\n")
 		pids = append(pids, strings.TrimSpace(p.Stdout().Output().Text))
+	}
+	limits := proc.ResourceLimits{Memory: 256 << 20, Processes: 50}
+	if sup.CheckLimits(limits) == nil {
+		// A setsid escapee under limits: without cgroup v2 only its v1 directory finds it.
+		spec := bashSpec("setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!")
+		spec.Owner, spec.Resources = "restart", limits
+		p := spawn(t, sup, spec)
+		waitOutput(t, p, "\n")
+		pids = append(pids, strings.TrimSpace(p.Stdout().Output().Text))
+		for _, d := range p.LimitCgroups() {
+			dirs = append(dirs, filepath.Dir(filepath.Dir(d))) // the instance directory
+		}
 	}
 	old := sup.WatchdogPid()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
@@ -34,15 +48,17 @@ func restartHelper(t *testing.T, noCgroups bool, spillRoot string, report io.Wri
 	p := spawn(t, sup, bashSpec("echo $$; exec sleep 300"))
 	waitOutput(t, p, "\n")
 	pids = append(pids, strings.TrimSpace(p.Stdout().Output().Text))
-	fmt.Fprintf(report, "pids %s\nold %d\nnew %d\n", strings.Join(pids, " "), old, sup.WatchdogPid())
+	fmt.Fprintf(report, "pids %s\ndirs %s\nold %d\nnew %d\n", strings.Join(pids, " "), strings.Join(dirs, " "), old, sup.WatchdogPid())
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		fmt.Fprintf(report, "log %s\n", line)
 	}
 }
 
 // The watchdog is supervised: killed, its death is logged and a new one takes over,
-// told every command the old one knew — so that a SIGKILL of the harness after the
-// restart still ends every command (checked by pid), and the new watchdog then exits.
+// told every command and cgroup v1 directory the old one knew — so that a SIGKILL of
+// the harness after the restart still ends every command (checked by pid; a setsid
+// escapee under resource limits too), and the new watchdog then exits, having removed
+// the cgroup v1 directories of those limits.
 func TestWatchdogRestartStillCleansUp(t *testing.T) {
 	for _, mode := range []string{"restart-cgroup", "restart-process-group"} {
 		t.Run(strings.TrimPrefix(mode, "restart-"), func(t *testing.T) {
@@ -67,7 +83,7 @@ func TestWatchdogRestartStillCleansUp(t *testing.T) {
 					t.Errorf("the helper's log lacks %s:\n%s", want, logged)
 				}
 			}
-			if !proctest.Gone(old) || proctest.Gone(now) || len(pids) != 3 {
+			if !proctest.Gone(old) || proctest.Gone(now) || len(pids) < 3 {
 				t.Fatalf("watchdogs %d (gone %v) → %d (gone %v); commands %v", old, proctest.Gone(old), now, proctest.Gone(now), pids)
 			}
 			for _, pid := range pids {
@@ -82,6 +98,11 @@ func TestWatchdogRestartStillCleansUp(t *testing.T) {
 				return proctest.AllGone(pids...)
 			})
 			proctest.WaitFor(t, 10*time.Second, "the new watchdog to exit", func() bool { return proctest.Gone(now) })
+			for _, d := range strings.Fields(field(t, report, "dirs")) {
+				if _, err := os.Stat(d); !os.IsNotExist(err) {
+					t.Errorf("the cgroup v1 directory %s the dead watchdog knew is left: %v", d, err)
+				}
+			}
 		})
 	}
 }
