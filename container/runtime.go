@@ -362,7 +362,10 @@ func (r *Runtime) installLocked(prepared []preparedRow, gone []*fiber) {
 }
 
 // EndSession runs every active plugin's session-end hooks for id (for example, jobs
-// cancels, awaits and deletes the session's jobs) and returns when they have.
+// cancels, awaits and deletes the session's jobs) and returns when they have. They run
+// at the same time: each may wait for processes to end within the session's bound, and
+// none waits for another's grace periods (a job's kill with its graceMs does not delay
+// the executor's prompt end of the session's processes).
 //
 // The hooks run outside the operation lock (they may wait for processes to end), so a
 // reload or another session's end is not held up by them.
@@ -375,16 +378,18 @@ func (r *Runtime) EndSession(id string) {
 		}
 	}
 	r.mu.RUnlock()
+	var wg sync.WaitGroup
 	for _, h := range hooks {
-		func() {
+		wg.Go(func() {
 			defer func() {
 				if p := recover(); p != nil {
 					r.log.Error("session-end hook panicked", "session", id, "panic", fmt.Sprint(p))
 				}
 			}()
 			h(id)
-		}()
+		})
 	}
+	wg.Wait()
 }
 
 // WaitIdle waits until no operation (Compose, Mount, Unmount, Close) is in progress, or

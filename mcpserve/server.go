@@ -46,6 +46,9 @@ type Server struct {
 	scopes   map[*scope]struct{}
 	sessions map[*mcp.ServerSession]*container.Session
 	notices  map[string]*noticeLog // by harness session id
+	// ended holds, per MCP session with a harness session, a channel endWith closes
+	// once the harness session has ended (its processes, boxes, temp dirs gone).
+	ended sync.Map
 
 	syncMu sync.Mutex
 	served map[string]servedTool // tool definitions currently on the servers

@@ -34,8 +34,20 @@ func (s *Server) session(sc *scope, req mcp.Request) *container.Session {
 	}
 	s.sessions[ss] = session
 	s.notices[session.ID] = log
-	go s.endWith(ss, session)
+	ended := make(chan struct{})
+	s.ended.Store(ss, ended)
+	go func() {
+		defer close(ended)
+		s.endWith(ss, session)
+	}()
 	return session
+}
+
+// awaitEnd waits until the harness session of ss, if it has one, has ended.
+func (s *Server) awaitEnd(ss *mcp.ServerSession) {
+	if ended, ok := s.ended.Load(ss); ok {
+		<-ended.(chan struct{})
+	}
 }
 
 // freshSession is a new harness session for a request carrying extra: its token's role
@@ -65,6 +77,7 @@ func tokenRole(ti *auth.TokenInfo) string {
 // endWith ends session once its MCP session ss has gone away.
 func (s *Server) endWith(ss *mcp.ServerSession, session *container.Session) {
 	_ = ss.Wait()
+	defer s.ended.Delete(ss)
 	s.mu.Lock()
 	delete(s.sessions, ss)
 	delete(s.notices, session.ID)

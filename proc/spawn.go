@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -117,6 +118,14 @@ type StartRequest struct {
 	// EACCES, EBUSY… into a cgroup is retried once with -1, as the Supervisor's own
 	// spawns are (not when the cgroup holds the tree's resource limits).
 	CgroupFD int
+	// Deadline is the tree's deadline (zero for none) and Abort is closed when the
+	// spawn's context is cancelled (nil for never): a Starter that waits on something
+	// else to start the leader (a box) bounds that wait by them, plus Grace.
+	Deadline time.Time
+	Abort    <-chan struct{}
+	// Grace is the tree's grace period: between SIGTERM and SIGKILL, and the longest a
+	// Starter waits for what starts the leader to report an exit it has seen happen.
+	Grace time.Duration
 	// CgroupV1 are the tree's cgroups in the cgroup v1 hierarchies of its resource
 	// limits (memory, pids, cpu), as their tasks files, open for writing; empty when it
 	// has none. The leader must start inside them too: a thread joins one by writing

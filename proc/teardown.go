@@ -18,7 +18,7 @@ type Tree interface {
 	// by itself (a remote kill order) does nothing here.
 	Escalate()
 	// AwaitGone waits until nothing of the tree is left and reports true; it gives up,
-	// reporting false, at escalateAt or once escalated is closed.
+	// reporting false, at escalateAt or once escalated is closed (nil: never).
 	AwaitGone(escalateAt time.Time, escalated <-chan struct{}) bool
 	// Cut stops reading the output: the leader exited the grace period ago and the
 	// output has not reached EOF (something the leader left behind holds it open).
@@ -311,9 +311,12 @@ func (t *Teardown) Settling() Phase {
 	return from
 }
 
+// killedWait bounds the wait for a tree to be gone after its SIGKILL.
+const killedWait = time.Second
+
 // AwaitKill waits, after Settling, until the kill sequence, if one started, is over —
-// the tree is gone (Tree.AwaitGone) or the escalation ran — and no callback of the
-// teardown runs any more. It reports whether the drain bound cut the output (Tree.Cut
+// the tree is gone (Tree.AwaitGone), or the escalation ran and then the tree is gone
+// or killedWait passed — and no callback of the teardown runs any more. It reports whether the drain bound cut the output (Tree.Cut
 // ran): something the leader left behind held it open.
 func (t *Teardown) AwaitKill() (cut bool) {
 	t.mu.Lock()
@@ -326,6 +329,10 @@ func (t *Teardown) AwaitKill() (cut bool) {
 			t.timers.Done()
 		} else {
 			<-escalated
+			// SIGKILL went out: what it reached dies at once, and is awaited (briefly,
+			// for a process stuck in the kernel), so that the settled process leaves
+			// nothing behind.
+			t.tree.AwaitGone(time.Now().Add(killedWait), nil)
 		}
 	}
 	t.timers.Wait()

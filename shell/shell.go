@@ -193,6 +193,10 @@ type SandboxPolicy struct {
 	// WorkspaceRoot is the canonical (symlink-resolved) directory workspace-write may
 	// modify.
 	WorkspaceRoot string
+	// Escalated: Mode is an escalation the user approved for this call only, so nothing
+	// the call starts may outlive it — what its command leaves running is killed when
+	// the command exits.
+	Escalated bool
 }
 
 // SandboxFacts report how a confined command ran.

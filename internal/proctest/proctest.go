@@ -264,6 +264,25 @@ func Carrying(entry string) []int {
 	return out
 }
 
+// WithArg lists live processes whose command line has word as one of its arguments
+// (argv[0] included: `exec -a word` names a process so).
+func WithArg(word string) []int {
+	needle := []byte("\x00" + word + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(append([]byte{0}, cmd...), needle) && !Gone(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // Describe renders pids with their command lines, for failure messages.
 func Describe(pids []int) string {
 	var parts []string

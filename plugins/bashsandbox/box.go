@@ -38,6 +38,8 @@ type box struct {
 	waiting map[uint64]chan boxReply  // Start requests awaiting their answer
 	exits   map[uint64]chan proc.Exit // started commands whose exit is not known yet
 	live    int                       // commands started and not yet released
+	// single: the box of one call (ownBox); releasing its command waits for it to exit.
+	single bool
 }
 
 // boxState is what dsh wants of a box. It only moves forward:
@@ -145,6 +147,7 @@ func spawnBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits p
 		Start:     &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
 		Owner:     owner,
 		Resources: limits,
+		Hosts:     true, // the session's end closes it after its commands (endSession)
 	})
 	theirs.Close()
 	if err != nil {
@@ -273,18 +276,25 @@ func (b *box) read() {
 	}
 }
 
-// fail records that the box's connection is lost: waiting starts fail, and every command whose exit is not
-// known yet is lost (in the namespaces it died with the box, the init of its PID
-// namespace; without them the Supervisor kills its cgroup).
-func (b *box) fail() {
+// fail records that the box's connection is lost (see lose).
+func (b *box) fail() { b.lose(nil) }
+
+// lose records why the box's connection is gone — why, or, when nil, that dsh closed it
+// or that its process ended — the first reason winning: waiting starts fail, and every
+// command whose exit is not known yet is lost (in the namespaces it died with the box,
+// the init of its PID namespace; without them the Supervisor kills its cgroup).
+func (b *box) lose(why error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.lost != nil {
 		return
 	}
-	if b.state == boxClosed {
+	switch {
+	case why != nil:
+		b.lost = why
+	case b.state == boxClosed:
 		b.lost = errClosed
-	} else {
+	default:
 		b.lost = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended; the command was killed with it", b.proc.Pid())
 	}
 	for id, ch := range b.waiting {
@@ -296,6 +306,19 @@ func (b *box) fail() {
 		delete(b.exits, id)
 	}
 	b.conn.Close()
+}
+
+// wedged ends a box that stopped answering (stopped by a signal, or stuck): it is
+// killed at once, with its commands, and every call waiting on it is told so; the
+// session's next call starts a new box. waited is how long it left a question
+// unanswered.
+func (b *box) wedged(waited time.Duration) {
+	b.lose(fmt.Errorf("bash-sandbox: the session sandbox (pid %d) stopped answering (no answer in %dms); it was killed with its commands, and the session's next call starts a new one",
+		b.proc.Pid(), waited.Milliseconds()))
+	b.mu.Lock()
+	b.state = boxClosed
+	b.mu.Unlock()
+	b.proc.KillNow()
 }
 
 // usable reports whether the box can be handed to a new call: open, its connection up.
@@ -327,7 +350,8 @@ func (b *box) retire() {
 }
 
 // close ends the box: it exits when its connection closes (and the commands
-// of its PID namespace with it); the Supervisor kills it if it does not.
+// of its PID namespace with it); the Supervisor kills it if it has not within
+// closeWait.
 func (b *box) close() {
 	b.mu.Lock()
 	if b.state == boxClosed {
@@ -338,13 +362,19 @@ func (b *box) close() {
 	b.mu.Unlock()
 	b.conn.Close()
 	go func() {
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
 		select {
 		case <-b.proc.Done():
-		case <-time.After(5 * time.Second):
-			b.proc.Kill()
+		case <-t.C:
+			b.proc.KillNow()
 		}
 	}()
 }
+
+// closeWait is how long a closed box has to exit by itself (it does within
+// milliseconds), which leaves a session's end the rest of its 2 s.
+const closeWait = time.Second
 
 // kill ends the box at once.
 func (b *box) kill() {
@@ -387,6 +417,21 @@ func (b *box) release(id uint64) {
 	}
 	if idle {
 		b.close()
+		if b.single {
+			// Its PID namespace, and whatever the command left in it, goes first.
+			b.awaitExit()
+		}
+	}
+}
+
+// awaitExit waits for the closed box's process to exit (close kills it after
+// closeWait).
+func (b *box) awaitExit() {
+	t := time.NewTimer(2 * closeWait)
+	defer t.Stop()
+	select {
+	case <-b.proc.Done():
+	case <-t.C:
 	}
 }
 

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/proc"
@@ -35,19 +38,31 @@ type boxCmd struct {
 	exit   chan proc.Exit
 	once   sync.Once
 	master *os.File // the terminal the box allocated for the command, until Master takes it
+	// pidfd is the leader's (nil if it cannot be polled): it tells when the leader
+	// exited, which the box must report within grace.
+	pidfd *os.File
+	grace time.Duration
 }
 
 // Start asks the box to start req confined to the starter's policy. The leader's
-// host pid comes from its pidfd (the box sees it under its own PID namespace).
+// host pid comes from its pidfd (the box sees it under its own PID namespace). A box
+// that has not answered by the call's deadline (or abort) plus the grace period, or
+// within answerLimit in any case, is wedged: killed, and the call fails saying so.
 func (st *cmdStarter) Start(req proc.StartRequest) (proc.Started, error) {
 	b := st.box
 	id, reply, exit, err := b.register()
 	if err != nil {
 		return nil, &proc.SpawnError{Op: "sandbox", Err: err}
 	}
+	grace := graceOf(req)
+	stop := b.watchAnswer(req.Deadline, req.Abort, grace)
+	defer stop()
 	m, fds := st.message(id, req)
 	if err := b.conn.Send(m.Encode(), fds...); err != nil {
 		b.forget(id)
+		if b.failure() != errClosed { // the box was lost, or wedged, meanwhile
+			return nil, &proc.SpawnError{Op: "sandbox", Err: b.failure()}
+		}
 		b.fail()
 		return nil, &proc.SpawnError{Op: "sandbox", Err: fmt.Errorf("send the command to the session sandbox: %w", err)}
 	}
@@ -56,11 +71,63 @@ func (st *cmdStarter) Start(req proc.StartRequest) (proc.Started, error) {
 		b.forget(id)
 		return nil, &proc.SpawnError{Op: "sandbox", Err: b.failure()}
 	}
-	pid, master, err := st.started(id, rep, req.Terminal != nil)
+	pid, pidfd, master, err := st.started(id, rep, req.Terminal != nil)
 	if err != nil {
 		return nil, err
 	}
-	return &boxCmd{box: b, id: id, pid: pid, exit: exit, master: master}, nil
+	return &boxCmd{box: b, id: id, pid: pid, exit: exit, master: master, pidfd: pidfd, grace: grace}, nil
+}
+
+// graceOf is the grace period a start request gives the box.
+func graceOf(req proc.StartRequest) time.Duration {
+	if req.Grace > 0 {
+		return req.Grace
+	}
+	return defaultGrace
+}
+
+// defaultGrace is the box's grace period for a request that names none.
+const defaultGrace = 3 * time.Second
+
+// answerLimit bounds the wait for a box's answer to a start whatever the call's
+// deadline (a background job has none).
+const answerLimit = 30 * time.Second
+
+// watchAnswer wedges b unless the returned stop is called first: by the deadline or
+// the abort, then the grace period more, or at answerLimit. (A zero deadline and a nil
+// abort never come.)
+func (b *box) watchAnswer(deadline time.Time, abort <-chan struct{}, grace time.Duration) (stop func()) {
+	answered := make(chan struct{})
+	start := time.Now()
+	go func() {
+		limit := time.NewTimer(answerLimit)
+		defer limit.Stop()
+		var due <-chan time.Time
+		if !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			due = t.C
+		}
+		select {
+		case <-answered:
+			return
+		case <-limit.C:
+			b.wedged(time.Since(start))
+			return
+		case <-due:
+		case <-abort:
+		}
+		more := time.NewTimer(grace)
+		defer more.Stop()
+		select {
+		case <-answered:
+		case <-limit.C:
+			b.wedged(time.Since(start))
+		case <-more.C:
+			b.wedged(time.Since(start))
+		}
+	}()
+	return func() { close(answered) }
 }
 
 // message is the Start message for req, with its descriptors: stdin, stdout, stderr
@@ -97,18 +164,19 @@ func (st *cmdStarter) message(id uint64, req proc.StartRequest) (launch.Start, [
 }
 
 // started reads the box's answer to start id: the leader's host pid, from the pidfd
-// that came with it, and, under a terminal, the terminal's master that came after it;
-// or why the command did not start (the id is then forgotten).
-func (st *cmdStarter) started(id uint64, rep boxReply, terminal bool) (int, *os.File, error) {
+// that came with it (kept, to see the leader exit), and, under a terminal, the
+// terminal's master that came after it; or why the command did not start (the id is
+// then forgotten).
+func (st *cmdStarter) started(id uint64, rep boxReply, terminal bool) (int, *os.File, *os.File, error) {
 	b := st.box
 	if rep.r.Type == launch.MsgFailed {
 		closeAll(rep.fds)
 		b.forget(id)
 		r := rep.r
 		if r.Errno != 0 {
-			return 0, nil, &proc.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
+			return 0, nil, nil, &proc.SpawnError{Op: r.Op, Path: r.Path, Err: syscall.Errno(r.Errno)}
 		}
-		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
+		return 0, nil, nil, &proc.SpawnError{Op: "sandbox", Err: errors.New(r.Message)}
 	}
 	want := 1
 	if terminal {
@@ -121,22 +189,32 @@ func (st *cmdStarter) started(id uint64, rep boxReply, terminal bool) (int, *os.
 		if terminal {
 			what = "no pidfd and terminal"
 		}
-		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent " + what)}
+		return 0, nil, nil, &proc.SpawnError{Op: "sandbox", Err: errors.New("the session sandbox sent " + what)}
 	}
 	st.launchFailed.Store(rep.r.LaunchFailed)
 	pid, err := pidfdPid(rep.fds[0])
-	syscall.Close(rep.fds[0])
 	if err != nil {
 		// It runs, and cannot be signalled by host pid: end it through its box.
-		closeAll(rep.fds[1:])
+		closeAll(rep.fds)
 		b.forget(id)
 		b.fail()
-		return 0, nil, &proc.SpawnError{Op: "sandbox", Err: err}
+		return 0, nil, nil, &proc.SpawnError{Op: "sandbox", Err: err}
 	}
+	pidfd := pollable(rep.fds[0])
 	if !terminal {
-		return pid, nil, nil
+		return pid, pidfd, nil, nil
 	}
-	return pid, terminalMaster(rep.fds[1]), nil
+	return pid, pidfd, terminalMaster(rep.fds[1]), nil
+}
+
+// pollable is the pidfd fd as a file the runtime's poller watches (it turns readable
+// when the process exits), or nil — closing fd — when it cannot be.
+func pollable(fd int) *os.File {
+	if syscall.SetNonblock(fd, true) != nil {
+		syscall.Close(fd)
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "pidfd")
 }
 
 // terminalMaster is the master the box sent, non-blocking so that reads wait on the
@@ -156,13 +234,64 @@ func (c *boxCmd) Master() *os.File {
 
 func (c *boxCmd) Pid() int { return c.pid }
 
-// Wait returns the leader's exit as the box reported it, or the box's failure.
+// Wait returns the leader's exit as the box reported it, or the box's failure. Once the
+// leader's pidfd says it exited, the box has the grace period to report it; a box that
+// does not is wedged (killed, the failure saying so).
 func (c *boxCmd) Wait() (proc.Exit, error) {
-	st, ok := <-c.exit
+	gone := exited(c.pidfd)
+	defer c.closePidfd()
+	select {
+	case st, ok := <-c.exit:
+		return c.reported(st, ok)
+	case <-gone:
+	}
+	t := time.NewTimer(c.grace)
+	defer t.Stop()
+	select {
+	case st, ok := <-c.exit:
+		return c.reported(st, ok)
+	case <-t.C:
+	}
+	c.box.wedged(c.grace)
+	st, ok := <-c.exit // closed by the wedging, unless the report made it first
+	return c.reported(st, ok)
+}
+
+func (c *boxCmd) reported(st proc.Exit, ok bool) (proc.Exit, error) {
 	if !ok {
 		return proc.Exit{}, c.box.failure()
 	}
 	return st, nil
+}
+
+func (c *boxCmd) closePidfd() {
+	if c.pidfd != nil {
+		c.pidfd.Close()
+	}
+}
+
+// exited returns a channel closed once pidfd says its process exited; it is never
+// closed without a pidfd, or once the pidfd is closed.
+func exited(pidfd *os.File) <-chan struct{} {
+	ch := make(chan struct{})
+	if pidfd == nil {
+		return ch
+	}
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return ch
+	}
+	go func() {
+		err := rc.Read(func(fd uintptr) bool {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, 0)
+			return err == nil && n > 0
+		})
+		if err == nil {
+			close(ch)
+		}
+	}()
+	return ch
 }
 
 // Release tells the box to reap the leader.

@@ -50,14 +50,17 @@ type confinement struct {
 // policy of a call without a session. danger-full-access runs bash directly; the
 // confined modes need a usable backend — otherwise Execute fails with the fail-closed
 // error and nothing runs — and a workspace that still is the one pinned when the session
-// started; bash is then started by the session's box. The returned function adds the
-// sandbox facts to the result.
+// started; bash is then started by the session's box. A call an approved escalation
+// allows (policy.Escalated) leaves nothing running when its command exits. The
+// returned function adds the sandbox facts to the result.
 func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
 	policy, err := s.policy(spec)
 	if err != nil {
 		return nil, err
 	}
 	mode := policy.Mode
+	// Allowed once: what the call leaves running ends when its command does.
+	cmd.EndWithLeader = policy.Escalated
 	if mode == shell.ModeDangerFullAccess {
 		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res, false) }, nil
 	}
@@ -74,7 +77,7 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 		return nil, err
 	}
 	enforcement := enforcementOf(be.missing(s.network))
-	b, err := sess.box(s.sup, c.box, spec.SessionID, s.resources.Session(), c.protect, c.maskFiles)
+	b, err := s.boxFor(sess, c, spec.SessionID, policy.Escalated)
 	if err != nil {
 		return s.launchFailure(cmd, mode, enforcement, err)
 	}
@@ -88,9 +91,22 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 	}
 	cmd.Start = starter
 	cmd.Env = withTempDir(cmd.Env, tmp)
+	tty := spec.Terminal != nil
 	return func(res *shell.RunResult) {
-		res.Sandbox = sandboxFacts(mode, enforcement, *res, starter.launchFailed.Load())
+		failed := starter.launchFailed.Load()
+		res.Sandbox = sandboxFacts(mode, enforcement, errorStream(*res, tty && !failed), failed)
 	}, nil
+}
+
+// boxFor is the box a call of session owner runs in: the session's, or, for an
+// escalated call on the namespace backend, one of its own — whose PID namespace dies
+// with it once the call's command is released, so that nothing the call started
+// outlives it even where the Supervisor has no cgroups.
+func (s *confiner) boxFor(sess *sessionState, c confinement, owner string, escalated bool) (*box, error) {
+	if escalated && c.box.namespaces {
+		return sess.ownBox(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
+	}
+	return sess.box(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
 }
 
 // policy is the call's sandbox policy, with a mode this executor knows.

@@ -155,7 +155,9 @@ func apply(a *container.Activation, cfg *Config) error {
 			log.Warn("profile reload widens confinement: " + w)
 		}
 	}
-	a.OnSessionEnd(func(id string) { endSession(sup, id) })
+	// The sessions end with the Supervisor's (sessionFor); their boxes are not handed
+	// to calls after this activation, which retires them.
+	a.Defer(func() { retireOwner(sup) })
 	if err := shell.PolicyService.Provide(a, resolver); err != nil {
 		return err
 	}

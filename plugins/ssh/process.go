@@ -55,6 +55,7 @@ type Process struct {
 	ch      xssh.Channel
 	marker  []byte
 	dir     string
+	owner   string // Spec.Owner
 	graceMs int64
 	stdin   []byte
 	tty     *terminal // the command's terminal (Spec.Terminal), or nil
@@ -137,7 +138,7 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 			return nil, serr
 		}
 	}
-	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, spec)); err != nil {
+	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, h.ownerTag(spec.Owner), spec)); err != nil {
 		return nil, err
 	}
 	return p.awaitStartLine(ctx)
@@ -194,12 +195,15 @@ func (h *Host) openSession(ctx context.Context, deadline time.Time) (session, er
 }
 
 // execPayload is the exec request of a command: the script and its arguments (see
-// execScript).
-func execPayload(marker, registry string, spec Spec) []byte {
-	args := make([]string, 0, 5+len(spec.Env)+len(spec.DshEnv))
+// execScript), with its owner's tag (ownerTag; "" for none) exported as ownerVar.
+func execPayload(marker, registry, tag string, spec Spec) []byte {
+	args := make([]string, 0, 6+len(spec.Env)+len(spec.DshEnv))
 	args = append(args, marker, registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
 	args = appendEnv(args, spec.Env)
 	args = appendEnv(args, spec.DshEnv)
+	if tag != "" {
+		args = append(args, ownerVar+"="+tag)
+	}
 	return xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 }
 
@@ -208,7 +212,7 @@ func execPayload(marker, registry string, spec Spec) []byte {
 // and the server of its channel's requests start.
 func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) {
 	p := &Process{
-		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
+		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, owner: spec.Owner, graceMs: spec.GraceMs, stdin: spec.Stdin,
 		stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
 		stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
 		started:   make(chan struct{}),
@@ -232,6 +236,7 @@ func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) 
 	}
 	h.live[p] = struct{}{}
 	ss.c.procs[p] = struct{}{}
+	h.ranLocked(spec.Owner)
 	h.notifyLocked()
 	h.mu.Unlock()
 	p.io.Add(2)

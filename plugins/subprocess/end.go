@@ -21,5 +21,5 @@ func (p *Process) EndTree() {
 	t := s.lingering[i]
 	s.lingering = slices.Delete(slices.Clone(s.lingering), i, i+1)
 	s.mu.Unlock()
-	s.endReleased([]lingerTree{t})
+	s.endReleased([]lingerTree{t}, maxGrace)
 }

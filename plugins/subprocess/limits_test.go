@@ -97,8 +97,8 @@ func TestCommandsAreTheOOMKillersFirstChoice(t *testing.T) {
 	})
 }
 
-// A tree left running when its session ends keeps its cgroups until it is gone;
-// Close ends it and removes them all.
+// A tree left running when its session ends is ended with it (the lifetime rule) and
+// its cgroups go with it; Close removes the instance's.
 func TestLimitsV1Lingering(t *testing.T) {
 	sup := newSup(t, false)
 	r := proc.ResourceLimits{Processes: 20}
@@ -109,18 +109,21 @@ func TestLimitsV1Lingering(t *testing.T) {
 	proctest.AwaitExit(t, p, 10*time.Second)
 	left, _ := strconv.Atoi(strings.TrimSpace(p.Stdout().Output().Text))
 	dir := p.LimitCgroups()["pids"]
-	sup.EndOwner("linger")
-	<-p.Retired()
 	if proctest.Gone(left) {
-		t.Fatal("the background sleep is gone")
+		t.Fatal("the background sleep is gone before its session ended")
 	}
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("the cgroup of a tree still running: %v", err)
 	}
-	sup.Close()
+	sup.EndOwner("linger")
+	<-p.Retired()
 	if !proctest.Gone(left) {
-		t.Error("Close left the sleep running")
+		t.Fatal("the session's end left the background sleep running")
 	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the cgroup of the ended session's tree: %v", err)
+	}
+	sup.Close()
 	if _, err := os.Stat(filepath.Dir(filepath.Dir(dir))); !os.IsNotExist(err) {
 		t.Errorf("the instance's cgroup is left after Close: %v", err)
 	}

@@ -33,9 +33,13 @@ type Process struct {
 	started proc.Started
 	note    string // appended to stderr when the process settles (a lost leader)
 	grace   time.Duration
-	cg      *cgroup        // nil when the tree is tracked by its process group only
-	cgRoot  *cgroupRoot    // where cg returns when the tree is gone
-	bud     *budgetCgroups // the cgroups of its resource limits; nil for none
+	owner   string // Spec.Owner: the session EndOwner ends the tree with
+	// endWithLeader: what the tree holds when the leader exits is killed (Spec.EndWithLeader).
+	endWithLeader bool
+	hosts         bool           // Spec.Hosts: EndOwner leaves it to its hooks
+	cg            *cgroup        // nil when the tree is tracked by its process group only
+	cgRoot        *cgroupRoot    // where cg returns when the tree is gone
+	bud           *budgetCgroups // the cgroups of its resource limits; nil for none
 	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
 	watchdog *watchdogProc
 
@@ -176,8 +180,8 @@ func (p *Process) treeAlive() bool {
 }
 
 // awaitTreeGone waits until no process of the tree (other than zombies) is left, and
-// reports true then; it gives up, reporting false, when the escalation is due (at
-// escalateAt) or has run. A cgroup says when it empties (cgroup.events changes, seen
+// reports true then; it gives up, reporting false, at escalateAt or once escalated is
+// closed (nil: never). A cgroup says when it empties (cgroup.events changes, seen
 // through inotify in the runtime's poller); a process group does not, so it is looked
 // at again after 1, 2, 4… up to 50 ms. A member that has closed its pipes may still be
 // exiting, so a single look right after the pipes' EOF is not enough.
@@ -194,7 +198,10 @@ func (p *Process) awaitTreeGone(escalateAt time.Time, escalated <-chan struct{})
 		if !p.treeAlive() {
 			return true
 		}
-		t.Reset(delay)
+		if !time.Now().Before(escalateAt) {
+			return false
+		}
+		t.Reset(min(delay, time.Until(escalateAt)))
 		select {
 		case <-escalated:
 			return false
@@ -339,6 +346,9 @@ func (p *Process) writeStdin() {
 // wait settles the process once its leader exited. It runs in its own goroutine.
 func (p *Process) wait() {
 	p.tear.Exited(p.awaitExit())
+	if p.endWithLeader {
+		p.endLeftovers()
+	}
 	if p.wIn != nil {
 		_ = p.wIn.Close()
 	}

@@ -46,6 +46,14 @@ type Spec struct {
 	// terminal.go): Stdin must be nil, the output is Stdout, the input goes through
 	// Process.WriteInput. With Start, the Starter allocates the terminal.
 	Terminal *proc.Terminal
+	// EndWithLeader kills what the tree still holds when its leader exits (see
+	// owner.go): the process settles only once nothing of it is left.
+	EndWithLeader bool
+	// Hosts marks a tree that starts other trees as their Starter (a sandbox's box):
+	// the end of its owner (EndOwner) does not kill it with the others — killed first,
+	// it would orphan them where no cgroup holds them — but leaves it to the OnEndOwner
+	// hooks, which run once the trees it started are gone.
+	Hosts bool
 	// Resources are the resource limits of the tree and of its owner's session (see
 	// docs/limits.md): the tree gets cgroups of its own, below its session's, in each
 	// hierarchy that enforces one, and its Exit a Budget. A limit the host cannot
@@ -79,6 +87,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if err := s.plan(&l, p, spec, prog); err != nil {
 		return nil, err
 	}
+	l.deadline, l.abort = spec.Deadline, ctx.Done()
 	if ctx.Err() != nil {
 		l.discard(p)
 		return nil, abortedBeforeSpawn(ctx)
@@ -134,10 +143,13 @@ func (s *Supervisor) program(name string) (string, error) {
 
 func (s *Supervisor) newProcess(spec Spec) *Process {
 	p := &Process{
-		sup:     s,
-		id:      s.seq.Add(1),
-		grace:   time.Duration(spec.GraceMs) * time.Millisecond,
-		retired: make(chan struct{}),
+		sup:           s,
+		id:            s.seq.Add(1),
+		owner:         spec.Owner,
+		endWithLeader: spec.EndWithLeader,
+		hosts:         spec.Hosts,
+		grace:         time.Duration(spec.GraceMs) * time.Millisecond,
+		retired:       make(chan struct{}),
 	}
 	p.tear.Init(p.grace, (*tree)(p))
 	return p
@@ -161,6 +173,9 @@ type launch struct {
 	cg       *cgroup              // nil: the tree runs under its process group only
 	cgRoot   *cgroupRoot          // where cg returns when the tree is gone
 	bud      *budgetCgroups       // the cgroups of its resource limits; nil for none
+	// deadline and abort bound a Starter's wait (proc.StartRequest).
+	deadline time.Time
+	abort    <-chan struct{}
 }
 
 // plan makes what the leader starts with: its stdio, its attributes (a new session,
@@ -317,7 +332,7 @@ func (l *launch) startOnce(p *Process) (int, error) {
 	if l.sys.UseCgroupFD {
 		cgfd = l.sys.CgroupFD
 	}
-	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd, l.term, l.bud)
+	st, err := startWith(l, cgfd, p.grace)
 	if err != nil {
 		return 0, err
 	}

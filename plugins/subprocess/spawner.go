@@ -37,6 +37,8 @@ func (l spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 		Start:     cmd.Start,
 		Resources: lim.Resources,
 		Terminal:  cmd.Terminal,
+
+		EndWithLeader: cmd.EndWithLeader,
 	})
 	if err != nil {
 		return nil, err

@@ -1,31 +1,35 @@
 package subprocess
 
 import (
-	"os"
 	"syscall"
+	"time"
 
 	"github.com/dsh-dev/dsh/proc"
 )
 
-// startWith starts the leader through st (Spec.Start), in cgroup cgfd (-1 for none)
-// and the cgroup v1 directories of bc (nil for none), under a terminal of size term
-// (nil for none) that the Starter allocates.
-func startWith(st proc.Starter, prog string, argv []string, attr *syscall.ProcAttr, files [3]*os.File, cgfd int, term *proc.Terminal, bc *budgetCgroups) (proc.Started, error) {
+// startWith starts the leader through l's Starter (Spec.Start), in cgroup cgfd (-1
+// for none) and the cgroup v1 directories of l.bud (nil for none), under a terminal of
+// size l.term (nil for none) that the Starter allocates; the Starter bounds its own
+// waits by l's deadline and abort, plus grace.
+func startWith(l *launch, cgfd int, grace time.Duration) (proc.Started, error) {
 	req := proc.StartRequest{
-		Path:     prog,
-		Argv:     argv,
-		Dir:      attr.Dir,
-		Env:      attr.Env,
-		Files:    files,
+		Path:     l.prog,
+		Argv:     l.argv,
+		Dir:      l.attr.Dir,
+		Env:      l.attr.Env,
+		Files:    l.child,
 		CgroupFD: cgfd,
-		Terminal: term,
+		Terminal: l.term,
+		Deadline: l.deadline,
+		Abort:    l.abort,
+		Grace:    grace,
 	}
-	if bc != nil && len(bc.tasks) > 0 {
+	if bc := l.bud; bc != nil && len(bc.tasks) > 0 {
 		tasks, homes := bc.tasks, bc.homes
 		req.CgroupV1 = tasks
 		req.JoinCgroupV1 = func() (func(), error) { return joinCgroups(tasks, homes) }
 	}
-	return st.Start(req)
+	return l.starter.Start(req)
 }
 
 // abandonStarted ends a leader started for a tree the Supervisor cannot take (its

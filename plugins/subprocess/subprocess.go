@@ -70,7 +70,8 @@ type Supervisor struct {
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
 	closeOnce sync.Once
-	onClose   []func() // under mu; run at the end of Close
+	onClose   []func()             // under mu; run at the end of Close
+	ownerEnds []func(owner string) // under mu; run by EndOwner (owner.go)
 }
 
 // New returns a Supervisor. It sets up cgroup isolation when possible (Isolation says
@@ -142,14 +143,6 @@ func (s *Supervisor) CheckLimits(r proc.ResourceLimits) error { return s.budgets
 // pids, cpu)"; "" for none.
 func (s *Supervisor) LimitsMechanism(r proc.ResourceLimits) string { return s.budgets.mechanism(r) }
 
-// EndOwner ends what the Supervisor keeps for a harness session: its spill files are
-// deleted (Spool.EndOwner), and its cgroups of resource limits go once its last
-// process's do.
-func (s *Supervisor) EndOwner(owner string) {
-	s.spool.EndOwner(owner)
-	s.budgets.endSession(owner)
-}
-
 // Isolation describes the active process-isolation mode: "cgroup v2 at <dir>" or
 // "process group only (<reason>)".
 func (s *Supervisor) Isolation() string {
@@ -220,13 +213,13 @@ func (s *Supervisor) endLingering() {
 	trees := s.lingering
 	s.lingering = nil
 	s.mu.Unlock()
-	s.endReleased(trees)
+	s.endReleased(trees, maxGrace)
 }
 
-// endReleased ends trees (endTrees), reaps their leaders and removes their cgroups;
-// they are no longer lingering.
-func (s *Supervisor) endReleased(trees []lingerTree) {
-	endTrees(trees)
+// endReleased ends trees (endTrees, the SIGKILL at most limit after the SIGTERM),
+// reaps their leaders and removes their cgroups; they are no longer lingering.
+func (s *Supervisor) endReleased(trees []lingerTree, limit time.Duration) {
+	endTrees(trees, limit)
 	for _, t := range trees {
 		t.p.release()
 		if t.p.cg != nil {

@@ -264,13 +264,15 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 	if f := t.approve(ctx, session, a); f != nil {
 		return nil, f, nil
 	}
+	// Allowed once: nothing the call starts outlives it (Escalated).
 	if !haveResolver {
-		return &shell.SandboxPolicy{Mode: m, WorkspaceRoot: root}, nil, nil
+		return &shell.SandboxPolicy{Mode: m, WorkspaceRoot: root, Escalated: true}, nil, nil
 	}
 	p, err := resolver.Resolve(session, m)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox policy: %w", err)
 	}
+	p.Escalated = true
 	return &p, nil, nil
 }
 

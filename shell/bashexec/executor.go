@@ -42,6 +42,11 @@ type Command struct {
 	// returns must be a TerminalProcess. Only a Spawner that implements
 	// TerminalSpawner is given one.
 	Terminal *proc.Terminal
+	// EndWithLeader, when set, kills what the command leaves running (`cmd &`, setsid
+	// and nohup children) as soon as its leader exits, before the process settles: a
+	// call allowed once (an approved escalation) leaves nothing behind. Prepare sets
+	// it (bash-sandbox); the Supervisor's Spawner honours it.
+	EndWithLeader bool
 }
 
 // Limits are the bounds of one spawn.
