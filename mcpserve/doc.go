@@ -37,7 +37,13 @@
 //     = seconds elapsed, message "running 12s, 3.1 MB of output: <last line>").
 //   - stdio answers bad input (-32700 not JSON, -32600 not JSON-RPC or over 16 MiB,
 //     id null) and reads on; a cancelled request (notifications/cancelled) gets no
-//     response and its command is aborted.
+//     response and its command is aborted — unless it is a tools/call that succeeded
+//     before the cancellation reached it: that answer is sent (a background start's
+//     job id is the client's to know), while a start the cancellation did reach ends
+//     aborted with its job withdrawn (tools.OnAbort).
+//   - On the stateless HTTP lane a client cancels by hanging up: a call it hangs up on
+//     while it runs is aborted; one that had settled, but whose answer was not written
+//     while the client was there, has what it started withdrawn (tools.HoldAborts).
 //
 // The package does not compose profiles, read flags, choose tokens or listen: the
 // caller (package cli for `dsh serve`) hands it a runtime, the tokens and a listener.

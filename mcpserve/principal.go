@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
 // principal is an authenticated client identity of the stateless lane (one bearer
@@ -36,8 +37,37 @@ func (f *httpFront) serveStateless(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.release(p)
-	f.statelessLane.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	// A client that hangs up before its answer is written cancels the call; when the
+	// call had already settled, what it started (a background job) is withdrawn now.
+	ctx, release := tools.HoldAborts(context.WithValue(r.Context(), principalKey{}, p))
+	dw := &deliveryWriter{ResponseWriter: w, ctx: r.Context()}
+	f.statelessLane.ServeHTTP(dw, r.WithContext(ctx))
+	release(dw.delivered)
 }
+
+// deliveryWriter tells whether the last write of a response went out while its client
+// was still there: the request's context not done and the write without error.
+type deliveryWriter struct {
+	http.ResponseWriter
+	ctx       context.Context
+	delivered bool
+}
+
+func (w *deliveryWriter) Write(p []byte) (int, error) {
+	present := w.ctx.Err() == nil
+	n, err := w.ResponseWriter.Write(p)
+	w.delivered = present && err == nil
+	return n, err
+}
+
+// Flush and Unwrap keep what the SDK asks of the writer it is given.
+func (w *deliveryWriter) Flush() {
+	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
+		w.delivered = false
+	}
+}
+
+func (w *deliveryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // acquire returns the live principal of token i, creating it (and its harness session)
 // unless that would exceed the session limit; it holds it until release.

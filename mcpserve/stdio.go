@@ -46,7 +46,10 @@ const maxLineBytes = 16 << 20
 // JSON gets a -32700 error response, JSON that is not a JSON-RPC message (or an empty
 // batch) gets -32600, and a line longer than maxLine gets -32600 and is discarded; all
 // with id null, and reading goes on, so nothing already running is touched. A response
-// to a request the client cancelled (notifications/cancelled) is not sent.
+// to a request the client cancelled (notifications/cancelled) is not sent — unless it
+// is a tools/call the cancellation reached too late, one that succeeded: an aborted call
+// reports "tool call aborted" (an error), so a success was settled first, and what it
+// answers (a background job's id) is what the client needs to know.
 type stdioTransport struct {
 	in      io.Reader
 	out     io.Writer
@@ -67,6 +70,7 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		out:       t.out,
 		closed:    make(chan struct{}),
 		inflight:  map[jsonrpc.ID]bool{},
+		tools:     map[jsonrpc.ID]bool{},
 		batches:   map[jsonrpc.ID]*stdioBatch{},
 	}, nil
 }
@@ -84,6 +88,7 @@ type stdioConn struct {
 
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]bool // requests read and not answered; true = cancelled
+	tools    map[jsonrpc.ID]bool // the tools/call requests among them
 	batches  map[jsonrpc.ID]*stdioBatch
 }
 

@@ -25,6 +25,9 @@ func (c *stdioConn) track(msg jsonrpc.Message) {
 	if req.IsCall() {
 		c.mu.Lock()
 		c.inflight[req.ID] = false
+		if req.Method == "tools/call" {
+			c.tools[req.ID] = true
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -52,8 +55,9 @@ func (c *stdioConn) track(msg jsonrpc.Message) {
 func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok {
 		c.mu.Lock()
-		cancelled := c.inflight[resp.ID]
+		cancelled := c.inflight[resp.ID] && !(c.tools[resp.ID] && succeeded(resp))
 		delete(c.inflight, resp.ID)
+		delete(c.tools, resp.ID)
 		batch := c.batches[resp.ID]
 		delete(c.batches, resp.ID)
 		var complete []*jsonrpc.Response
@@ -81,4 +85,12 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("stdio: encoding a message: %w", err)
 	}
 	return c.writeLine(data)
+}
+
+// succeeded reports whether resp answers a tools/call with a result that is no error.
+func succeeded(resp *jsonrpc.Response) bool {
+	var res struct {
+		IsError bool `json:"isError"`
+	}
+	return resp.Error == nil && json.Unmarshal(resp.Result, &res) == nil && !res.IsError
 }

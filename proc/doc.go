@@ -21,11 +21,13 @@
 // of a stream is the harness session it belongs to. Directories are 0700 and files
 // 0600, all created exclusively (mkdirat, O_CREAT|O_EXCL) relative to held directory
 // descriptors with O_NOFOLLOW; before a file is created, the directories' paths are
-// checked to still name the held directories. A spill directory moved away or replaced
-// by a symlink, an owner directory replaced by a symlink, a symlink planted at a file's
-// name: each makes that spill fail (the stream keeps its tail, reports no spill path —
-// shown as "(unavailable)" — and a warning is logged); nothing is ever written through
-// a symlink. What this layer cannot do is keep a process of the same user from reading
+// checked to still name the held directories. A spill or owner directory replaced by
+// a symlink (or another user's directory), a symlink planted at a file's name: each
+// makes that spill fail (the stream keeps its tail, reports no spill path — shown as
+// "(unavailable)" — and a warning is logged), for good once the spill directory itself
+// was replaced; nothing is ever written through a symlink. A directory that vanished
+// (a temp cleaner deleted it) is made afresh at the next spill, and Spool.Generation
+// changes. What this layer cannot do is keep a process of the same user from reading
 // or replacing files it can reach: the modes stop other users, and a confined command
 // must be kept from the spill root by its sandbox (a mount namespace that shows it no
 // host temp directory, and a root outside every writable root). A sandbox that shows a

@@ -51,11 +51,14 @@ type SpoolOptions struct {
 // to a held descriptor of its parent without following symlinks; before a file is
 // created the directories' paths are checked to still name the held directories, so a
 // directory replaced by a symlink makes the spill fail (the stream keeps its tail and
-// reports no spill path) instead of writing through it. An owner's directory is made on
-// its first spill and removed once it holds no file — or, made ahead by OwnerDir (for a
-// sandbox to show the owner's commands their own files), kept until EndOwner. The spill
-// directory is removed by Close; one left by a dead process is removed by the next Spool
-// spilling under the same root.
+// reports no spill path) instead of writing through it. A directory that vanished —
+// deleted by a temp cleaner, or moved away: nothing is at its path — is made afresh at
+// the next spill, the same way (a new spill directory gets a new name and the instance
+// lock); its files are gone, so their paths are withdrawn, and Generation changes. An
+// owner's directory is made on its first spill and removed once it holds no file — or,
+// made ahead by OwnerDir (for a sandbox to show the owner's commands their own files),
+// kept until EndOwner. The spill directory is removed by Close; one left by a dead
+// process is removed by the next Spool spilling under the same root.
 //
 // All methods are safe for concurrent use.
 type Spool struct {
@@ -69,7 +72,8 @@ type Spool struct {
 	dir         string // the private spill directory, "" until the first spill
 	dirFD       int    // its open descriptor (holding the instance lock), or -1
 	dirIno      inode
-	dirErr      error // why the directory cannot be used
+	dirErr      error         // why the directory cannot be used (for good: it was replaced)
+	gen         atomic.Uint64 // Generation: bumped when a vanished directory is made afresh
 	owners      map[string]*spoolOwner
 	files       map[*spillFile]struct{} // every spill file that exists
 	retired     []*spillFile            // complete files of closed streams, oldest first
@@ -100,6 +104,9 @@ type spillFile struct {
 	// writer while it spills, then (once retired) by the spool under its lock.
 	size int64
 	gone atomic.Bool
+	// lost is set (under the spool's lock) when the file's directory vanished: the file
+	// went with it, so deleting it only settles the budget.
+	lost bool
 }
 
 // reportedPath is the path to report for f: "" when there is no file or it is gone.
@@ -163,7 +170,9 @@ func (sp *Spool) ownerLocked(owner string) *spoolOwner {
 // even when it holds no file — until EndOwner ends the owner. It is for a sandbox that
 // shows the owner's commands their own spill files: every spill path reported for
 // owner's streams lies directly in this directory, which exists (and is the same
-// directory) from now until EndOwner. It returns the directory, open read-only, named
+// directory) from now until EndOwner — unless it vanishes (a temp cleaner deletes it):
+// then the next spill makes a new one, and Generation changes, which tells the sandbox
+// to take it again. It returns the directory, open read-only, named
 // by its path (f.Name()); the caller closes it. It is made like every directory of the
 // spool (mkdirat, no symlink followed, paths checked) and fails when a spill would.
 func (sp *Spool) OwnerDir(owner string) (*os.File, error) {
@@ -197,6 +206,11 @@ func OwnerDirName(owner string) string {
 	sum := sha256.Sum256([]byte(owner))
 	return "h-" + hex.EncodeToString(sum[:16])
 }
+
+// Generation changes each time a directory of the spool that vanished (the spill
+// directory or an owner's) is made afresh; a caller holding a directory from OwnerDir
+// takes it again when Generation is no longer what it was then.
+func (sp *Spool) Generation() uint64 { return sp.gen.Load() }
 
 // Root is the directory under which the spill directory is made (SpoolOptions.Root,
 // defaulted). A sandbox must keep it out of every root a confined command may write.
@@ -339,14 +353,16 @@ func (sp *Spool) delete(f *spillFile) {
 // deleteLocked removes f's file (through its owner's directory descriptor, never by
 // path) and returns its bytes to the budget. f is marked gone first, so that no reader
 // is given its path once the file may be missing. If the file cannot be removed its
-// bytes stay reserved: the budget must never undercount the disk.
+// bytes stay reserved: the budget must never undercount the disk. A lost file (its
+// directory vanished) is not looked for.
 func (sp *Spool) deleteLocked(f *spillFile) {
-	if !f.gone.CompareAndSwap(false, true) || sp.closed {
+	f.gone.Store(true)
+	if _, exists := sp.files[f]; !exists || sp.closed {
 		return
 	}
 	delete(sp.files, f)
 	o := f.owner
-	if o.fd >= 0 {
+	if o.fd >= 0 && !f.lost {
 		if err := unix.Unlinkat(o.fd, f.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 			sp.log.Warn("subprocess: cannot remove a spill file", "path", f.path, "err", ErrnoText(err))
 			return
@@ -368,7 +384,7 @@ func (sp *Spool) closeStream(o *spoolOwner, file *spillFile) {
 	case file == nil:
 	case sp.closed:
 		file.gone.Store(true)
-	case o.ended:
+	case o.ended, file.lost:
 		sp.deleteLocked(file)
 	default:
 		sp.retired = append(sp.retired, file)
@@ -429,17 +445,17 @@ func (sp *Spool) create(o *spoolOwner, name string) (*os.File, *spillFile, error
 }
 
 // ownerDirLocked makes sure the spill directory and o's directory exist, are held open
-// and are still named by their paths (see create), and returns o.
+// and are still named by their paths (see create), and returns o. A directory that
+// vanished is made afresh; one replaced by something else is refused.
 func (sp *Spool) ownerDirLocked(o *spoolOwner) (*spoolOwner, error) {
-	if err := sp.initLocked(); err != nil {
-		return nil, err
-	}
-	if err := checkDirPath(sp.dir, sp.dirIno); err != nil {
-		sp.dirErr = err // for good: every later spill fails at once (and quietly)
-		sp.log.Warn("subprocess: the spill directory was moved or replaced; long output keeps its tail only", "err", err)
+	if err := sp.spillDirLocked(); err != nil {
 		return nil, err
 	}
 	ownerPath := sp.dir + "/" + o.dirName
+	if o.fd >= 0 && vanished(checkDirPath(ownerPath, o.ino)) {
+		sp.log.Warn("subprocess: a spill directory was deleted; making a new one", "path", ownerPath)
+		sp.abandonLocked(func(x *spoolOwner) bool { return x == o })
+	}
 	if o.fd < 0 {
 		fd, ino, err := makePrivateDir(sp.dirFD, o.dirName, ownerPath, true)
 		if err != nil {
@@ -453,6 +469,63 @@ func (sp *Spool) ownerDirLocked(o *spoolOwner) (*spoolOwner, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// spillDirLocked makes sure the private spill directory exists, is held open and is
+// still named by its path. One that vanished is made afresh (initLocked: a new name,
+// the instance lock); one replaced by something else (a symlink, another directory) is
+// refused for good: every later spill fails at once, and quietly.
+func (sp *Spool) spillDirLocked() error {
+	if sp.dirFD >= 0 && vanished(checkDirPath(sp.dir, sp.dirIno)) {
+		sp.log.Warn("subprocess: the spill directory was deleted; making a new one", "path", sp.dir)
+		sp.abandonLocked(func(*spoolOwner) bool { return true })
+		unix.Close(sp.dirFD)
+		sp.dir, sp.dirFD, sp.dirIno = "", -1, inode{}
+	}
+	if err := sp.initLocked(); err != nil {
+		return err
+	}
+	if err := checkDirPath(sp.dir, sp.dirIno); err != nil {
+		sp.dirErr = err
+		sp.log.Warn("subprocess: the spill directory was moved or replaced; long output keeps its tail only", "err", err)
+		return err
+	}
+	return nil
+}
+
+// vanished reports whether a checkDirPath error says that nothing is at the path any
+// more (the directory was deleted or moved away), rather than something else.
+func vanished(err error) bool { return errors.Is(err, unix.ENOENT) }
+
+// abandonLocked forgets the directories of the owners match selects, which vanished
+// with their files: every file's path is withdrawn; a closed stream's file leaves the
+// budget now, an open stream's once its writer notices (at its next write, or Close).
+// The owners get a new directory at their next spill, and Generation changes.
+func (sp *Spool) abandonLocked(match func(*spoolOwner) bool) {
+	for _, o := range sp.owners {
+		if match(o) && o.fd >= 0 {
+			unix.Close(o.fd)
+			o.fd = -1
+		}
+	}
+	for f := range sp.files {
+		if match(f.owner) {
+			f.lost = true
+			f.gone.Store(true)
+		}
+	}
+	kept := sp.retired[:0]
+	for _, f := range sp.retired {
+		if f.lost {
+			sp.reclaimable -= f.size
+			sp.deleteLocked(f)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	clear(sp.retired[len(kept):])
+	sp.retired = kept
+	sp.gen.Add(1)
 }
 
 // initLocked creates the private spill directory on first use: a uniquely named 0700

@@ -182,12 +182,12 @@ func TestLoad(t *testing.T) {
 	// supervisor keeps for reuse (at most 8, each its directory and its cgroup.events),
 	// the output pipes it makes ahead for the next command (two, both ends), its own
 	// cgroup directory (held locked),
-	// the pipe to its crash-cleanup watchdog and the /dev/null every command's stdin
-	// shares; closing it releases them too.
+	// the pipe to its crash-cleanup watchdog and the eventfd that stops its supervision,
+	// and the /dev/null every command's stdin shares; closing it releases them too.
 	// A settled command's pipes are closed right after its result is out: look until
 	// they are.
 	unexpected := func() (leaked, kept []string) {
-		pipes, nulls := 0, 0
+		pipes, nulls, eventfds := 0, 0, 0
 		for _, fd := range proctest.NewFDs(fds, proctest.FDs(t)) {
 			switch {
 			case strings.Contains(fd, "/sys/fs/cgroup/"):
@@ -196,6 +196,8 @@ func TestLoad(t *testing.T) {
 				pipes++
 			case strings.HasSuffix(fd, "→ /dev/null") && nulls == 0:
 				nulls++
+			case strings.HasSuffix(fd, "anon_inode:[eventfd]") && eventfds == 0:
+				eventfds++
 			default:
 				leaked = append(leaked, fd)
 			}

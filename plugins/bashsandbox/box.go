@@ -70,11 +70,16 @@ type boxConfig struct {
 	maskDirs   []string
 	show       []string // files of the session's own shown through maskDirs (its audit log)
 	tmpSize    int64    // of the private /tmp and /dev/shm (namespaces only)
+	// spillGen is the spool's Generation when the box was opened (namespaces only): a
+	// box shows the session's spill directory as it was then, so once a vanished one
+	// was made afresh, a new box shows the new one.
+	spillGen uint64
 }
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs) && slices.Equal(c.show, o.show) && c.tmpSize == o.tmpSize
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs) && slices.Equal(c.show, o.show) && c.tmpSize == o.tmpSize &&
+		c.spillGen == o.spillGen
 }
 
 // boxFiles are the host directories a box is built on.

@@ -258,6 +258,9 @@ func (s *sessionState) tempDir(namespaces bool) (string, error) {
 // directory of owner, the session's id (see ownerSpill). It runs in the session's
 // cgroups, under limits (the session's).
 func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, protect, maskFiles []string) (*box, error) {
+	if conf.namespaces {
+		conf.spillGen = sup.Spool().Generation()
+	}
 	if b := s.current(conf); b != nil {
 		return b, nil
 	}

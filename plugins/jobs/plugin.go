@@ -102,8 +102,17 @@ type OutputValue struct {
 	// Status and Detail are the job's state when the output was read.
 	Status Status `json:"status"`
 	Detail string `json:"detail,omitempty"`
-	// Output is the new output since the previous read ("" when none).
+	// Output is the new output since the previous read ("" when none), as the text
+	// has it.
 	Output string `json:"output"`
+	// Lossy is true when part of the new output was dropped from memory before this
+	// read: Output then carries the "[some output was dropped from memory; full
+	// output: …]" line, and StdoutSpill and StderrSpill are the files it names, which
+	// hold the complete streams (omitted when there is none: the line says
+	// "(unavailable)").
+	Lossy       bool   `json:"lossy,omitempty"`
+	StdoutSpill string `json:"stdoutSpill,omitempty"`
+	StderrSpill string `json:"stderrSpill,omitempty"`
 }
 
 // ListValue is job_list's typed result (MCP structured content).
@@ -265,7 +274,8 @@ func outputResult(out Output) tools.Result {
 	}
 	text += out.Job.statusLine()
 	return tools.Result{Text: text, Value: OutputValue{JobID: out.Job.ID, Kind: out.Job.Kind, Label: out.Job.Label,
-		Status: out.Job.Status, Detail: out.Job.Detail, Output: out.Text}}
+		Status: out.Job.Status, Detail: out.Job.Detail, Output: out.Text,
+		Lossy: out.Loss.Lossy, StdoutSpill: out.Loss.StdoutSpill, StderrSpill: out.Loss.StderrSpill}}
 }
 
 // listText renders job_list's text.

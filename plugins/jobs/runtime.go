@@ -48,6 +48,9 @@ type Hooks struct {
 	// ReadOutput returns the output produced since its previous call (consuming). Nil
 	// means the job has no output.
 	ReadOutput func() string
+	// ReadWithLoss, when set, is ReadOutput that also says what the read lost; the
+	// runtime then calls it instead of ReadOutput.
+	ReadWithLoss func() (string, Loss)
 	// Outcome reports how the work ended; it is called once, after Done is closed.
 	// Required. A non-terminal status is recorded as failed.
 	Outcome func() Outcome
@@ -131,10 +134,20 @@ const (
 	KillCancellationRequested KillResult = "cancellation-requested"
 )
 
+// Loss is what one consuming read lost: part of the new output had been dropped from
+// memory before it (Lossy); the spill files, when they exist, hold the complete
+// streams. The producer's text says the same in its own words.
+type Loss struct {
+	Lossy                    bool
+	StdoutSpill, StderrSpill string
+}
+
 // Output is one consuming read of a job.
 type Output struct {
 	// Text is the output produced since the previous read ("" when none).
 	Text string
+	// Loss is what the read lost (Hooks.ReadWithLoss; zero without it).
+	Loss Loss
 	// Job is the job's state, taken before the output was read: when it is terminal,
 	// Text holds everything that was left.
 	Job Snapshot
@@ -599,7 +612,7 @@ func (r *Runtime) readAfter(caller *container.Session, id string, before func(*j
 		r.mu.Lock()
 		out.Job = j.snapshotLocked()
 		r.mu.Unlock()
-		out.Text = readSafely(j.hooks.ReadOutput)
+		out.Text, out.Loss = readSafely(j.hooks)
 		j.readMu.Unlock()
 	}
 
@@ -622,16 +635,19 @@ func (r *Runtime) readAfter(caller *container.Session, id string, before func(*j
 	return out, err
 }
 
-func readSafely(fn func() string) (s string) {
-	if fn == nil {
-		return ""
-	}
+func readSafely(h Hooks) (s string, loss Loss) {
 	defer func() {
 		if p := recover(); p != nil {
-			s = fmt.Sprintf("[reading output failed: %v]", p)
+			s, loss = fmt.Sprintf("[reading output failed: %v]", p), Loss{}
 		}
 	}()
-	return fn()
+	switch {
+	case h.ReadWithLoss != nil:
+		return h.ReadWithLoss()
+	case h.ReadOutput != nil:
+		return h.ReadOutput(), Loss{}
+	}
+	return "", Loss{}
 }
 
 // Kill asks the job to stop. A finished job is left alone (KillAlreadyFinished);
@@ -658,6 +674,21 @@ func (r *Runtime) Kill(caller *container.Session, id, reason string) (KillResult
 	r.opts.Logger.Info("jobs: cancellation requested", "job", id, "reason", reason)
 	callSafely(j.hooks.Cancel)
 	return KillCancellationRequested, snap, nil
+}
+
+// Withdraw undoes the start of job id for a caller that will never learn of it (the
+// call that started it was aborted before its answer was settled): the job is
+// cancelled, waited for (up to Options.DisposeTimeout) and deleted, without a notice,
+// so that it holds no slot and no listing shows it. Its id is not used again. Unknown
+// ids are ignored.
+func (r *Runtime) Withdraw(id string) {
+	r.mu.Lock()
+	_, ok := r.jobs[id]
+	r.mu.Unlock()
+	if ok {
+		r.opts.Logger.Info("jobs: withdrew a job whose start was aborted", "job", id)
+		r.dispose(func(j *job) bool { return j.id == id })
+	}
 }
 
 // endedMemory is how long an ended session is remembered (refusing new jobs for it):

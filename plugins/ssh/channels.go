@@ -16,7 +16,9 @@ const channelsPerConnection = 10
 // acquire reserves a command channel on the least loaded connection, dialing a new
 // connection when every connection is busy and fewer than maxConnections exist. It
 // waits (bounded by ctx and deadline) when every connection is full; it fails when no
-// connection is up and a dial started after the call arrived failed.
+// connection is up and a dial started after the call arrived failed. A deadline that
+// passes while no connection is up is a ConnectTimeoutError: the host, not the channels,
+// kept the command from starting.
 func (h *Host) acquire(ctx context.Context, deadline time.Time) (*conn, error) {
 	var timer <-chan time.Time
 	if !deadline.IsZero() {
@@ -64,7 +66,7 @@ func (h *Host) acquire(ctx context.Context, deadline time.Time) (*conn, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("aborted before spawn: %w", context.Cause(ctx))
 		case <-timer:
-			return nil, errDeadline
+			return nil, h.deadlineError()
 		case <-h.ctx.Done():
 			return nil, ErrClosed
 		}
@@ -73,6 +75,17 @@ func (h *Host) acquire(ctx context.Context, deadline time.Time) (*conn, error) {
 
 // errDeadline: the command's deadline passed before a channel was free.
 var errDeadline = errors.New("ssh: the deadline passed before a channel to the host was free")
+
+// deadlineError is why a command's deadline passed before it had a channel: every
+// channel was busy (errDeadline), or no connection was up yet (a ConnectTimeoutError).
+func (h *Host) deadlineError() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.conns) > 0 {
+		return errDeadline
+	}
+	return &ConnectTimeoutError{Address: h.set.address, Handshake: h.dialing && h.handshaking}
+}
 
 // release returns a command channel of c.
 func (h *Host) release(c *conn) {

@@ -82,7 +82,7 @@ func (h *Host) dial(seq uint64) {
 	c, err := h.connect(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.dialing = false
+	h.dialing, h.handshaking = false, false
 	h.lastDial.seq, h.lastDial.err = seq, err
 	switch {
 	case err == nil && h.closed:
@@ -121,6 +121,9 @@ func (h *Host) connect(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ssh: cannot connect to %s: %w", h.set.address, err)
 	}
+	h.mu.Lock()
+	h.handshaking = true
+	h.mu.Unlock()
 	deadline, _ := ctx.Deadline()
 	_ = nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { nc.Close() })

@@ -20,7 +20,10 @@
 //     nine command channels plus one control channel (OpenSSH's MaxSessions is 10; a
 //     server allowing fewer is detected by its refusals). A new connection is dialed
 //     when every open one is busy; a call waits for a free channel (bounded by its
-//     deadline and context) when all are full.
+//     deadline and context) when all are full. A deadline that passes while no
+//     connection is up yet ends the command, never started, with "ssh: connection to
+//     <address> timed out during the handshake; the command did not start" ("… during
+//     the TCP connect; …" before the handshake began; proc.Exit.Err).
 //   - Each connection sends keepalive@openssh.com every keepaliveMs; one that leaves a
 //     request unanswered for three intervals is closed as lost.
 //   - A lost connection ends its running commands with

@@ -59,6 +59,25 @@ func (e *LostError) Error() string {
 
 func (e *LostError) Unwrap() error { return e.Cause }
 
+// ConnectTimeoutError ends a command whose deadline passed while it waited for a
+// connection that was still being made: the command never started.
+type ConnectTimeoutError struct {
+	Address string
+	// Handshake: the TCP connection was made, the SSH handshake (version exchange, key
+	// exchange, login) had not finished.
+	Handshake bool
+}
+
+// Error is "ssh: connection to <address> timed out during the handshake; the command
+// did not start" ("during the TCP connect" before the handshake began).
+func (e *ConnectTimeoutError) Error() string {
+	stage := "the TCP connect"
+	if e.Handshake {
+		stage = "the handshake"
+	}
+	return "ssh: connection to " + e.Address + " timed out during " + stage + "; the command did not start"
+}
+
 // Options configure a Host beyond its Config.
 type Options struct {
 	// Logger receives warnings (default slog.Default()).
@@ -88,6 +107,7 @@ type Host struct {
 	closed       bool
 	conns        []*conn
 	dialing      bool
+	handshaking  bool // the dial made its TCP connection and is in the SSH handshake
 	dialsStarted uint64
 	lastDial     struct {
 		seq uint64

@@ -106,7 +106,8 @@ const (
 // enter ("spawn failed: chdir <dir>: ENOENT …"), a remote without bash, or no
 // connection ("spawn failed: connect <address>: <cause>"). When the deadline passes
 // while every channel is busy, the returned process has settled, timed out, without
-// running. Cancelling ctx later kills the command (proc.ReasonAbort); pass a context
+// running; when it passes while the connection it waits for is still being made, the
+// process has settled without running, its Exit.Err a ConnectTimeoutError. Cancelling ctx later kills the command (proc.ReasonAbort); pass a context
 // without cancellation to detach it.
 func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := checkSpec(spec); err != nil {
@@ -119,6 +120,8 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	switch {
 	case errors.Is(err, errDeadline):
 		return h.expired(spec), nil
+	case errors.As(err, new(*ConnectTimeoutError)):
+		return h.neverConnected(spec, err), nil
 	case err != nil:
 		return nil, err
 	}
@@ -157,7 +160,8 @@ func (h *Host) openSession(ctx context.Context, deadline time.Time) (session, er
 	for {
 		c, err := h.acquire(ctx, deadline)
 		switch {
-		case errors.Is(err, errDeadline), err != nil && (errors.Is(err, ErrClosed) || ctx.Err() != nil):
+		case errors.Is(err, errDeadline), errors.As(err, new(*ConnectTimeoutError)),
+			err != nil && (errors.Is(err, ErrClosed) || ctx.Err() != nil):
 			return session{}, err
 		case err != nil:
 			return session{}, h.cannotStart(err)
@@ -350,13 +354,29 @@ func appendEnv(args []string, env map[string]string) []string {
 // expired is the handle of a command whose deadline passed before a channel was free:
 // it never ran, and reports a timeout without a signal.
 func (h *Host) expired(spec Spec) *Process {
+	p := h.unstarted(spec)
+	p.tear.Abandon(proc.ReasonTimeout, nil)
+	return p
+}
+
+// neverConnected is the handle of a command whose deadline passed while the connection
+// it waited for was still being made: it never ran, and ends with err (a
+// ConnectTimeoutError), an infrastructure failure rather than a timeout of the command.
+func (h *Host) neverConnected(spec Spec, err error) *Process {
+	p := h.unstarted(spec)
+	p.tear.Settle(err)
+	return p
+}
+
+// unstarted is the handle of a command that will never run, its output closed empty,
+// for the caller to settle.
+func (h *Host) unstarted(spec Spec) *Process {
 	p := &Process{h: h, stdout: h.spool.NewStream(spec.Owner, spec.Stdout), stderr: h.spool.NewStream(spec.Owner, spec.Stderr),
 		started: make(chan struct{})}
 	p.tear.Init(time.Duration(spec.GraceMs)*time.Millisecond, (*remoteTree)(p))
 	p.stdout.Close()
 	p.stderr.Close()
 	close(p.started)
-	p.tear.Abandon(proc.ReasonTimeout, nil)
 	return p
 }
 

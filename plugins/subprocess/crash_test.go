@@ -156,6 +156,10 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Fprintf(&report, "pids %s\ndirs %s\nwatchdog %d\n", strings.Join(pids, " "), strings.Join(dirs, " "), sup.WatchdogPid())
 		finish()
 		time.Sleep(5 * time.Minute) // until the test kills this process
+	case "restart-cgroup", "restart-process-group":
+		restartHelper(t, mode == "restart-process-group", spillRoot, &report)
+		finish()
+		time.Sleep(5 * time.Minute) // until the test kills this process
 	case "fds":
 		var st unix.Stat_t
 		flags, err := unix.FcntlInt(7, unix.F_GETFD, 0)

@@ -58,7 +58,10 @@
 // crash), it writes cgroup.kill on the harness's cgroup directory — ending foreground
 // and background commands, setsid escapees and nohup children alike — SIGKILLs the
 // process groups of commands that have no cgroup, removes the directory and exits;
-// after a normal Close it just exits. A new Supervisor also kills and removes what dead
+// after a normal Close it just exits. The watchdog is supervised: its death closes the
+// pipe's other end, which the harness's end reports; the Supervisor logs it (WARN),
+// starts a new watchdog and tells it every process group the dead one knew, so a crash
+// of the harness after that still ends every command. A new Supervisor also kills and removes what dead
 // harnesses left in their cgroup directories (logged at WARN with the count). A
 // directory belongs to a dead harness when no process holds its lock (flock, held by a
 // live harness) and its pid is gone.

@@ -34,7 +34,7 @@ func (s *Supervisor) WatchdogPid() int {
 	if s.watchdog == nil {
 		return 0
 	}
-	return s.watchdog.pid
+	return s.watchdog.currentPid()
 }
 
 // Retired is closed once a settled process has released what it held (right after Done).

@@ -55,6 +55,9 @@ type budgets struct {
 	// movable are the pids of the harness's own processes (itself, its watchdog), which
 	// leaveOwnCgroup may move.
 	movable []string
+	// watchdogPid, when set, is the pid of the watchdog in charge, movable too: a
+	// supervised watchdog is replaced when it dies.
+	watchdogPid func() int
 }
 
 // hierarchy is one cgroup hierarchy resource limits use.
@@ -298,8 +301,12 @@ func (b *budgets) leaveOwnCgroup(own string) error {
 		return errors.New("cannot read " + own + "/cgroup.procs")
 	}
 	pids := strings.Fields(string(procs))
+	movable := slices.Clip(b.movable)
+	if b.watchdogPid != nil {
+		movable = append(movable, strconv.Itoa(b.watchdogPid()))
+	}
 	for _, p := range pids {
-		if !slices.Contains(b.movable, p) {
+		if !slices.Contains(movable, p) {
 			return fmt.Errorf("its cgroup holds processes other than the harness's (pid %s), and a cgroup that holds processes cannot give controllers to its children", p)
 		}
 	}

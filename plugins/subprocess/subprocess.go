@@ -127,11 +127,11 @@ func (s *Supervisor) newBudgets() *budgets {
 	if s.cgHome != nil {
 		v2 = s.cgHome.dir
 	}
-	var movable []int
+	b := newBudgets(s.log, mounts, fake, v2, s.watchdog.removeDir)
 	if s.watchdog != nil {
-		movable = append(movable, s.watchdog.pid)
+		b.watchdogPid = s.watchdog.currentPid
 	}
-	return newBudgets(s.log, mounts, fake, v2, s.watchdog.removeDir, movable...)
+	return b
 }
 
 // CheckLimits reports whether this host enforces every limit r sets: nil, or a

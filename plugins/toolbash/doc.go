@@ -95,10 +95,14 @@
 //	sleep 60 (timeoutMs 100)    (no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]
 //
 // A nonzero exit is a normal result; only infrastructure failures and aborts are
-// errors. A background start replies exactly "started background job <id>"; the job's
-// outcome is killed ("signal: SIGTERM", or "killed before exit") or completed
-// ("exit code: <N>"), and a lossy read of its output appends "[some output was dropped
-// from memory; full output: <paths, or (unavailable)>]".
+// errors. A background start replies exactly "started background job <id>" — or, when
+// its call is cancelled before that reply is settled, "tool call aborted" and the job
+// is withdrawn (killed, never listed), so no job exists whose id its caller cannot
+// learn; once replied, the job is the session's, cancelled by job_kill and owner
+// disposal only. The job's outcome is killed ("signal: SIGTERM", or "killed before
+// exit") or completed ("exit code: <N>"), and a lossy read of its output appends
+// "[some output was dropped from memory; full output: <paths, or (unavailable)>]" —
+// and says so in job_output's structured content too (lossy, stdoutSpill, stderrSpill).
 //
 // The prompt section tool:bash (order 105) reads: "Check the [exit code: N] marker on
 // every bash result; investigate failures before moving on."

@@ -393,7 +393,23 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 		}
 		return tools.Result{}, err
 	}
+	if abandoned(ctx, rt, snap.ID) {
+		return tools.Result{}, fmt.Errorf("aborted: %w", context.Cause(ctx))
+	}
 	return tools.Result{Text: "started background job " + snap.ID, Value: BackgroundValue{Kind: KindBackground, JobID: snap.ID}}, nil
+}
+
+// abandoned arranges for job id, just started for the call of ctx, to be withdrawn if
+// that call ends aborted (its answer, which names the job, would never reach the
+// caller); without a settlement to register with, it withdraws the job at once when
+// ctx is already done, and says so.
+func abandoned(ctx context.Context, rt *jobs.Runtime, id string) bool {
+	withdraw := func() { rt.Withdraw(id) }
+	if tools.OnAbort(ctx, withdraw) || ctx.Err() == nil {
+		return false
+	}
+	withdraw()
+	return true
 }
 
 // adapt turns an execution into job hooks. Reads are consuming; a terminal's output is
@@ -406,29 +422,33 @@ func (t *bashTool) adapt(e shell.Execution, tty bool, c ceiling) jobs.Hooks {
 	if tty {
 		screen = &ttyReader{}
 	}
+	read := func() (string, jobs.Loss) {
+		mu.Lock()
+		defer mu.Unlock()
+		finished := isClosed(e.Done()) // before the read: then the read holds the rest
+		r := e.ReadOutput()
+		text := screen.render(r, finished)
+		loss := jobs.Loss{Lossy: r.Lossy, StdoutSpill: r.StdoutSpillPath, StderrSpill: r.StderrSpillPath}
+		if !finished || noted {
+			return text, loss
+		}
+		noted = true
+		res, err := e.Result(context.Background())
+		if err != nil || res.Sandbox == nil {
+			return text, loss
+		}
+		lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode, c))
+		if len(lines) == 0 {
+			return text, loss
+		}
+		return withNewline(text) + strings.Join(lines, "\n"), loss
+	}
 	h := jobs.Hooks{
-		Cancel: func() { e.Kill() },
-		Done:   e.Done(),
-		ReadOutput: func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			finished := isClosed(e.Done()) // before the read: then the read holds the rest
-			text := screen.render(e.ReadOutput(), finished)
-			if !finished || noted {
-				return text
-			}
-			noted = true
-			res, err := e.Result(context.Background())
-			if err != nil || res.Sandbox == nil {
-				return text
-			}
-			lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode, c))
-			if len(lines) == 0 {
-				return text
-			}
-			return withNewline(text) + strings.Join(lines, "\n")
-		},
-		Outcome: func() jobs.Outcome { return outcomeOf(e.Exit()) },
+		Cancel:       func() { e.Kill() },
+		Done:         e.Done(),
+		ReadOutput:   func() string { text, _ := read(); return text },
+		ReadWithLoss: read,
+		Outcome:      func() jobs.Outcome { return outcomeOf(e.Exit()) },
 	}
 	if a, ok := e.(shell.Activity); ok {
 		h.LastOutput = a.LastOutput

@@ -32,6 +32,7 @@ type fakeExec struct {
 	executions []*fakeExecution
 	behave     func(spec shell.ExecSpec) (shell.RunResult, error)
 	executeErr error
+	onExecute  func() // called as each execution starts
 }
 
 func (f *fakeExec) SandboxMode() string { return f.mode }
@@ -60,10 +61,13 @@ func (f *fakeExec) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Exec
 		f.mu.Unlock()
 		return nil, f.executeErr
 	}
-	behave := f.behave
+	behave, hook := f.behave, f.onExecute
 	e := &fakeExecution{spec: spec, done: make(chan struct{})}
 	f.executions = append(f.executions, e)
 	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	if spec.Expiry != shell.ExpiryNone && behave != nil {
 		res, err := behave(spec)
 		e.settle(res, err)

@@ -59,13 +59,13 @@ func (f *foreground) run(ctx context.Context) (tools.Result, error) {
 		case <-f.x.Done():
 			return f.finished(ctx, false)
 		case <-timeout.C:
-			if res, ok := f.handOver(handOverTimeout); ok {
+			if res, ok := f.handOver(ctx, handOverTimeout); ok {
 				return res, nil
 			}
 			return f.finished(ctx, f.x.Kill())
 		case <-check.C:
 			if f.waitingForInput() {
-				if res, ok := f.handOver(handOverInput); ok {
+				if res, ok := f.handOver(ctx, handOverInput); ok {
 					return res, nil
 				}
 			}
@@ -149,7 +149,7 @@ func (f *foreground) waitingForInput() bool {
 
 // handOver makes the command a job of the session: the output so far, then the marker.
 // It reports false when the jobs runtime refused the job or the command ended first.
-func (f *foreground) handOver(why string) (tools.Result, bool) {
+func (f *foreground) handOver(ctx context.Context, why string) (tools.Result, bool) {
 	var first string
 	snap, err := f.jobs.Start(jobs.Spec{
 		Kind:  "bash",
@@ -166,6 +166,11 @@ func (f *foreground) handOver(why string) (tools.Result, bool) {
 		},
 	})
 	if err != nil {
+		return tools.Result{}, false
+	}
+	// A call aborted meanwhile never tells its caller the job's id: the job goes, as
+	// the foreground command it was would have.
+	if abandoned(ctx, f.jobs, snap.ID) {
 		return tools.Result{}, false
 	}
 	if first == "" {

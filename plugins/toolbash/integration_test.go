@@ -446,6 +446,10 @@ func TestRealLossyBackgroundRead(t *testing.T) {
 		t.Fatalf("lossy read = %q", res.Text)
 	}
 	path := strings.TrimSuffix(res.Text[i+len(notice):], "]\n[status: completed, exit code: 0]")
+	if v, ok := res.Value.(jobs.OutputValue); !ok || !v.Lossy || v.StdoutSpill != path || v.StderrSpill != "" ||
+		v.Output+"\n[status: completed, exit code: 0]" != res.Text {
+		t.Errorf("structured content %+v; want lossy, the stdout spill file %s", res.Value, path)
+	}
 	full, err := os.ReadFile(path)
 	if err != nil || !strings.HasPrefix(string(full), "1\n2\n") || !strings.HasSuffix(string(full), "5000\n") {
 		t.Fatalf("spill %q: %v", path, err)

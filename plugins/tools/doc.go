@@ -28,5 +28,8 @@
 //   - Every outcome is a Result: validation and policy failures, unknown tools,
 //     infrastructure errors and panics have IsError and text "Error: <message>"; a call
 //     whose context is cancelled before dispatch is `tool call aborted before
-//     dispatch`, one cancelled while it runs `tool call aborted`.
+//     dispatch`, one cancelled while it runs `tool call aborted` — and what the tool
+//     registered with OnAbort (a background job it started) is undone before the call
+//     returns, so an aborted result never hides work its caller cannot know of; under
+//     HoldAborts a transport decides it after the answer was (or was not) delivered.
 package tools

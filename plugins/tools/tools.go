@@ -254,8 +254,10 @@ func (r *Registry) call(ctx context.Context, t *Tool, gates []*gate, restriction
 		ev.Args, ev.Decision = call.Arguments(), Verdict{Decision: Allow}
 	}
 	extra = call.Extra
+	ctx, settled := withSettlement(ctx)
 	defer func() {
 		if p := recover(); p != nil {
+			settled.settle(true) // its caller learns of nothing it did
 			res = Errorf("tool %q panicked: %v", name, p)
 		}
 	}()
@@ -264,8 +266,13 @@ func (r *Registry) call(ctx context.Context, t *Tool, gates []*gate, restriction
 	}
 	res, err = t.Execute(ctx, call)
 	if ctx.Err() != nil {
-		return Result{Text: "Error: tool call aborted", IsError: true, Value: res.Value}
+		aborted := Result{Text: "Error: tool call aborted", IsError: true, Value: res.Value}
+		if settled.settle(true) {
+			aborted.Value = nil // it named what was undone
+		}
+		return aborted
 	}
+	settled.settle(false)
 	if err != nil {
 		return Errorf("%v", err)
 	}

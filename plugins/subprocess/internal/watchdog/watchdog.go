@@ -13,12 +13,13 @@
 // signals for the harness do not reach it) and it lives in the harness's own cgroup,
 // not the one it guards. The harness writes "+<pgid>\n" for each command it tracks by
 // process group only, "-<pgid>\n" before that group's id may be reused, and
-// "d<dir>\n" for each cgroup v1 directory it makes (those of resource limits). When
-// the pipe reaches EOF — the harness closed the Supervisor, exited or died — the
-// watchdog writes cgroup.kill on the cgroup directory, SIGKILLs the groups it was told
-// about and every process listed in the v1 directories (again, until none is left),
-// waits (up to 5 s) for the cgroups to empty, removes them and exits. After a normal
-// Close there is nothing left to kill, and it exits at once.
+// "d<dir>\n" for each cgroup v1 directory it makes (those of resource limits); a
+// watchdog that replaces a dead one is first told every group and directory the dead
+// one knew. When the pipe reaches EOF — the harness closed the Supervisor, exited or
+// died — the watchdog writes cgroup.kill on the cgroup directory, SIGKILLs the groups
+// it was told about and every process listed in the v1 directories (again, until none
+// is left), waits (up to 5 s) for the cgroups to empty, removes them and exits. After
+// a normal Close there is nothing left to kill, and it exits at once.
 //
 // # Why a package of its own, with so few imports
 //
