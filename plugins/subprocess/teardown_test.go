@@ -107,8 +107,9 @@ func awaitExits(fds []int) time.Time {
 	return time.Now()
 }
 
-// A timed-out command settles within 250 ms of its tree being gone: it never waits out
-// graceMs (3 s here) once nothing is left, even when a grandchild (setsid in cgroup
+// A timed-out command settles promptly once its tree is gone: it never waits out
+// graceMs (10 s here) once nothing is left (the bound, 2 s, leaves room for a loaded
+// machine; the typical gap is logged), even when a grandchild (setsid in cgroup
 // mode, where the cgroup reaches it; in the group otherwise) held the output pipes to
 // the end. The tree's death is measured independently, with pidfds of its processes.
 func TestTimeoutSettlesPromptlyOnceTheTreeIsGone(t *testing.T) {
@@ -121,7 +122,7 @@ func TestTimeoutSettlesPromptlyOnceTheTreeIsGone(t *testing.T) {
 		var gaps []time.Duration
 		runConcurrently(t, 10, 50, 200, func() bool {
 			spec := bashSpec(`(` + background + ` echo $!); exec sleep 30`)
-			spec.GraceMs = 3000
+			spec.GraceMs = 10000
 			deadline := time.Now().Add(150 * time.Millisecond)
 			spec.Deadline = deadline
 			p, err := sup.Spawn(t.Context(), spec)
@@ -152,16 +153,16 @@ func TestTimeoutSettlesPromptlyOnceTheTreeIsGone(t *testing.T) {
 			dead := awaitExits(fds)
 			select {
 			case <-doneWatch:
-			case <-time.After(10 * time.Second):
-				t.Errorf("pid %d did not settle within 10s of its tree's death", p.Pid())
+			case <-time.After(20 * time.Second):
+				t.Errorf("pid %d did not settle within 20s of its tree's death", p.Pid())
 				return true
 			}
 			gap := settled.Sub(dead)
 			if ex, _ := p.Exit(); ex.Reason != proc.ReasonTimeout {
 				t.Errorf("exit %+v", ex)
 			}
-			if gap > 250*time.Millisecond {
-				t.Errorf("settled %v after the tree was gone (timeout at +150ms, grace 3s); want within 250ms", gap)
+			if gap > 2*time.Second {
+				t.Errorf("settled %v after the tree was gone (timeout at +150ms, grace 10s); want well before the grace", gap)
 			}
 			mu.Lock()
 			gaps = append(gaps, gap)
