@@ -235,9 +235,10 @@ func (p *Process) readLoop(f *os.File, s *proc.Stream) {
 	full := 0 // consecutive reads that filled a large buffer
 	for {
 		buf := *bp
-		n, err := f.Read(buf)
+		n, err := p.read(f, buf)
 		if n > 0 {
 			s.Write(buf[:n])
+			p.written(f)
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {

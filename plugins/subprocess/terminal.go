@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +32,10 @@ type terminal struct {
 	// rdev is the slave's device number, by which a process's descriptor is known to be
 	// this terminal (WaitingForInput).
 	rdev uint64
+
+	// inHand counts the reads of the master whose bytes are not in the output stream
+	// yet: a prompt is not reported waiting while it has not been read whole.
+	inHand atomic.Int32
 
 	mu     sync.Mutex // serialises the writes, in order
 	last   byte       // the last byte written, 0 before the first
@@ -252,7 +258,67 @@ func (p *Process) WaitingForInput() (waiting, known bool) {
 	if err := control(t.master, func(fd int) { pgrp, _ = unix.IoctlGetInt(fd, unix.TIOCGPGRP) }); err != nil || pgrp <= 0 {
 		return false, true
 	}
-	return waitingOn(t.rdev, p.groupMembers(pgrp)), true
+	if !waitingOn(t.rdev, p.groupMembers(pgrp)) {
+		return false, true
+	}
+	return t.outputRead(), true
+}
+
+// outputRead says whether everything the terminal's programs wrote is in the output
+// stream: nothing is readable on the master (checked first, with poll: unlike
+// TIOCINQ it first pushes what the kernel still holds in the terminal's flip buffer)
+// and no read of it holds bytes not yet written to the stream (a read counts itself
+// before it takes any).
+func (t *terminal) outputRead() bool {
+	readable := true
+	err := control(t.master, func(fd int) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		readable = err != nil || n > 0 && fds[0].Revents&unix.POLLIN != 0
+	})
+	return err == nil && !readable && t.inHand.Load() == 0
+}
+
+// read reads f into buf: a pipe as any file, the terminal's master counted in inHand
+// from before its bytes leave the kernel until written() (for a positive count).
+func (p *Process) read(f *os.File, buf []byte) (int, error) {
+	if p.tty == nil || f != p.tty.master {
+		return f.Read(buf)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			p.tty.inHand.Add(1)
+			n, rerr = syscall.Read(int(fd), buf)
+			if n <= 0 {
+				p.tty.inHand.Add(-1)
+			}
+			if rerr != syscall.EINTR {
+				return rerr != syscall.EAGAIN
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, &os.PathError{Op: "read", Path: f.Name(), Err: rerr}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// written ends the count read started, once its bytes are in the stream.
+func (p *Process) written(f *os.File) {
+	if p.tty != nil && f == p.tty.master {
+		p.tty.inHand.Add(-1)
+	}
 }
 
 // groupMembers lists the live processes of group pgrp in the tree: from its cgroup when
