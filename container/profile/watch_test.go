@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +29,14 @@ type reloadRig struct {
 
 func newReloadRig(t *testing.T, content string) *reloadRig {
 	t.Helper()
-	g := &reloadRig{t: t, dir: t.TempDir(), j: &journal{}, values: &journal{}}
-	g.path = filepath.Join(g.dir, "harness.yaml")
+	return newReloadRigAt(t, filepath.Join(t.TempDir(), "harness.yaml"), content)
+}
+
+// newReloadRigAt is newReloadRig with the profile at path (its directory is created).
+func newReloadRigAt(t *testing.T, path, content string) *reloadRig {
+	t.Helper()
+	g := &reloadRig{t: t, dir: filepath.Dir(path), path: path, j: &journal{}, values: &journal{}}
+	mustNil(t, os.MkdirAll(g.dir, 0o755))
 	writeFile(t, g.path, content)
 	see := func(a *container.Activation, c *testConfig) { g.values.Add("%s=%s", a.ID(), c.Value) }
 	g.rt = newRuntime(t,
@@ -320,4 +327,40 @@ func TestReloadFollowsSymlinkedProfile(t *testing.T) {
 	g.waitValue("prov", "linked")
 	writeFile(t, target, strings.Replace(rigProfile, "value: one", "value: edited-target", 1))
 	g.waitValue("prov", "edited-target")
+}
+
+// A named pipe at the profile's path never blocks the reloader: the open does not wait
+// for a writer, the reload fails naming the file type (the last good composition keeps
+// running), a regular file written there again reloads, and Close returns.
+func TestReloadFIFOAtProfilePath(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	mustNil(t, os.Remove(g.path))
+	mustNil(t, syscall.Mkfifo(g.path, 0o644))
+	waitFor(t, 10*time.Second, "the named-pipe error", func() bool {
+		return strings.Contains(g.rt.Status().LastReloadError, g.path+": not a regular file (a named pipe): a profile must be a regular file")
+	})
+	for id, st := range states(g.rt) {
+		if st != container.StateActive {
+			t.Fatalf("%s is %s after the named pipe", id, st)
+		}
+	}
+	mustNil(t, os.Remove(g.path))
+	g.edit("after-fifo")
+	g.waitErrorCleared()
+	// A directory and a device are refused the same way.
+	mustNil(t, os.Remove(g.path))
+	mustNil(t, os.Symlink("/dev/zero", g.path))
+	waitFor(t, 10*time.Second, "the device error", func() bool {
+		return strings.Contains(g.rt.Status().LastReloadError, "not a regular file (a character device)")
+	})
+	mustNil(t, os.Remove(g.path))
+	mustNil(t, syscall.Mkfifo(g.path, 0o644))
+	closed := make(chan error, 1)
+	go func() { closed <- g.rl.Close() }()
+	select {
+	case err := <-closed:
+		mustNil(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close blocked with a named pipe at the profile path")
+	}
 }
