@@ -171,3 +171,73 @@ func TestServeProfileNamedPipe(t *testing.T) {
 	closeAndWait(t, c)
 	wantGone(t, tree)
 }
+
+// The profile's directory renamed away and replaced by a new one with another profile
+// (`mv conf conf.old; mkdir conf; cp new conf/p.yaml`): the new profile is applied, and
+// later edits of it too; never the old configuration shown as fine.
+func TestServeProfileDirectoryReplaced(t *testing.T) {
+	base := t.TempDir()
+	conf := filepath.Join(base, "conf")
+	os.Mkdir(conf, 0o755)
+	profile := filepath.Join(conf, "p.yaml")
+	os.WriteFile(profile, []byte(withJobs), 0o644)
+	c := startServe(t, clientOptions{}, "--workspace", t.TempDir(), "--profile", profile)
+	if err := os.Rename(conf, conf+".old"); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(conf, 0o755)
+	os.WriteFile(profile, []byte(withoutJobs), 0o644)
+	waitFor(t, 20*time.Second, "the new directory's profile", func() bool { return !hasTool(t, c, "job_list") })
+	os.WriteFile(profile, []byte(withJobs), 0o644)
+	waitFor(t, 20*time.Second, "an edit in the new directory", func() bool { return hasTool(t, c, "job_list") })
+	// The grandparent replaced: the directory keeps its name, so only the periodic
+	// check sees it.
+	if err := os.Rename(base, base+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base + ".moved") })
+	os.MkdirAll(conf, 0o755)
+	os.WriteFile(profile, []byte(withoutJobs), 0o644)
+	waitFor(t, 20*time.Second, "the replaced parent's profile", func() bool { return !hasTool(t, c, "job_list") })
+	if st := readStatus(t, c.ClientSession); st.LastReloadError != "" {
+		t.Errorf("lastReloadError: %q", st.LastReloadError)
+	}
+	closeAndWait(t, c)
+}
+
+// A profile made unreadable is a reload error; made readable again (a mode change, no
+// write) the error clears. dsh runs as nobody here: root reads any file.
+func TestServeProfileReadableAgain(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setpriv"); err != nil {
+		t.Skip("setpriv is not installed")
+	}
+	// Directories nobody can reach: the binary's, the workspace, the home.
+	os.Chmod(filepath.Dir(dshBin), 0o755)
+	open := func() string {
+		dir, err := os.MkdirTemp("", "dsh-e2e-nobody-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		os.Chmod(dir, 0o777)
+		return dir
+	}
+	dir, ws, home := open(), open(), open()
+	profile := filepath.Join(dir, "p.yaml")
+	os.WriteFile(profile, []byte(withJobs), 0o644)
+	c := startServe(t, clientOptions{
+		wrap: []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"},
+		env:  []string{"DSH_HOME=" + home, "TMPDIR=" + ws},
+	}, "--workspace", ws, "--profile", profile)
+	if err := os.Chmod(profile, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the permission error", func() bool {
+		return strings.Contains(readStatus(t, c.ClientSession).LastReloadError, "permission denied")
+	})
+	os.Chmod(profile, 0o644)
+	waitFor(t, 20*time.Second, "the error cleared by the mode change", func() bool {
+		return readStatus(t, c.ClientSession).LastReloadError == ""
+	})
+	closeAndWait(t, c)
+}

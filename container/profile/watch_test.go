@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/container/profile"
 )
@@ -363,4 +365,62 @@ func TestReloadFIFOAtProfilePath(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close blocked with a named pipe at the profile path")
 	}
+}
+
+// The profile's directory renamed away and a new one made at its path: the watch
+// follows the path, not the old directory.
+func TestReloadAfterDirectoryRenamed(t *testing.T) {
+	g := newReloadRigAt(t, filepath.Join(t.TempDir(), "conf", "harness.yaml"), rigProfile)
+	mustNil(t, os.Rename(g.dir, g.dir+".old"))
+	mustNil(t, os.Mkdir(g.dir, 0o755))
+	g.edit("new-dir")
+	g.edit("new-dir-again")
+	// An edit of the old directory's file is not the profile any more.
+	writeFile(t, filepath.Join(g.dir+".old", "harness.yaml"), strings.Replace(rigProfile, "value: one", "value: stale", 1))
+	g.edit("still-new")
+	if g.values.Count("prov=stale") != 0 {
+		t.Fatal("the renamed directory's file was applied")
+	}
+}
+
+// A parent of the profile's directory renamed and replaced (the directory's own name
+// does not change, so it sends no event): the periodic check watches the path again.
+func TestReloadAfterParentReplaced(t *testing.T) {
+	top := filepath.Join(t.TempDir(), "top")
+	g := newReloadRigAt(t, filepath.Join(top, "conf", "harness.yaml"), rigProfile)
+	mustNil(t, os.Rename(top, top+".old"))
+	mustNil(t, os.MkdirAll(g.dir, 0o755))
+	g.edit("replaced-parent")
+	g.waitErrorCleared()
+	g.edit("replaced-parent-again")
+}
+
+// A directory the profile needs that cannot be watched is a reload error in status
+// (edits there would go unseen), retried until it can be watched.
+func TestReloadReportsUnwatchableDirectory(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	baseDir := filepath.Join(g.dir, "bases")
+	mustNil(t, os.Mkdir(baseDir, 0o755))
+	writeFile(t, filepath.Join(baseDir, "base.yaml"), strings.Replace(rigProfile, "value: one", "value: based", 1))
+	var mu sync.Mutex
+	refuse := true
+	restore := profile.SetAddWatch(func(w *fsnotify.Watcher, dir string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse && dir == baseDir {
+			return syscall.ENOSPC
+		}
+		return w.Add(dir)
+	})
+	defer restore()
+	g.renameSave("extends: bases/base.yaml\n")
+	g.waitValue("prov", "based")
+	want := "cannot watch " + baseDir + " for changes (no space left on device): edits to the profile are not applied until it can be watched (retrying every 1s)"
+	waitFor(t, 10*time.Second, "the watch error", func() bool { return g.rt.Status().LastReloadError == want })
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	g.waitErrorCleared()
+	writeFile(t, filepath.Join(baseDir, "base.yaml"), strings.Replace(rigProfile, "value: one", "value: watched", 1))
+	g.waitValue("prov", "watched")
 }
