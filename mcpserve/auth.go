@@ -53,7 +53,8 @@ func (t tokens) match(token string) int {
 // authenticate answers 401 with WWW-Authenticate: Bearer unless the request carries one
 // of the tokens (compared in constant time, against every token), and hands the SDK the
 // token's principal as the TokenInfo user (the session lane then refuses a session to
-// any other principal).
+// any other principal). A 401 closes its connection: a client without a token gets
+// nothing more from it, and must not keep it open.
 func (f *httpFront) authenticate(next http.Handler) http.Handler {
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if i := f.auth.match(token); i >= 0 {
@@ -66,9 +67,13 @@ func (f *httpFront) authenticate(next http.Handler) http.Handler {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") || f.auth.match(strings.TrimSpace(token)) < 0 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
+			w.Header().Set("Connection", "close")
+			// Nothing more is read from it, not even the rest of the body.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 			http.Error(w, "unauthorized: this endpoint needs Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
 		}
+		markAuthenticated(r)
 		sdk.ServeHTTP(w, r)
 	})
 }

@@ -214,12 +214,7 @@ func (c *stdioConn) writeBatch(resps []*jsonrpc.Response) error {
 
 // writeError answers bad input: a JSON-RPC error response with id null.
 func (c *stdioConn) writeError(code int64, message string) {
-	data, _ := json.Marshal(struct {
-		JSONRPC string        `json:"jsonrpc"`
-		ID      *int          `json:"id"`
-		Error   jsonrpc.Error `json:"error"`
-	}{JSONRPC: "2.0", Error: jsonrpc.Error{Code: code, Message: message}})
-	_ = c.writeLine(data)
+	_ = c.writeLine(errorLine(code, message))
 }
 
 func (c *stdioConn) writeLine(data []byte) error {
