@@ -38,7 +38,8 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			"must be a loopback address unless --allow-remote. Both the session-based MCP revisions and the\n" +
 			"stateless 2026-07-28 revision are served. The profile file (and its bases) is watched: edits\n" +
 			"are applied without restarting, and running processes and jobs survive. Stops on SIGINT,\n" +
-			"SIGTERM or (stdio) end of input, after disposing every plugin and killing every process.",
+			"SIGTERM, SIGHUP or (stdio) the end of its input or of its output, after disposing every\n" +
+			"plugin and killing every process.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return g.serve(cmd.Context(), o) },
 	}
@@ -71,6 +72,7 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	defer keepBrokenPipes()()
 	h, log, err := g.start(ctx, slog.LevelInfo, true)
 	if err != nil {
 		return err

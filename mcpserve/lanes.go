@@ -135,13 +135,12 @@ func writeInvalid(w http.ResponseWriter, err error) {
 // revision only, so a batch needs a session that agreed on one of those (whatever
 // headers its requests carry).
 func (f *httpFront) batchRefusal(r *http.Request, stateless bool) string {
-	const refused = "JSON-RPC batching is not supported in " + batchRevision + " and later (this session's version: %s)"
 	if stateless {
-		return fmt.Sprintf(refused, statelessRevision)
+		return batchRefusal(statelessRevision)
 	}
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
-		return "JSON-RPC batching needs an initialized session of revision 2025-03-26 or older"
+		return batchRefusal("")
 	}
 	for ss := range f.sessions.server.Sessions() {
 		if ss.ID() != id {
@@ -151,10 +150,19 @@ func (f *httpFront) batchRefusal(r *http.Request, stateless bool) string {
 		if p := ss.InitializeParams(); p != nil {
 			v = negotiated(p.ProtocolVersion)
 		}
-		if v == "" || v >= batchRevision {
-			return fmt.Sprintf(refused, v)
-		}
-		return ""
+		return batchRefusal(v)
 	}
 	return "" // an unknown session: the lane answers it
+}
+
+// batchRefusal is why a batch is refused in a session of revision ("" before
+// initialize), or "" when that revision has batches.
+func batchRefusal(revision string) string {
+	switch {
+	case revision == "":
+		return "JSON-RPC batching needs an initialized session of revision 2025-03-26 or older"
+	case revision >= batchRevision:
+		return "JSON-RPC batching is not supported in " + batchRevision + " and later (this session's version: " + revision + ")"
+	}
+	return ""
 }

@@ -1,9 +1,13 @@
 package main_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -240,4 +244,268 @@ func TestServeProfileReadableAgain(t *testing.T) {
 		return readStatus(t, c.ClientSession).LastReloadError == ""
 	})
 	closeAndWait(t, c)
+}
+
+// rawStdio is `dsh serve` on stdio pipes the test controls entirely: it may stop
+// reading dsh's output, or close it.
+type rawStdio struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *os.File // the test's end of dsh's stdout
+	r      *bufio.Reader
+	stderr *syncBuffer
+}
+
+func startRawStdio(t *testing.T, env []string, args ...string) *rawStdio {
+	t.Helper()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawStdio{cmd: exec.Command(dshBin, append([]string{"serve"}, args...)...), out: outR, r: bufio.NewReaderSize(outR, 1<<20), stderr: &syncBuffer{}}
+	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.Stdout, s.cmd.Stderr = outW, s.stderr
+	if s.in, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait(); outR.Close() })
+	return s
+}
+
+func (s *rawStdio) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// await returns the first line dsh writes that contains want.
+func (s *rawStdio) await(t *testing.T, want string) string {
+	t.Helper()
+	s.out.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("waiting for %q: %v\nstderr:\n%s", want, err, s.stderr.String())
+		}
+		if strings.Contains(line, want) {
+			return strings.TrimSuffix(line, "\n")
+		}
+	}
+}
+
+func (s *rawStdio) initialize(t *testing.T, version string) {
+	t.Helper()
+	s.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	s.await(t, `"id":"init"`)
+	s.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+func (s *rawStdio) call(t *testing.T, id int, command string) {
+	t.Helper()
+	args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": command, "description": "A test command"}})
+	s.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, id, args))
+}
+
+// waitExit wants dsh to exit 0 by itself within 30 s.
+func (s *rawStdio) waitExit(t *testing.T) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("dsh exited with %v, want 0\nstderr:\n%s", err, s.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("dsh did not exit\nstderr:\n%s", s.stderr.String())
+	}
+}
+
+// entries lists dir's entries.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// sandboxedServe starts `dsh serve --profile sandbox` with a temp dir of its own and
+// makes it create what a shutdown must remove: a spill file (an output past the
+// capture) and a session's sandbox directory. It returns dsh's tree and the temp dir.
+func sandboxedServe(t *testing.T) (*rawStdio, []int, string) {
+	t.Helper()
+	tmp := t.TempDir()
+	s := startRawStdio(t, []string{"TMPDIR=" + tmp}, "--workspace", t.TempDir(), "--profile", "sandbox")
+	s.initialize(t, sessionRevision)
+	s.call(t, 2, "head -c 200000 /dev/zero | tr '\\0' x; sleep 300 & echo started")
+	s.await(t, `"id":2`)
+	if names := entries(t, tmp); len(names) < 2 {
+		t.Fatalf("the temp dir holds %q: want a spill directory and a sandbox directory", names)
+	}
+	return s, treeOf(s.cmd.Process.Pid), tmp
+}
+
+// SIGHUP (the terminal or the session that started dsh went away) is a graceful stop:
+// exit 0, every process gone, the spill and sandbox directories removed.
+func TestServeSIGHUPShutsDownGracefully(t *testing.T) {
+	s, tree, tmp := sandboxedServe(t)
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	s.waitExit(t)
+	wantGone(t, tree)
+	if names := entries(t, tmp); len(names) != 0 {
+		out, _ := exec.Command("find", tmp).Output()
+		t.Errorf("left in the temp dir after SIGHUP: %q\n%s", names, out)
+	}
+}
+
+// The client closing dsh's stdout: the next write fails (EPIPE, no SIGPIPE death) and
+// dsh shuts down gracefully, as at the end of its input.
+func TestServeClosedOutputShutsDownGracefully(t *testing.T) {
+	s, tree, tmp := sandboxedServe(t)
+	s.out.Close()
+	s.send(t, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	s.waitExit(t)
+	wantGone(t, tree)
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the temp dir after the output closed: %q", names)
+	}
+	if !strings.Contains(s.stderr.String(), "the client closed dsh's output; shutting down") {
+		t.Errorf("stderr:\n%s", s.stderr.String())
+	}
+}
+
+// A client that writes and does not read: 40,000 pings. dsh stops reading while its
+// answers pile up, so its memory stays bounded; once the client reads, every ping is
+// answered once, and dsh is back to its descriptors.
+func TestServeNonReadingClientStaysBounded(t *testing.T) {
+	s := startRawStdio(t, nil, "--workspace", t.TempDir())
+	pid := s.cmd.Process.Pid
+	s.initialize(t, sessionRevision)
+	s.send(t, `{"jsonrpc":"2.0","id":0,"method":"ping"}`)
+	s.await(t, `"id":0`)
+	rss, fds := rssKB(t, pid), fdCount(t, pid)
+	const n = 40000
+	written := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriter(s.in)
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", i)
+		}
+		written <- w.Flush()
+	}()
+	// dsh's input pipe fills once it stops reading: the writer blocks.
+	select {
+	case err := <-written:
+		t.Fatalf("dsh read all %d pings without any being read back (%v)", n, err)
+	case <-time.After(3 * time.Second):
+	}
+	if grown := rssKB(t, pid) - rss; grown > 16<<10 {
+		t.Errorf("RSS grew by %d kB with %d pings unread (%d kB before)", grown, n, rss)
+	}
+	t.Logf("RSS %d kB before, %d kB with the pings unread", rss, rssKB(t, pid))
+	answered := map[int]bool{}
+	for len(answered) < n {
+		var id int
+		line := s.await(t, `"id":`)
+		if _, err := fmt.Sscanf(line, `{"jsonrpc":"2.0","id":%d,"result":{}}`, &id); err != nil || id < 1 || id > n || answered[id] {
+			t.Fatalf("answer %d: %s", len(answered), line)
+		}
+		answered[id] = true
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if grown := rssKB(t, pid) - rss; grown > 32<<10 {
+		t.Errorf("RSS grew by %d kB after %d pings", grown, n)
+	}
+	if now := fdCount(t, pid); now > fds {
+		t.Errorf("dsh holds %d descriptors, %d before", now, fds)
+	}
+	s.in.Close()
+	s.waitExit(t)
+}
+
+// stdio refusals through the binary: a duplicate id of a call in flight gets its error
+// (the call in flight is untouched), an id of 1.5 is not answered as 1, and a batch is
+// refused on 2025-11-25 (10,000 calls: none runs) but served on 2025-03-26.
+func TestServeStdioRefusals(t *testing.T) {
+	ws := t.TempDir()
+	s := startRawStdio(t, nil, "--workspace", ws)
+	s.initialize(t, sessionRevision)
+	gate := filepath.Join(ws, "gate")
+	s.call(t, 5, "while [ ! -e "+gate+" ]; do sleep 0.01; done; echo first")
+	s.call(t, 5, "echo second > second")
+	if line := s.await(t, `"error"`); line != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: id 5 is in use by a request in flight"}}` {
+		t.Errorf("a duplicate id: %s", line)
+	}
+	os.WriteFile(gate, nil, 0o600)
+	if line := s.await(t, `"id":5`); !strings.Contains(line, `"text":"first\n"`) {
+		t.Errorf("the call in flight: %s", line)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "second")); !os.IsNotExist(err) {
+		t.Errorf("the duplicate ran: %v", err)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`)
+	if line := s.await(t, `"error"`); line != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: not a JSON-RPC 2.0 message: \"id\" must be a string or an integer, got 1.5"}}` {
+		t.Errorf("id 1.5: %s", line)
+	}
+	calls := make([]string, 10000)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo run >> ran","description":"Count"}}}`, i+100)
+	}
+	s.send(t, "["+strings.Join(calls, ",")+"]")
+	if line := s.await(t, `"error"`); line != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: JSON-RPC batching is not supported in 2025-06-18 and later (this session's version: 2025-11-25)"}}` {
+		t.Errorf("a batch on 2025-11-25: %.300s", line)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+	s.await(t, `"id":6`)
+	if _, err := os.Stat(filepath.Join(ws, "ran")); !os.IsNotExist(err) {
+		t.Errorf("the refused batch ran commands: %v", err)
+	}
+	s.in.Close()
+	s.waitExit(t)
+
+	old := startRawStdio(t, nil, "--workspace", ws)
+	old.initialize(t, "2025-03-26")
+	old.send(t, "["+strings.Join(calls[:3], ",")+"]")
+	if line := old.await(t, `"id":10`); !strings.HasPrefix(line, "[") || strings.Count(line, `"exitCode":0`) != 3 {
+		t.Errorf("a batch on 2025-03-26: %.600s", line)
+	}
+	old.in.Close()
+	old.waitExit(t)
+}
+
+// SIGTERM with stdio calls in flight: each is answered "Error: tool call aborted"
+// before dsh exits 0, and their processes are gone.
+func TestServeStdioSigtermAnswersCallsInFlight(t *testing.T) {
+	ws := t.TempDir()
+	s := startRawStdio(t, nil, "--workspace", ws)
+	s.initialize(t, sessionRevision)
+	var pids []int
+	for i := range 5 {
+		s.call(t, 10+i, fmt.Sprintf("echo $$ > pid%d; exec sleep 300", i))
+	}
+	for i := range 5 {
+		pids = append(pids, readPidFile(t, filepath.Join(ws, fmt.Sprintf("pid%d", i))))
+	}
+	tree := treeOf(s.cmd.Process.Pid)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	for range 5 {
+		if line := s.await(t, `"id":1`); !strings.Contains(line, `"text":"Error: tool call aborted"`) {
+			t.Errorf("a call in flight at SIGTERM: %.300s", line)
+		}
+	}
+	s.waitExit(t)
+	wantGone(t, append(pids, tree...))
 }

@@ -18,8 +18,21 @@ import (
 var registry = struct {
 	mu     sync.Mutex
 	m      map[sessKey]*sessionState
-	owners map[any]bool // owners whose end is hooked to their Supervisor's Close
-}{m: map[sessKey]*sessionState{}, owners: map[any]bool{}}
+	owners map[any]bool            // owners whose end is hooked to their Supervisor's Close
+	ending map[any]*sync.WaitGroup // session ends in progress (cleanups included), by owner
+}{m: map[sessKey]*sessionState{}, owners: map[any]bool{}, ending: map[any]*sync.WaitGroup{}}
+
+// endingOf counts a session end of owner until its done is called. Called with
+// registry.mu held.
+func endingOf(owner any) *sync.WaitGroup {
+	wg := registry.ending[owner]
+	if wg == nil {
+		wg = &sync.WaitGroup{}
+		registry.ending[owner] = wg
+	}
+	wg.Add(1)
+	return wg
+}
 
 type sessKey struct {
 	owner any // the *subprocess.Supervisor (or, without one, the Resolver)
@@ -68,9 +81,11 @@ func endSession(owner any, id string) {
 	k := sessKey{owner, id}
 	s := registry.m[k]
 	delete(registry.m, k)
+	ending := endingOf(owner)
 	registry.mu.Unlock()
+	defer ending.Done()
 	if s != nil {
-		s.end()
+		s.end(ending)
 	}
 }
 
@@ -85,13 +100,21 @@ func endOwner(owner any) {
 			delete(registry.m, k)
 		}
 	}
+	ending := endingOf(owner)
 	registry.mu.Unlock()
 	for _, s := range ended {
-		s.end()
+		s.end(ending)
 	}
+	ending.Done()
+	// Every process of the Supervisor is gone by now, so the session ends still in
+	// progress (one racing this Close, or a cleanup left to the background) finish at
+	// once: wait for them, or the harness exits with their directories on disk.
+	ending.Wait()
 }
 
-func (s *sessionState) end() {
+// end retires s's boxes and removes its directory, in the background (counted in
+// ending) for boxes still running commands after endWait.
+func (s *sessionState) end(ending *sync.WaitGroup) {
 	s.mu.Lock()
 	s.ended = true
 	boxes := s.boxes
@@ -122,7 +145,11 @@ func (s *sessionState) end() {
 		select {
 		case <-b.proc.Done():
 		case <-deadline:
-			go cleanup()
+			ending.Add(1)
+			go func() {
+				defer ending.Done()
+				cleanup()
+			}()
 			return
 		}
 	}
