@@ -25,6 +25,7 @@ type serveFlags struct {
 	tokenFile      string
 	maxSessions    int
 	sessionTimeout time.Duration
+	maxCalls       int
 }
 
 func serveCmd(g *globalFlags) *cobra.Command {
@@ -51,6 +52,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "with --http: allow a non-loopback ADDR")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "with --http: the most harness sessions at once (MCP sessions and stateless-revision principals); beyond it: HTTP 503")
 	f.DurationVar(&o.sessionTimeout, "session-timeout", time.Hour, "with --http: end a session (and its background jobs) after this long without a request from its client; 0 never")
+	f.IntVar(&o.maxCalls, "max-calls", mcpserve.DefaultMaxCalls, "the most tool calls running at once, across every session; beyond it a call gets a tool error at once")
 	return cmd
 }
 
@@ -99,7 +101,8 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 			MaxSessions:    o.maxSessions,
 			SessionTimeout: o.sessionTimeout,
 		},
-		Tuning: g.tuning,
+		Tuning:   g.tuning,
+		MaxCalls: o.maxCalls,
 	}
 	if o.addr == "" {
 		srv := mcpserve.New(rt, version(), log, opts)
@@ -128,6 +131,9 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 
 // check validates the HTTP flags before anything is composed.
 func (o serveFlags) check() error {
+	if o.maxCalls < 1 {
+		return usageError{fmt.Errorf("--max-calls %d: want at least 1", o.maxCalls)}
+	}
 	if o.addr == "" {
 		return nil
 	}

@@ -298,6 +298,20 @@ func (s *rawStdio) await(t *testing.T, want string) string {
 	}
 }
 
+// awaitIDs returns the answers to the calls ids, in whatever order they come.
+func (s *rawStdio) awaitIDs(t *testing.T, ids ...int) map[int]string {
+	t.Helper()
+	got := map[int]string{}
+	for len(got) < len(ids) {
+		line := s.await(t, `"id":`)
+		var msg struct{ ID *int }
+		if json.Unmarshal([]byte(line), &msg) == nil && msg.ID != nil && slices.Contains(ids, *msg.ID) {
+			got[*msg.ID] = line
+		}
+	}
+	return got
+}
+
 func (s *rawStdio) initialize(t *testing.T, version string) {
 	t.Helper()
 	s.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
@@ -501,11 +515,75 @@ func TestServeStdioSigtermAnswersCallsInFlight(t *testing.T) {
 	}
 	tree := treeOf(s.cmd.Process.Pid)
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	for range 5 {
-		if line := s.await(t, `"id":1`); !strings.Contains(line, `"text":"Error: tool call aborted"`) {
-			t.Errorf("a call in flight at SIGTERM: %.300s", line)
+	for id, line := range s.awaitIDs(t, 10, 11, 12, 13, 14) {
+		if !strings.Contains(line, `"text":"Error: tool call aborted"`) {
+			t.Errorf("call %d in flight at SIGTERM: %.300s", id, line)
 		}
 	}
 	s.waitExit(t)
 	wantGone(t, append(pids, tree...))
+}
+
+// --max-calls bounds the tool calls running at once across every session: a call beyond
+// it is answered at once with a tool error, and a slot freed is usable again. A batch
+// of 1,000 calls (on 2025-03-26, which has batches) runs no more commands than that, and
+// dsh's descriptors come back to their level.
+func TestServeCallLimit(t *testing.T) {
+	ws := t.TempDir()
+	s := startRawStdio(t, nil, "--workspace", ws, "--max-calls", "3")
+	s.initialize(t, "2025-03-26")
+	gate := filepath.Join(ws, "gate")
+	for i := range 3 {
+		s.call(t, 10+i, fmt.Sprintf("echo $$ > pid%d; while [ ! -e %s ]; do sleep 0.01; done", i, gate))
+	}
+	for i := range 3 {
+		readPidFile(t, filepath.Join(ws, fmt.Sprintf("pid%d", i)))
+	}
+	s.call(t, 20, "echo beyond")
+	if line := s.await(t, `"id":20`); !strings.Contains(line, `"text":"Error: tool call limit reached: 3 calls are running in this harness (--max-calls)"`) || !strings.Contains(line, `"isError":true`) {
+		t.Errorf("a call beyond the limit: %s", line)
+	}
+	os.WriteFile(gate, nil, 0o600)
+	s.awaitIDs(t, 10, 11, 12)
+	s.call(t, 21, "echo again")
+	if line := s.await(t, `"id":21`); !strings.Contains(line, `"text":"again\n"`) {
+		t.Errorf("a call after the slots were freed: %s", line)
+	}
+	s.in.Close()
+	s.waitExit(t)
+
+	srv := startHTTPServe(t, "--workspace", ws, "--max-calls", "20", "--token-file", writeTokens(t, testToken))
+	pid := srv.cmd.Process.Pid
+	_, sid := post(t, srv.url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	post(t, srv.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	calls := make([]string, 1000)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 0.5","description":"Hold a slot"}}}`, i+10)
+	}
+	// A first batch fills what the Supervisor keeps for reuse (free cgroups, pipes):
+	// the level to come back to is after it.
+	post(t, srv.url, sid, "["+strings.Join(calls[:40], ",")+"]")
+	base := fdCount(t, pid)
+	peak := 0
+	done := make(chan string, 1)
+	go func() {
+		body, _ := post(t, srv.url, sid, "["+strings.Join(calls, ",")+"]")
+		done <- body
+	}()
+	var body string
+	for body == "" {
+		select {
+		case body = <-done:
+		case <-time.After(20 * time.Millisecond):
+			peak = max(peak, fdCount(t, pid))
+		}
+	}
+	ran, refused := strings.Count(body, `"text":"(no output)"`), strings.Count(body, "tool call limit reached: 20 calls")
+	if ran+refused != 1000 || ran < 20 || refused < 500 {
+		t.Errorf("a 1,000-call batch under --max-calls 20: %d ran, %d refused", ran, refused)
+	}
+	if peak > base+20*8+32 {
+		t.Errorf("dsh held %d descriptors during the batch, %d before", peak, base)
+	}
+	waitFor(t, 20*time.Second, "dsh's descriptors back to their level", func() bool { return fdCount(t, pid) <= base+2 })
 }
