@@ -26,6 +26,7 @@ type serveFlags struct {
 	maxSessions    int
 	sessionTimeout time.Duration
 	maxCalls       int
+	approvalWait   time.Duration
 }
 
 func serveCmd(g *globalFlags) *cobra.Command {
@@ -53,6 +54,7 @@ func serveCmd(g *globalFlags) *cobra.Command {
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "with --http: the most harness sessions at once (MCP sessions and stateless-revision principals); beyond it: HTTP 503")
 	f.DurationVar(&o.sessionTimeout, "session-timeout", time.Hour, "with --http: end a session (and its background jobs) after this long without a request from its client; 0 never")
 	f.IntVar(&o.maxCalls, "max-calls", mcpserve.DefaultMaxCalls, "the most tool calls running at once, across every session; beyond it a call gets a tool error at once")
+	f.DurationVar(&o.approvalWait, "approval-timeout", mcpserve.DefaultApprovalTimeout, "how long an approval question (an MCP elicitation) waits for the client's answer; then it is cancelled")
 	return cmd
 }
 
@@ -101,8 +103,9 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 			MaxSessions:    o.maxSessions,
 			SessionTimeout: o.sessionTimeout,
 		},
-		Tuning:   g.tuning,
-		MaxCalls: o.maxCalls,
+		Tuning:          g.tuning,
+		MaxCalls:        o.maxCalls,
+		ApprovalTimeout: o.approvalWait,
 	}
 	if o.addr == "" {
 		srv := mcpserve.New(rt, version(), log, opts)
@@ -133,6 +136,9 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 func (o serveFlags) check() error {
 	if o.maxCalls < 1 {
 		return usageError{fmt.Errorf("--max-calls %d: want at least 1", o.maxCalls)}
+	}
+	if o.approvalWait <= 0 {
+		return usageError{fmt.Errorf("--approval-timeout %s: want a positive duration", o.approvalWait)}
 	}
 	if o.addr == "" {
 		return nil

@@ -42,11 +42,19 @@ func (s *Server) callTool(ctx context.Context, sc *scope, req *mcp.CallToolReque
 		defer done()
 	}
 
+	var failed *approvalFailure
+	if _, asks := session.Prompter.(elicitPrompter); asks {
+		failed = &approvalFailure{}
+		ctx = context.WithValue(ctx, approvalFailureKey{}, failed)
+	}
 	var res tools.Result
 	if reg := s.registryWith(ctx, req.Params.Name); reg == nil {
 		res = tools.Errorf("no tools registry is composed")
 	} else {
 		res = reg.Call(ctx, req.Params.Name, req.Params.Arguments, session)
+	}
+	if failed != nil {
+		res = failed.result(res)
 	}
 	if asker != nil && asker.question != "" {
 		return asker.inputRequired(), nil

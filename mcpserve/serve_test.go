@@ -1,6 +1,7 @@
 package mcpserve
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,26 @@ func TestParseMessage(t *testing.T) {
 		}
 		if err == nil && got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.body, got, tc.want)
+		}
+	}
+}
+
+// The SDK's log: warnings and errors unless dsh logs at debug; its routine "undelivered
+// message" warning is a debug record.
+func TestSDKLogger(t *testing.T) {
+	const undelivered = "calling notifications/tools/list_changed: rejected by transport: undelivered message: stream not connected or already closed"
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var out strings.Builder
+		sdk := sdkLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level})))
+		sdk.Info("session connected")
+		sdk.Warn(undelivered)
+		sdk.With("k", "v").Warn("a real warning")
+		got := out.String()
+		if !strings.Contains(got, `level=WARN msg="a real warning" k=v`) || strings.Contains(got, "level=WARN msg=\"calling") {
+			t.Errorf("at %v:\n%s", level, got)
+		}
+		if debug := strings.Contains(got, `level=DEBUG msg="`+undelivered); debug != (level == slog.LevelDebug) || strings.Contains(got, "session connected") != (level == slog.LevelDebug) {
+			t.Errorf("at %v:\n%s", level, got)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,6 +29,10 @@ type Options struct {
 	// (0: DefaultMaxCalls): a call beyond it is answered at once with a tool error, so
 	// a client's flood (a batch of 10,000 calls) runs no more commands than that.
 	MaxCalls int
+	// ApprovalTimeout bounds how long a session-lane approval question (an elicitation)
+	// waits for the client's answer (0: DefaultApprovalTimeout); then it is cancelled,
+	// and the call ends as the user's cancel would end it.
+	ApprovalTimeout time.Duration
 }
 
 // DefaultMaxCalls is Options.MaxCalls when it is 0.
@@ -39,16 +44,17 @@ const DefaultMaxCalls = 256
 // stateless lane (the principal is the harness session). Its methods are safe for
 // concurrent use.
 type Server struct {
-	rt         *container.Runtime
-	newSession func() *container.Session
-	version    string
-	log        *slog.Logger // dsh's own
-	sdkLog     *slog.Logger // the SDK's, with its chatter filtered
-	http       HTTPOptions
-	tuning     Tuning
-	stateKey   []byte // signs input_required request states outside a principal
-	usedStates usedStates
-	calls      callLimit
+	rt              *container.Runtime
+	newSession      func() *container.Session
+	version         string
+	log             *slog.Logger // dsh's own
+	sdkLog          *slog.Logger // the SDK's, with its chatter filtered
+	http            HTTPOptions
+	tuning          Tuning
+	stateKey        []byte // signs input_required request states outside a principal
+	usedStates      usedStates
+	calls           callLimit
+	approvalTimeout time.Duration
 
 	mu       sync.Mutex
 	scopes   map[*scope]struct{}
@@ -80,6 +86,10 @@ func New(rt *container.Runtime, version string, log *slog.Logger, o Options) *Se
 		http: o.HTTP, tuning: o.Tuning, stateKey: randomKey(), calls: callLimit{max: o.maxCalls(), log: log}, scopes: map[*scope]struct{}{},
 		sessions: map[*mcp.ServerSession]*container.Session{}, notices: map[string]*noticeLog{},
 		served: map[string]servedTool{}}
+	s.approvalTimeout = o.ApprovalTimeout
+	if s.approvalTimeout <= 0 {
+		s.approvalTimeout = DefaultApprovalTimeout
+	}
 	s.endTuning = o.Tuning.start()
 	s.sync()
 	s.unsubscribe = rt.Subscribe(s.sync)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -586,4 +588,76 @@ func TestServeCallLimit(t *testing.T) {
 		t.Errorf("dsh held %d descriptors during the batch, %d before", peak, base)
 	}
 	waitFor(t, 20*time.Second, "dsh's descriptors back to their level", func() bool { return fdCount(t, pid) <= base+2 })
+}
+
+// An approval question answered with a JSON-RPC error is reported as that error (not as
+// a missing channel); one left unanswered is cancelled after --approval-timeout, and
+// the call ends as cancelled. Nothing runs in either case.
+func TestServeApprovalFailures(t *testing.T) {
+	ws := t.TempDir()
+	var mu sync.Mutex
+	answer := func(context.Context) (*mcp.ElicitResult, error) { return nil, errors.New("the user interface crashed") }
+	c := startServe(t, clientOptions{elicit: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		a := answer
+		mu.Unlock()
+		return a(ctx)
+	}}, "--profile", "sandbox", "--sandbox-mode", "read-only", "--workspace", ws, "--approval-timeout", "1s")
+	escalate := map[string]any{"command": "touch marker", "description": "Create a marker file",
+		"sandbox_permissions": "workspace-write", "justification": "The marker must be created in the workspace."}
+	text, isErr, _ := c.call(t, "bash", escalate)
+	if !isErr || !strings.HasPrefix(text, "Error: approval failed: the client answered the approval request with JSON-RPC error ") ||
+		!strings.Contains(text, "the user interface crashed") || !strings.HasSuffix(text, "; nothing was approved") {
+		t.Errorf("an elicitation answered with an error: %q isError=%v", text, isErr)
+	}
+	mu.Lock()
+	answer = func(ctx context.Context) (*mcp.ElicitResult, error) { <-ctx.Done(); return nil, ctx.Err() }
+	mu.Unlock()
+	start := time.Now()
+	text, isErr, _ = c.call(t, "bash", escalate)
+	if want := `Error: approval for escalating to "workspace-write" was cancelled`; text != want || !isErr || time.Since(start) > 20*time.Second {
+		t.Errorf("an unanswered elicitation: %q isError=%v after %s, want %q", text, isErr, time.Since(start), want)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
+		t.Error("the command ran")
+	}
+	waitFor(t, 10*time.Second, "the cancel logged", func() bool {
+		return strings.Contains(c.stderr.String(), `msg="approval question unanswered: cancelled" timeout=1s`)
+	})
+}
+
+// At a reload, an HTTP session that keeps no GET stream open gets no WARN line (the SDK
+// reports its tools/list_changed as undelivered: that is logged at debug level, where
+// this test waits for it); job_list cuts a 100 KB command to a line.
+func TestServeQuietReloadAndShortListing(t *testing.T) {
+	profile := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(profile, []byte(withJobs), 0o644)
+	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--profile", profile, "--log-level", "debug", "--token-file", writeTokens(t, testToken))
+	_, sid := post(t, srv.url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	post(t, srv.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	long := "echo " + strings.Repeat("x", 100_000) + "; sleep 60"
+	args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": long, "description": "A long command", "run_in_background": true}})
+	for i := range 3 {
+		if body, _ := post(t, srv.url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, 10+i, args)); !strings.Contains(body, "started background job") {
+			t.Fatalf("start: %.300s", body)
+		}
+	}
+	body, _ := post(t, srv.url, sid, `{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`)
+	if len(body) > 4000 || !strings.Contains(body, `bash-1 [bash] running — echo `+strings.Repeat("x", 195)+`…\n`) {
+		t.Errorf("job_list of three 100 KB commands: %d bytes: %.600s", len(body), body)
+	}
+	os.WriteFile(profile, []byte(withoutJobs), 0o644)
+	waitFor(t, 20*time.Second, "the reload", func() bool { return strings.Contains(srv.stderr.String(), "profile reloaded") })
+	body, _ = post(t, srv.url, sid, `{"jsonrpc":"2.0","id":21,"method":"tools/list"}`)
+	if strings.Contains(body, "job_list") {
+		t.Fatalf("the reload did not apply: %.300s", body)
+	}
+	waitFor(t, 20*time.Second, "the undelivered notification, at debug level", func() bool {
+		return strings.Contains(srv.stderr.String(), "undelivered message")
+	})
+	for _, line := range strings.Split(srv.stderr.String(), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			t.Errorf("a warning at a reload: %.400s", line)
+		}
+	}
 }
