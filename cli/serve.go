@@ -77,6 +77,8 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
 	defer keepBrokenPipes()()
+	// The first answer does not wait for the sandbox's probe; the first confined call does.
+	bashsandbox.ProbeInBackground()
 	h, log, err := g.start(ctx, slog.LevelInfo, true)
 	if err != nil {
 		return err

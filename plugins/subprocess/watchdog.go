@@ -31,13 +31,14 @@ type watchdogProc struct {
 }
 
 // startWatchdog starts the watchdog for the cgroup directory cgroupDir ("" without
-// cgroups) and returns once it runs.
-func startWatchdog(cgroupDir string, log *slog.Logger) (*watchdogProc, error) {
+// cgroups) and returns once it runs. holding, if not nil, is called as soon as the
+// first stage runs with the pipe's read end (see detachWatchdog).
+func startWatchdog(cgroupDir string, log *slog.Logger, holding func()) (*watchdogProc, error) {
 	var in [2]int
 	if err := unix.Pipe2(in[:], unix.O_CLOEXEC); err != nil {
 		return nil, &opError{op: "pipe", err: err}
 	}
-	pid, err := detachWatchdog(in[0], cgroupDir)
+	pid, err := detachWatchdog(in[0], cgroupDir, holding)
 	unix.Close(in[0])
 	if err != nil {
 		unix.Close(in[1])
@@ -50,8 +51,10 @@ func startWatchdog(cgroupDir string, log *slog.Logger) (*watchdogProc, error) {
 }
 
 // detachWatchdog runs the watchdog's first stage with stdin, which starts the watchdog,
-// reports its pid and exits; it returns that pid.
-func detachWatchdog(stdin int, cgroupDir string) (int, error) {
+// reports its pid and exits; it returns that pid. holding, if not nil, is called once
+// the first stage runs: it holds stdin, and starts the watchdog with it even if the
+// harness dies now.
+func detachWatchdog(stdin int, cgroupDir string, holding func()) (int, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -72,6 +75,9 @@ func detachWatchdog(stdin int, cgroupDir string) (int, error) {
 	devnull.Close()
 	if err != nil {
 		return 0, &opError{op: "exec", path: "/proc/self/exe", err: err}
+	}
+	if holding != nil {
+		holding()
 	}
 	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
 	out, rerr := io.ReadAll(r)
