@@ -26,7 +26,9 @@ func callCmd(g *globalFlags) *cobra.Command {
 		Short: "Run one tool call and print its result text exactly (exit 1 when the result is an error)",
 		Long: "Run one tool call. ARGS_JSON is a JSON object (or - to read it from stdin). The result's\n" +
 			"text is printed exactly as the model would read it, nothing added; with --json the output is\n" +
-			`{"text", "isError", "value"}. Exit status: 0, or 1 when the result is an error.`,
+			`{"text", "isError", "value"}. Exit status: 0, or 1 when the result is an error.` + "\n" +
+			"A background job the call starts lives as long as the call's session: dsh call waits for it\n" +
+			"to finish and prints what job_output reads of it on stderr (Ctrl-C kills it).",
 		Args: usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := g.workspaceDir()
@@ -44,15 +46,12 @@ func callCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer h.stop()
-			res, err := g.call(ctx, h.rt, ws, args[0], raw)
-			if err != nil {
-				return err
-			}
-			return g.printResult(res, asJSON)
+			return g.call(ctx, h.rt, ws, args[0], raw, asJSON)
 		},
 	}
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
+	addRoleFlag(cmd, g)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text", "isError", "value"} instead of the text`)
 	return cmd
 }
@@ -72,26 +71,34 @@ func (g *globalFlags) callArgs(args []string) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// call runs tool in a session of its own, which it ends; the spill files the call
-// reported are kept first (the session's end deletes its own).
-func (g *globalFlags) call(ctx context.Context, rt *container.Runtime, ws, tool string, raw json.RawMessage) (tools.Result, error) {
+// call runs tool in a session of its own and prints the result, then waits for the
+// background jobs the call started (they end with the session), and ends the session.
+// The spill files the call and its jobs reported are kept first (the session's end
+// deletes its own).
+func (g *globalFlags) call(ctx context.Context, rt *container.Runtime, ws, tool string, raw json.RawMessage, asJSON bool) error {
 	reg, ok := container.Lookup(rt, tools.Service)
 	if !ok {
-		return tools.Result{}, fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
+		return fmt.Errorf("profile %q composes no active tools registry (see dsh status)", g.profile)
 	}
 	session, err := g.session(ws)
 	if err != nil {
-		return tools.Result{}, err
+		return err
 	}
 	prompter := &lazyTerminal{}
 	defer prompter.close()
 	session.Prompter = prompter
-	res := reg.Call(ctx, tool, raw, session)
+	defer rt.EndSession(session.ID)
+	keep := func(*tools.Result) {}
 	if env, ok := container.Lookup(rt, shellenv.Service); ok {
-		preserveSpills(&res, rt, session.ID, filepath.Join(env.Home(), "spill"))
+		keep = func(res *tools.Result) { preserveSpills(res, rt, session.ID, filepath.Join(env.Home(), "spill")) }
 	}
-	rt.EndSession(session.ID)
-	return res, nil
+	res := reg.Call(ctx, tool, raw, session)
+	keep(&res)
+	printErr := g.printResult(res, asJSON)
+	if err := g.awaitJobs(ctx, rt, reg, session, keep); err != nil {
+		return err
+	}
+	return printErr
 }
 
 // printResult prints the result's text exactly, or with --json {"text", "isError",
@@ -161,14 +168,11 @@ type lazyTerminal struct {
 }
 
 func (l *lazyTerminal) Confirm(ctx context.Context, message string) (container.Answer, error) {
-	if l.p == nil {
-		p, closeFn, err := approval.OpenTerminal()
-		if err != nil {
-			return "", err
-		}
-		l.p, l.closeFn = p, closeFn
+	p, err := l.terminal()
+	if err != nil {
+		return "", err
 	}
-	return l.p.Confirm(ctx, message)
+	return p.Confirm(ctx, message)
 }
 
 func (l *lazyTerminal) close() {

@@ -50,6 +50,7 @@ type globalFlags struct {
 	profile     string
 	workspace   string
 	sandboxMode string
+	role        string
 	logLevel    string
 	extra       []fx.Option
 	tuning      mcpserve.Tuning
@@ -91,7 +92,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, o Options) in
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.profile, "profile", "p", "default", "built-in profile name (default, sandbox, minimal) or a profile file path")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn, error (default: info for serve, warn otherwise)")
-	root.AddCommand(serveCmd(g), callCmd(g), statusCmd(g), toolsCmd(g), promptCmd(g), checkCmd(g))
+	root.AddCommand(serveCmd(g), callCmd(g), statusCmd(g), toolsCmd(g), promptCmd(g), checkCmd(g), explainCmd(g))
 
 	err := root.ExecuteContext(context.Background())
 	var exit exitCodeError

@@ -1,5 +1,6 @@
-// Package cli is the dsh command line: serve, call, status, tools, prompt, check. It
-// is a package (not just package main) so that embedders can build their own dsh
+// Package cli is the dsh command line: serve (MCP), call, status, tools, prompt, check,
+// explain (how a profile's rules and roles judge a bash command; docs/policy.md).
+// It is a package (not just package main) so that embedders can build their own dsh
 // binary with extra plugin modules: see Main and Run.
 //
 // Each command composes the profile (--profile: a built-in name or a file) through fx,

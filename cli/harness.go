@@ -16,14 +16,19 @@ import (
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 	bashssh "github.com/dsh-dev/dsh/plugins/bashssh"
+	"github.com/dsh-dev/dsh/plugins/hooks"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/roles"
+	"github.com/dsh-dev/dsh/plugins/rules"
+	"github.com/dsh-dev/dsh/plugins/sessionlog"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	"github.com/dsh-dev/dsh/plugins/ssh"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 	toolbash "github.com/dsh-dev/dsh/plugins/toolbash"
 	"github.com/dsh-dev/dsh/plugins/tools"
 	"github.com/dsh-dev/dsh/profiles"
+	"github.com/dsh-dev/dsh/tracing"
 )
 
 // Plugins is the catalog dsh ships: one fx.Module per plugin package.
@@ -32,8 +37,12 @@ var Plugins = fx.Options(
 	bashlocal.Module,
 	bashsandbox.Module,
 	bashssh.Module,
+	hooks.Module,
 	jobs.Module,
 	prompt.Module,
+	roles.Module,
+	rules.Module,
+	sessionlog.Module,
 	shellenv.Module,
 	ssh.Module,
 	subprocess.Module,
@@ -47,6 +56,7 @@ type harness struct {
 	rt      *container.Runtime
 	catalog *container.Catalog
 	loader  *profile.Loader
+	tracing func() // detaches and flushes the tracer; nil without one
 }
 
 type harnessOptions struct {
@@ -75,14 +85,38 @@ func startHarness(ctx context.Context, o harnessOptions) (*harness, error) {
 	if err := h.app.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start: %w", unwrapFx(err))
 	}
+	h.trace(ctx, o.log)
 	return h, nil
 }
 
-// stop disposes every fiber (and with them every process and job).
+// trace exports the spans of the harness's tool calls when the OTEL_* environment asks
+// for it (tracing.FromEnv); a configuration it cannot use is logged, and nothing is
+// exported.
+func (h *harness) trace(ctx context.Context, log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	t, err := tracing.FromEnv(ctx, version())
+	if err != nil {
+		log.Warn("no traces are exported", "err", err)
+	}
+	if t == nil {
+		return
+	}
+	detach := t.Attach(h.rt, log)
+	h.tracing = func() { detach(); t.Flush(log) }
+}
+
+// stop disposes every fiber (and with them every process and job), then flushes the
+// spans.
 func (h *harness) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return h.app.Stop(ctx)
+	err := h.app.Stop(ctx)
+	if h.tracing != nil {
+		h.tracing()
+	}
+	return err
 }
 
 // unwrapFx drops fx's "OnStart hook added by … failed:" wrapping so users read our error.

@@ -14,8 +14,8 @@ import (
 )
 
 func toolsCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "tools [--profile P]",
+	cmd := &cobra.Command{
+		Use:   "tools [--profile P] [--role R]",
 		Short: "Print the composed tool definitions as JSON",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -32,7 +32,8 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			}
 			defs := []def{}
 			if reg, ok := container.Lookup(h.rt, tools.Service); ok {
-				for _, t := range reg.Tools() {
+				// As a session of --role (else of the default role, if any) sees them.
+				for _, t := range reg.ToolsFor(&container.Session{Role: g.role}) {
 					defs = append(defs, def{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 				}
 			}
@@ -44,6 +45,8 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	}
+	addRoleFlag(cmd, g)
+	return cmd
 }
 
 func promptCmd(g *globalFlags) *cobra.Command {
@@ -111,6 +114,9 @@ func checkCmd(g *globalFlags) *cobra.Command {
 				}
 			}
 			fmt.Fprintf(g.stdout, "profile %s: ok (%d rows)\n", p.Name, enabled)
+			for _, note := range policyNotes(h.catalog, p.Rows) {
+				fmt.Fprintln(g.stdout, note)
+			}
 			return nil
 		},
 	}

@@ -27,13 +27,16 @@ type serveFlags struct {
 	sessionTimeout time.Duration
 	maxCalls       int
 	approvalWait   time.Duration
+	given          func(flag string) bool // whether the command line set the flag
 }
 
 func serveCmd(g *globalFlags) *cobra.Command {
 	var o serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve [--profile P] [--workspace DIR] [--http ADDR [--token-file FILE] [--allow-remote] [--max-sessions N]]",
-		Short: "Serve the composition as an MCP server (stdio, or streamable HTTP at /mcp with --http)",
+		Use: "serve [--profile P] [--workspace DIR] [--sandbox-mode M] [--log-level L]\n" +
+			"            [--http ADDR [--token-file FILE] [--allow-remote] [--max-sessions N] [--session-timeout D]]",
+		DisableFlagsInUseLine: true, // Use lists them
+		Short:                 "Serve the composition as an MCP server (stdio, or streamable HTTP at /mcp with --http)",
 		Long: "Serve the composition's tools over MCP: on stdio by default, or over streamable HTTP at\n" +
 			"http://ADDR/mcp with --http, where every request needs \"Authorization: Bearer <token>\" (the\n" +
 			"tokens are the lines of --token-file, else one is generated into $DSH_HOME/serve-token) and ADDR\n" +
@@ -43,13 +46,17 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			"SIGTERM, SIGHUP or (stdio) the end of its input or of its output, after disposing every\n" +
 			"plugin and killing every process.",
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return g.serve(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.given = func(name string) bool { return cmd.Flags().Changed(name) }
+			return g.serve(cmd.Context(), o)
+		},
 	}
 	addWorkspaceFlag(cmd, g)
 	addSandboxModeFlag(cmd, g)
+	addRoleFlag(cmd, g)
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "http", "", "serve streamable HTTP at http://ADDR/mcp (host:port; port 0 picks a free one) instead of stdio")
-	f.StringVar(&o.tokenFile, "token-file", "", "with --http: the bearer tokens, one per line (one principal each); default: generate one into $DSH_HOME/serve-token")
+	f.StringVar(&o.tokenFile, "token-file", "", "with --http: the bearer tokens, one per line (one principal each), each optionally followed by the role of its sessions (\"<token> <role>\"); default: generate one into $DSH_HOME/serve-token")
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "with --http: allow a non-loopback ADDR")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "with --http: the most harness sessions at once (MCP sessions and stateless-revision principals); beyond it: HTTP 503")
 	f.DurationVar(&o.sessionTimeout, "session-timeout", time.Hour, "with --http: end a session (and its background jobs) after this long without a request from its client; 0 never")
@@ -71,6 +78,13 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 	if err := o.check(); err != nil {
 		return err
 	}
+	ln, tokens, err := o.listen()
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer ln.Close()
+	}
 	if o.addr == "" && isTerminal(g.stdin) {
 		fmt.Fprintln(g.stderr, "dsh: serving MCP (JSON-RPC, one message per line) on stdin/stdout for an MCP client to start; press Ctrl-D or Ctrl-C to stop")
 	}
@@ -83,7 +97,7 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 	if err != nil {
 		return err
 	}
-	err = g.serveWith(ctx, h.rt, log, ws, o)
+	err = g.serveWith(ctx, h.rt, log, ws, o, ln, tokens)
 	if stopErr := h.stop(); stopErr != nil {
 		log.Error("shutdown", "err", stopErr)
 	}
@@ -93,8 +107,9 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 	return nil
 }
 
-// serveWith serves rt's composition on stdio, or on --http with its bearer tokens.
-func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log *slog.Logger, ws string, o serveFlags) error {
+// serveWith serves rt's composition on stdio, or on ln (--http) with the bearer tokens
+// of --token-file, else the dsh home's.
+func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log *slog.Logger, ws string, o serveFlags, ln net.Listener, tokens []tokenLine) error {
 	opts := mcpserve.Options{
 		NewSession: func() *container.Session {
 			s, _ := g.session(ws) // the flags were checked before
@@ -114,7 +129,14 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 		defer srv.Close()
 		return srv.ServeStdio(ctx, g.stdin, g.stdout)
 	}
-	tokens, err := loadTokens(o.tokenFile, dshHome(rt), g.stderr)
+	if tokens == nil {
+		home, err := homeToken(dshHome(rt), g.stderr)
+		if err != nil {
+			return err
+		}
+		tokens = []tokenLine{{token: home[0]}}
+	}
+	roles, err := g.tokenRoles(rt, o.tokenFile, tokens)
 	if err != nil {
 		return err
 	}
@@ -123,16 +145,15 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 	if o.tokenFile != "" {
 		bashsandbox.MaskFile(o.tokenFile)
 	}
-	opts.HTTP.Tokens = tokens
+	opts.HTTP.Tokens, opts.HTTP.Roles = tokensOf(tokens), roles
 	srv := mcpserve.New(rt, version(), log, opts)
 	defer srv.Close()
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return fmt.Errorf("--http %q: %w", o.addr, err)
-	}
 	fmt.Fprintf(g.stderr, "dsh: serving MCP (streamable HTTP) on http://%s%s\n", ln.Addr(), mcpserve.Endpoint)
 	return srv.Serve(ctx, ln)
 }
+
+// httpOnly are the flags that only serving over HTTP uses.
+var httpOnly = []string{"token-file", "allow-remote", "max-sessions", "session-timeout"}
 
 // check validates the HTTP flags before anything is composed.
 func (o serveFlags) check() error {
@@ -143,6 +164,11 @@ func (o serveFlags) check() error {
 		return usageError{fmt.Errorf("--approval-timeout %s: want a positive duration", o.approvalWait)}
 	}
 	if o.addr == "" {
+		for _, name := range httpOnly {
+			if o.given != nil && o.given(name) {
+				return usageError{fmt.Errorf("--%s applies to serving over HTTP: use it with --http ADDR", name)}
+			}
+		}
 		return nil
 	}
 	if err := checkAddr(o.addr, o.allowRemote); err != nil {
@@ -152,6 +178,27 @@ func (o serveFlags) check() error {
 		return usageError{fmt.Errorf("--max-sessions %d: want at least 1", o.maxSessions)}
 	}
 	return nil
+}
+
+// listen reads --token-file and binds --http's address, before anything is composed or
+// written: a port in use, or a token file that cannot be read, fails the start at once
+// and leaves the dsh home's token file as it was. Without --http it does nothing.
+func (o serveFlags) listen() (net.Listener, []tokenLine, error) {
+	if o.addr == "" {
+		return nil, nil, nil
+	}
+	var tokens []tokenLine
+	if o.tokenFile != "" {
+		var err error
+		if tokens, err = readTokenFile(o.tokenFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--http %q: %w", o.addr, err)
+	}
+	return ln, tokens, nil
 }
 
 // isTerminal reports whether r is a terminal.

@@ -3,12 +3,16 @@ package cli
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/dsh-dev/dsh/container"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
@@ -50,40 +54,80 @@ func loopbackHost(host string) bool {
 	return true
 }
 
-// loadTokens returns the bearer tokens: the non-empty lines of file, or, without one, a
-// new token written 0600 to home/serve-token (and announced on stderr).
-func loadTokens(file, home string, stderr io.Writer) ([]string, error) {
+// loadTokens returns the bearer tokens: the lines of file (readTokenFile), or, without
+// one, the token in home/serve-token (homeToken).
+func loadTokens(file, home string, stderr io.Writer) ([]tokenLine, error) {
 	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--token-file: %w", err)}
-		}
-		var tokens []string
-		for _, line := range strings.Split(string(data), "\n") {
-			if t := strings.TrimSpace(line); t != "" {
-				tokens = append(tokens, t)
-			}
-		}
-		if len(tokens) == 0 {
-			return nil, usageError{fmt.Errorf("--token-file %s: no token in it (one per line)", file)}
-		}
-		return tokens, nil
+		return readTokenFile(file)
+	}
+	tokens, err := homeToken(home, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return []tokenLine{{token: tokens[0]}}, nil
+}
+
+// homeToken returns the token in home/serve-token, announced on stderr: the one there
+// when the file holds a token dsh could have generated, private to this user — so that
+// the clients configured with it keep working across restarts, and a second `dsh serve
+// --http` shares it rather than replacing it — else a new one (32 random bytes,
+// base64url) written there 0600. Of two that start at once, the first to write wins and
+// the other reads its token.
+func homeToken(home string, stderr io.Writer) ([]string, error) {
+	path := filepath.Join(home, bashsandbox.ServeTokenName)
+	announce := func(verb, token string) []string {
+		fmt.Fprintf(stderr, "dsh: %s bearer token in %s (clients send \"Authorization: Bearer <token>\"; --token-file sets your own)\n", verb, path)
+		return []string{token}
+	}
+	if token, ok := reusableToken(path); ok {
+		return announce("using the", token), nil
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, err
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw[:])
-	path := filepath.Join(home, bashsandbox.ServeTokenName)
-	if err := writePrivate(path, token+"\n"); err != nil {
+	_, statErr := os.Lstat(path)
+	replace := statErr == nil // a file there that is not a reusable token
+	if err := writePrivate(path, token+"\n", replace); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if theirs, ok := reusableToken(path); ok {
+				return announce("using the", theirs), nil
+			}
+		}
 		return nil, fmt.Errorf("writing the bearer token: %w", err)
 	}
-	fmt.Fprintf(stderr, "dsh: generated a bearer token in %s (clients send \"Authorization: Bearer <token>\"; --token-file sets your own)\n", path)
-	return []string{token}, nil
+	return announce("generated a", token), nil
 }
 
-// writePrivate replaces path with data, readable by its owner only, atomically.
-func writePrivate(path, data string) error {
+// reusableToken returns the token in the file at path if it is one dsh could have
+// generated and only this user can read: a regular file (not a link) of this user's,
+// without group or other permissions, holding one base64url token of at least 32 bytes.
+func reusableToken(path string) (string, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 || fi.Size() > 1024 {
+		return "", false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return "", false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	token := strings.TrimSpace(string(data))
+	if !generatedToken.MatchString(token) {
+		return "", false
+	}
+	return token, true
+}
+
+// generatedToken is the shape of a token homeToken could have written.
+var generatedToken = regexp.MustCompile(`^[A-Za-z0-9_-]{43,256}$`)
+
+// writePrivate writes data to path, readable by its owner only, atomically: it replaces
+// what is there when replace is set, and otherwise fails with fs.ErrExist if path exists.
+func writePrivate(path, data string, replace bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -102,6 +146,14 @@ func writePrivate(path, data string) error {
 	}
 	if err := f.Close(); err != nil {
 		return err
+	}
+	if !replace {
+		// Link fails if path exists: it never replaces another start's token.
+		if err := os.Link(f.Name(), path); err == nil || errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// A file system without hard links: rename (another start's token written since
+		// the check would be replaced; each then serves its own).
 	}
 	return os.Rename(f.Name(), path)
 }

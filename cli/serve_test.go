@@ -63,8 +63,8 @@ func TestLoadTokens(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tokens")
 	os.WriteFile(file, []byte("  a-token \n\n\tsecond\n"), 0o600)
-	got, err := loadTokens(file, dir, io.Discard)
-	if err != nil || strings.Join(got, ",") != "a-token,second" {
+	lines, err := loadTokens(file, dir, io.Discard)
+	if got := tokensOf(lines); err != nil || strings.Join(got, ",") != "a-token,second" {
 		t.Errorf("tokens %q, %v", got, err)
 	}
 	os.WriteFile(file, []byte("\n \n"), 0o600)
@@ -73,7 +73,8 @@ func TestLoadTokens(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	home := filepath.Join(dir, "home")
-	got, err = loadTokens("", home, &stderr)
+	lines, err = loadTokens("", home, &stderr)
+	got := tokensOf(lines)
 	if err != nil || len(got) != 1 || len(got[0]) != 43 {
 		t.Fatalf("generated %q, %v", got, err)
 	}
@@ -82,8 +83,57 @@ func TestLoadTokens(t *testing.T) {
 	if string(data) != got[0]+"\n" || fi.Mode().Perm() != 0o600 || !strings.Contains(stderr.String(), "generated a bearer token in "+filepath.Join(home, "serve-token")) {
 		t.Errorf("token file %q mode %v, stderr %q", data, fi.Mode(), stderr.String())
 	}
-	again, _ := loadTokens("", home, io.Discard)
-	if again[0] == got[0] {
-		t.Error("two starts generated the same token")
+	// The next start reuses it: clients configured with it keep working.
+	stderr.Reset()
+	againLines, _ := loadTokens("", home, &stderr)
+	again := tokensOf(againLines)
+	if again[0] != got[0] || !strings.Contains(stderr.String(), "dsh: using the bearer token in "+filepath.Join(home, "serve-token")) {
+		t.Errorf("a second start: %q (first %q), stderr %q", again, got, stderr.String())
+	}
+	// A file that is not a private token dsh could have written is replaced.
+	path := filepath.Join(home, "serve-token")
+	for name, spoil := range map[string]func(){
+		"readable by others": func() { os.Chmod(path, 0o644) },
+		"not a token":        func() { os.WriteFile(path, []byte("short\n"), 0o600) },
+		"two lines":          func() { os.WriteFile(path, []byte(got[0]+"\n"+got[0]+"\n"), 0o600) },
+		"a symlink":          func() { os.Remove(path); os.Symlink(file, path) },
+	} {
+		spoil()
+		freshLines, err := loadTokens("", home, io.Discard)
+		fresh := tokensOf(freshLines)
+		fi, _ := os.Lstat(path)
+		data, _ := os.ReadFile(path)
+		if err != nil || fresh[0] == got[0] || string(data) != fresh[0]+"\n" || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %q, %v; file %q mode %v", name, fresh, err, data, fi.Mode())
+		}
+		got = fresh
+	}
+}
+
+// Two starts at once: one writes the token, the other reads it; neither replaces it.
+func TestHomeTokenRace(t *testing.T) {
+	home := t.TempDir()
+	const n = 8
+	tokens := make(chan string, n)
+	for range n {
+		go func() {
+			got, err := homeToken(home, io.Discard)
+			if err != nil {
+				t.Error(err)
+				tokens <- ""
+				return
+			}
+			tokens <- got[0]
+		}()
+	}
+	first := <-tokens
+	for range n - 1 {
+		if tok := <-tokens; tok != first {
+			t.Errorf("tokens %q and %q", first, tok)
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(home, "serve-token"))
+	if string(data) != first+"\n" {
+		t.Errorf("file %q, token %q", data, first)
 	}
 }

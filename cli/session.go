@@ -19,7 +19,7 @@ func (g *globalFlags) session(ws string) (*container.Session, error) {
 	if g.sandboxMode != "" && shell.ModeRank(g.sandboxMode) < 0 {
 		return nil, usageError{fmt.Errorf("--sandbox-mode %q: want read-only, workspace-write or danger-full-access", g.sandboxMode)}
 	}
-	return &container.Session{ID: newSessionID(), Cwd: ws, SandboxMode: g.sandboxMode}, nil
+	return &container.Session{ID: newSessionID(), Cwd: ws, SandboxMode: g.sandboxMode, Role: g.role}, nil
 }
 
 // workspaceDir returns the absolute, existing workspace directory.
@@ -57,6 +57,10 @@ func (g *globalFlags) start(ctx context.Context, level slog.Level, watch bool) (
 		return nil, nil, err
 	}
 	if err := g.checkSandboxMode(h.rt); err != nil {
+		_ = h.stop()
+		return nil, nil, err
+	}
+	if err := g.checkRole(h.rt); err != nil {
 		_ = h.stop()
 		return nil, nil, err
 	}

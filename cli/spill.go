@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -16,8 +18,13 @@ import (
 	"github.com/dsh-dev/dsh/proc"
 )
 
-// keptSpillAge is how long `dsh call` keeps the spill files it preserved.
-const keptSpillAge = 7 * 24 * time.Hour
+// keptSpillAge is how long `dsh call` keeps the spill files it preserved, and
+// keptSpillCap how many bytes of them at most (the oldest go first), as much as a
+// subprocess spool's default budget.
+const (
+	keptSpillAge       = 7 * 24 * time.Hour
+	keptSpillCap int64 = proc.DefaultSpillBudgetBytes
+)
 
 // keptSpillName is the shape of the names keptName gives; pruning touches nothing else.
 var keptSpillName = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9a-f]{16}-[0-9A-Za-z._-]+$`)
@@ -30,13 +37,14 @@ type spoolHolder interface{ Spool() *proc.Spool }
 // is a file that exists. It acts only on the files the capture of this session reported,
 // through the spools that hold them — never on a path found in the result text, which
 // the command wrote. A reported file that cannot be kept is shown as (unavailable).
-// Files that earlier calls kept in dir and that are older than keptSpillAge are pruned.
+// Files that earlier calls kept in dir are pruned: those older than keptSpillAge, then
+// the oldest until all of them fit in keptSpillCap.
 func preserveSpills(res *tools.Result, rt *container.Runtime, session, dir string) {
 	kept := keepSessionSpills(rt, session, dir)
 	if len(kept) == 0 {
 		return
 	}
-	pruneKept(dir, keptSpillAge)
+	pruneKept(dir, keptSpillAge, keptSpillCap, kept)
 	rewriteSpillPaths(res, kept)
 }
 
@@ -82,19 +90,47 @@ func rewriteSpillPaths(res *tools.Result, kept []proc.KeptSpill) {
 	}
 }
 
-// pruneKept removes the files an earlier `dsh call` kept in dir (named by keptName)
-// that are older than age. Nothing else in dir is touched.
-func pruneKept(dir string, age time.Duration) {
+// pruneKept removes the files earlier calls kept in dir (named as keptSpillName says):
+// those older than age, then the oldest until the kept files, these included, total at
+// most capBytes. The files this call just kept (fresh) stay whatever their size: their
+// paths are in the result. Nothing else in dir is touched.
+func pruneKept(dir string, age time.Duration, capBytes int64, fresh []proc.KeptSpill) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
+	type keptFile struct {
+		name string
+		info os.FileInfo
+	}
+	var old []keptFile
+	var total int64
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !keptSpillName.MatchString(e.Name()) {
 			continue
 		}
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
-			os.Remove(filepath.Join(dir, e.Name()))
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case slices.ContainsFunc(fresh, func(k proc.KeptSpill) bool { return k.To == path }):
+			total += info.Size()
+		case time.Since(info.ModTime()) > age:
+			os.Remove(path)
+		default:
+			old = append(old, keptFile{e.Name(), info})
+			total += info.Size()
+		}
+	}
+	sort.Slice(old, func(i, j int) bool { return old[i].info.ModTime().Before(old[j].info.ModTime()) })
+	for _, f := range old {
+		if total <= capBytes {
+			return
+		}
+		if os.Remove(filepath.Join(dir, f.name)) == nil {
+			total -= f.info.Size()
 		}
 	}
 }

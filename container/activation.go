@@ -160,6 +160,14 @@ func ReplacedConfig[C any](a *Activation) (config C, ok bool) {
 // reach.
 func (a *Activation) ProfileFiles() []string { return a.rt.profileFilesNow() }
 
+// Profile is the running composition's profile as status names it (the file, or the
+// built-in profile's name). It may change with a reload; read it when needed.
+func (a *Activation) Profile() string {
+	a.rt.mu.RLock()
+	defer a.rt.mu.RUnlock()
+	return a.rt.profile
+}
+
 // SetDetail records a short human-readable note shown in this row's status (for
 // example which process-isolation mode is active).
 func (a *Activation) SetDetail(detail string) {

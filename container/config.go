@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -11,11 +12,45 @@ import (
 	"github.com/dsh-dev/dsh/container/internal/yamlval"
 )
 
+// ProfileRelative is implemented by a config that names files by paths relative to its
+// profile (the rules plugin's imports): before the config's Validate runs, the container
+// calls SetProfileDir with the directory of the profile file the row comes from
+// (Row.Source), or "" for a row of a built-in profile, whose relative paths are then the
+// working directory's.
+type ProfileRelative interface {
+	SetProfileDir(dir string)
+}
+
+// DecodeConfig returns row's config as Compose gives it to Apply: decoded onto the
+// plugin's config type and validated (nil for a plugin that takes no config). It runs
+// no plugin code but the config's Validate; its errors name the file and row as
+// Validate's do. Tools that read a policy without composing (dsh explain) use it.
+func (c *Catalog) DecodeConfig(row Row) (any, error) {
+	p, err := c.lookup(row.Plugin)
+	if err == nil {
+		var cfg any
+		if cfg, err = decodeConfig(p, row); err == nil {
+			return cfg, nil
+		}
+	}
+	return nil, &RowError{Source: row.Source, Row: row.ID, Err: err}
+}
+
+// profileDir is the directory of the profile file a row comes from: "" for a built-in
+// profile ("builtin:<name>") or a row without a source.
+func profileDir(source string) string {
+	if source == "" || strings.HasPrefix(source, "builtin:") {
+		return ""
+	}
+	return filepath.Dir(source)
+}
+
 // decodeConfig builds p's config value from a row's config map: fresh defaults from
 // p's Config, each key decoded onto the struct field whose `yaml` tag names it, then the
-// config's Validate. Errors name the key; those the plugin words (Validate, `valid`
-// tags) are prefixed with its name.
-func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
+// config's Validate (after SetProfileDir, for a ProfileRelative config). Errors name the
+// key; those the plugin words (Validate, `valid` tags) are prefixed with its name.
+func decodeConfig(p *Plugin, row Row) (any, error) {
+	raw := row.Config
 	if p.newConfig == nil {
 		if len(raw) > 0 {
 			keys := yamlval.SortedKeys(raw)
@@ -33,6 +68,9 @@ func decodeConfig(p *Plugin, raw map[string]any) (any, error) {
 			return nil, fmt.Errorf("%s: %s must be %s, got %s", p.Name, ve.key, ve.valid, ve.got)
 		}
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if rel, ok := cfg.(ProfileRelative); ok {
+		rel.SetProfileDir(profileDir(row.Source))
 	}
 	if val, ok := cfg.(interface{ Validate() error }); ok {
 		if err := val.Validate(); err != nil {

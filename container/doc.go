@@ -53,5 +53,6 @@
 //     a writable root, the list of such operations a box applies.
 //   - job: background work tracked by the `jobs` service. managed environment: the
 //     DSH_* variables (plugin shell-env, package shellenv, service bashEnv). gate: one
-//     check of the pre-execute waterfall.
+//     check of the pre-execute waterfall; role: what the sessions of its name may do
+//     (tools, sandbox ceiling, rules).
 package container

@@ -120,7 +120,7 @@ func (r *Runtime) activate(f *fiber) (wake []*fiber) {
 	}
 	r.mu.RUnlock()
 
-	config, err := decodeConfig(f.plugin, f.row.Config)
+	config, err := decodeConfig(f.plugin, f.row)
 	if err != nil {
 		r.fail(f, err)
 		return nil

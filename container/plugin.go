@@ -30,6 +30,10 @@ type Plugin struct {
 	// refused before anything starts, and `dsh check` says so; a service one plugin of
 	// the catalog declares exclusive is exclusive for every plugin that provides it.
 	Exclusive Keys
+	// Tools names the model-facing tools Apply registers (tool-bash: "bash"), so that a
+	// call for one while the row is not active says why (Runtime.ToolUnavailable)
+	// rather than that no such tool exists.
+	Tools []string
 
 	newConfig  func() any   // a fresh config with its defaults; nil: no config
 	configType reflect.Type // what newConfig returns
@@ -65,12 +69,13 @@ type Plugin struct {
 // string "5000"" — and by the decoder otherwise (`config: key "timeoutMs": expected a
 // number, got …`).
 type Declaration[C any] struct {
-	// Name, Aliases, Inject, Provide and Exclusive are Plugin's.
+	// Name, Aliases, Inject, Provide, Exclusive and Tools are Plugin's.
 	Name      string
 	Aliases   []string
 	Inject    Keys
 	Provide   Keys
 	Exclusive Keys
+	Tools     []string
 	// Config returns a fresh config value with every default applied. Nil means the
 	// plugin takes no config (a row must give none) and Apply receives C's zero value:
 	// declare such plugins with C = NoConfig.
@@ -87,7 +92,7 @@ type NoConfig struct{}
 // Define turns a declaration into the Plugin the catalog holds. NewCatalog reports
 // what is wrong with it (no name, no Apply, a config that is not a pointer to a struct).
 func Define[C any](d Declaration[C]) Plugin {
-	p := Plugin{Name: d.Name, Aliases: d.Aliases, Inject: d.Inject, Provide: d.Provide, Exclusive: d.Exclusive}
+	p := Plugin{Name: d.Name, Aliases: d.Aliases, Inject: d.Inject, Provide: d.Provide, Exclusive: d.Exclusive, Tools: d.Tools}
 	if d.Apply != nil {
 		p.apply = func(a *Activation, config any) error {
 			c, _ := config.(C) // nil when the plugin takes no config: C's zero value

@@ -101,6 +101,7 @@ type Runtime struct {
 	profile      string
 	profileFiles []string
 	reloadErr    string
+	lastReload   *Reload
 	closed       bool
 
 	subMu  sync.Mutex
@@ -209,9 +210,24 @@ func (r *Runtime) profileFilesNow() []string {
 	return append([]string(nil), r.profileFiles...)
 }
 
+// ComposeChanges is ComposeFiles that also returns what it changed: the rows it
+// mounted, restarted and disposed. A reload logs them and records them
+// (RecordReload).
+func (r *Runtime) ComposeChanges(name string, files []string, rows []Row) (Changes, error) {
+	var c Changes
+	err := r.operate(func() (err error) {
+		c, err = r.composeLocked(name, rows, files)
+		return err
+	})
+	return c, err
+}
+
 // compose runs Compose as one operation.
 func (r *Runtime) compose(name string, rows []Row, files []string) error {
-	return r.operate(func() error { return r.composeLocked(name, rows, files) })
+	return r.operate(func() error {
+		_, err := r.composeLocked(name, rows, files)
+		return err
+	})
 }
 
 // Mount adds row to the composition: Compose with the mounted rows and row, under the
@@ -253,7 +269,8 @@ func (r *Runtime) recompose(edit func([]Row) ([]Row, error)) error {
 		if err != nil {
 			return err
 		}
-		return r.composeLocked(name, rows, files)
+		_, err = r.composeLocked(name, rows, files)
+		return err
 	})
 }
 
@@ -272,13 +289,15 @@ func (r *Runtime) operate(op func() error) error {
 }
 
 // composeLocked is Compose's work, with the operation lock held: validate, dispose the
-// rows that went or changed, install the new order, activate what can.
-func (r *Runtime) composeLocked(name string, rows []Row, files []string) error {
+// rows that went or changed, install the new order, activate what can. It returns the
+// rows it mounted, restarted and disposed.
+func (r *Runtime) composeLocked(name string, rows []Row, files []string) (Changes, error) {
 	prepared, err := r.prepare(rows)
 	if err != nil {
-		return err
+		return Changes{}, err
 	}
 	gone := r.goneFibers(prepared)
+	before := r.mountedNow()
 	for _, f := range gone {
 		r.unload(f, StateDisposed)
 	}
@@ -288,7 +307,7 @@ func (r *Runtime) composeLocked(name string, rows []Row, files []string) error {
 	r.profileFiles = slices.Clone(files)
 	r.mu.Unlock()
 	r.reconcile(r.pendingFibers())
-	return nil
+	return r.changes(before, gone), nil
 }
 
 // goneFibers are the mounted fibers that prepared does not keep (removed, or another
@@ -343,7 +362,10 @@ func (r *Runtime) installLocked(prepared []preparedRow, gone []*fiber) {
 }
 
 // EndSession runs every active plugin's session-end hooks for id (for example, jobs
-// cancels, awaits and deletes the session's jobs) and returns when they have.
+// cancels, awaits and deletes the session's jobs) and returns when they have. They run
+// at the same time: each may wait for processes to end within the session's bound, and
+// none waits for another's grace periods (a job's kill with its graceMs does not delay
+// the executor's prompt end of the session's processes).
 //
 // The hooks run outside the operation lock (they may wait for processes to end), so a
 // reload or another session's end is not held up by them.
@@ -356,16 +378,18 @@ func (r *Runtime) EndSession(id string) {
 		}
 	}
 	r.mu.RUnlock()
+	var wg sync.WaitGroup
 	for _, h := range hooks {
-		func() {
+		wg.Go(func() {
 			defer func() {
 				if p := recover(); p != nil {
 					r.log.Error("session-end hook panicked", "session", id, "panic", fmt.Sprint(p))
 				}
 			}()
 			h(id)
-		}()
+		})
 	}
+	wg.Wait()
 }
 
 // WaitIdle waits until no operation (Compose, Mount, Unmount, Close) is in progress, or

@@ -664,18 +664,29 @@ func TestValidateNamesFileRowAndKey(t *testing.T) {
 	}
 }
 
-// EndSession runs the active plugins' session-end hooks; a hook's registration ends
-// with its activation.
+// EndSession runs the active plugins' session-end hooks, at the same time (each hook
+// here waits until every other has started); a hook's registration ends with its
+// activation.
 func TestEndSessionHooks(t *testing.T) {
 	j := &journal{}
+	var started sync.WaitGroup
 	rt := newRuntime(t, plug(j, "jobs", nil, nil, func(a *container.Activation, _ *testConfig) {
-		a.OnSessionEnd(func(id string) { j.Add("end %s in %s", id, a.ID()) })
+		a.OnSessionEnd(func(id string) {
+			if id == "s1" {
+				started.Done()
+				started.Wait() // never returns if the hooks ran one after the other
+			}
+			j.Add("end %s in %s", id, a.ID())
+		})
 	}))
 	mustNil(t, rt.Mount(container.Row{ID: "j1", Plugin: "jobs"}))
 	mustNil(t, rt.Mount(container.Row{ID: "j2", Plugin: "jobs"}))
 	j.Take()
+	started.Add(2)
 	rt.EndSession("s1")
-	wantEntries(t, j.Take(), "end s1 in j1", "end s1 in j2")
+	got := j.Take()
+	slices.Sort(got)
+	wantEntries(t, got, "end s1 in j1", "end s1 in j2")
 	mustNil(t, rt.Unmount("j1"))
 	j.Take()
 	rt.EndSession("s2")

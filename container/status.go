@@ -12,6 +12,9 @@ type Status struct {
 	Profile         string      `json:"profile"`
 	Rows            []RowStatus `json:"rows"`
 	LastReloadError string      `json:"lastReloadError"`
+	// LastReload is the last reload's outcome: when, its result, the rows it changed;
+	// null before the first.
+	LastReload *Reload `json:"lastReload"`
 }
 
 // RowStatus is one mounted row.
@@ -39,6 +42,10 @@ func (r *Runtime) Status() Status {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	st := Status{Profile: r.profile, LastReloadError: r.reloadErr, Rows: make([]RowStatus, 0, len(r.order))}
+	if r.lastReload != nil {
+		rl := *r.lastReload
+		st.LastReload = &rl
+	}
 	for _, f := range r.order {
 		rs := RowStatus{ID: f.row.ID, Plugin: f.plugin.Name, State: f.state, Missing: []string{}, Detail: f.detail, Since: f.since,
 			Candidates: map[string][]string{}, Providers: map[string]string{}}

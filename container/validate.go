@@ -138,7 +138,7 @@ func (r *Runtime) prepare(rows []Row) ([]preparedRow, error) {
 			continue
 		}
 		resolved = append(resolved, preparedRow{row: row, plugin: p})
-		if _, err := decodeConfig(p, row.Config); err != nil {
+		if _, err := decodeConfig(p, row); err != nil {
 			errs = append(errs, &RowError{Source: row.Source, Row: row.ID, Err: err})
 			continue
 		}

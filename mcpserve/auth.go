@@ -19,13 +19,17 @@ type tokens struct {
 	sums [][32]byte // SHA-256 of each token
 	ids  []string   // principal id of each token
 	keys [][]byte   // request-state key of each token
+
+	roles []string // role of each token's sessions ("" for none)
 }
 
 // newTokens derives, for each token, its principal id (the harness session id of the
 // stateless lane: the same across restarts and replicas) and the key that signs its
 // input_required request states (so every replica sharing the token verifies them).
-func newTokens(list []string) tokens {
-	var t tokens
+// roles, if not nil, has the role of each token.
+func newTokens(list, roles []string) tokens {
+	t := tokens{roles: make([]string, len(list))}
+	copy(t.roles, roles)
 	for _, token := range list {
 		t.sums = append(t.sums, sha256.Sum256([]byte(token)))
 		id := sha256.Sum256([]byte("dsh principal\x00" + token))
@@ -50,32 +54,50 @@ func (t tokens) match(token string) int {
 	return found
 }
 
-// authenticate answers 401 with WWW-Authenticate: Bearer unless the request carries one
-// of the tokens (compared in constant time, against every token), and hands the SDK the
+// authenticate answers 401 (unauthorized) unless the request carries one of the tokens (compared in constant time, against every token), and hands the SDK the
 // token's principal as the TokenInfo user (the session lane then refuses a session to
-// any other principal). A 401 closes its connection: a client without a token gets
-// nothing more from it, and must not keep it open.
+// any other principal) and its role. A 401 closes its connection: a client without a
+// valid token gets nothing more from it, and must not keep it open.
 func (f *httpFront) authenticate(next http.Handler) http.Handler {
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if i := f.auth.match(token); i >= 0 {
-			return &auth.TokenInfo{UserID: f.auth.ids[i], Expiration: time.Now().Add(24 * time.Hour)}, nil
+			ti := &auth.TokenInfo{UserID: f.auth.ids[i], Expiration: time.Now().Add(24 * time.Hour)}
+			if role := f.auth.roles[i]; role != "" {
+				ti.Extra = map[string]any{roleKey: role}
+			}
+			return ti, nil
 		}
 		return nil, auth.ErrInvalidToken
 	}
 	sdk := auth.RequireBearerToken(verify, nil)(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "Bearer") || f.auth.match(strings.TrimSpace(token)) < 0 {
-			w.Header().Set("WWW-Authenticate", "Bearer")
+		token = strings.TrimSpace(token)
+		given := strings.EqualFold(scheme, "Bearer") && token != ""
+		if !given || f.auth.match(token) < 0 {
 			w.Header().Set("Connection", "close")
 			// Nothing more is read from it, not even the rest of the body.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-			http.Error(w, "unauthorized: this endpoint needs Authorization: Bearer <token>", http.StatusUnauthorized)
+			unauthorized(w, given)
 			return
 		}
 		markAuthenticated(r)
 		sdk.ServeHTTP(w, r)
 	})
+}
+
+// unauthorized answers 401 with the challenge of RFC 6750 §3: plain `Bearer` to a
+// request without a bearer token, and `Bearer error="invalid_token"` to one whose token
+// is wrong — which tells a client (the MCP Inspector among them) that its token was
+// refused, rather than that it should discover an OAuth server and log in.
+func unauthorized(w http.ResponseWriter, tokenGiven bool) {
+	if !tokenGiven {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "unauthorized: this endpoint needs Authorization: Bearer <token>", http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	http.Error(w, "unauthorized: the bearer token is not one this server accepts", http.StatusUnauthorized)
 }
 
 // principalIndex is the index of the token r authenticated with, or -1.

@@ -30,6 +30,7 @@ func (s *Server) callTool(ctx context.Context, sc *scope, req *mcp.CallToolReque
 	defer cancel()
 	stop := context.AfterFunc(sc.base, cancel)
 	defer stop()
+	ctx = tools.WithTraceContext(ctx, traceContextOf(req))
 
 	session, asker, err := s.callSession(sc, req)
 	if err != nil {
@@ -70,7 +71,7 @@ func (s *Server) callTool(ctx context.Context, sc *scope, req *mcp.CallToolReque
 // with a prompter of the call's own: the revision forbids server-initiated elicitation,
 // so approval questions travel in the result (input_required) instead.
 func (s *Server) callSession(sc *scope, req *mcp.CallToolRequest) (*container.Session, *inputAsker, error) {
-	session := s.session(sc, req.Session)
+	session := s.session(sc, req)
 	if !isStateless(req.ProtocolVersion()) {
 		return session, nil, nil
 	}

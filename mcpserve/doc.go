@@ -14,19 +14,27 @@
 //     connection, or — on the stateless HTTP lane — one principal: the bearer token. A
 //     principal's session id is derived from its token, so replicas sharing a token
 //     agree on it; its jobs are fenced from other principals like a session's.
-//   - HTTP needs "Authorization: Bearer <token>" (401 with WWW-Authenticate: Bearer
-//     otherwise; tokens compared in constant time); paths other than Endpoint are 404;
+//   - HTTP needs "Authorization: Bearer <token>" (401 otherwise, with WWW-Authenticate:
+//     Bearer, or Bearer error="invalid_token" when a wrong token was given; tokens
+//     compared in constant time); paths other than Endpoint are 404;
 //     MaxSessions bounds session-lane sessions plus principals (HTTP 503 beyond); one
 //     idle for SessionTimeout ends like a session.
 //   - Job completion notices: a log notification (logger dsh.jobs) on the session
 //     lane; on the stateless lane, notifications/resources/updated for dsh://notices on
 //     the client's subscriptions/listen stream, with the text in _meta["dev.dsh/notice"].
-//   - Approval (sandbox escalation): an elicitation request on the session lane; an
-//     input_required result on the stateless lane, answered by the client's retry,
-//     whose requestState is an HMAC (keyed by the principal's token, or per server on
-//     stdio) over the session, tool, arguments and an expiry.
+//   - A session sees its own tools: every scope's server serves the whole registry, and
+//     a session's tools/list is narrowed to the registry's ToolsFor it (its role's
+//     tools, bash shaped by its ceiling); a session's role is its token's
+//     (HTTPOptions.Roles) or NewSession's. A composition change that alters what a
+//     listing session would see sends tools/list_changed.
+//   - Approval (a gate's ask, a sandbox escalation): a form elicitation on the session
+//     lane (the forSession boolean when "for the session" is offered); an
+//     input_required result on the stateless lane, one question per key (approval,
+//     approval-2, …), answered by the client's retry, whose requestState is an HMAC
+//     (keyed by the principal's token, or per server on stdio) over the session,
+//     tool, arguments, an expiry, the questions it puts and the earlier answers.
 //   - A tools/call with a progressToken gets notifications/progress every 5 s (progress
-//     = seconds elapsed, message "running 12s, 3.1 MB of output").
+//     = seconds elapsed, message "running 12s, 3.1 MB of output: <last line>").
 //   - stdio answers bad input (-32700 not JSON, -32600 not JSON-RPC or over 16 MiB,
 //     id null) and reads on; a cancelled request (notifications/cancelled) gets no
 //     response and its command is aborted.

@@ -27,6 +27,10 @@ type HTTPOptions struct {
 	// Tokens are the bearer tokens, one per principal (clients that share a token share
 	// a principal). Serve refuses to start without one.
 	Tokens []string
+	// Roles, when set, holds one role per token (Roles[i] for Tokens[i]): the role
+	// (container.Session.Role) of the harness sessions that token's requests make — its
+	// principal's and its session-lane sessions'. An empty role leaves NewSession's.
+	Roles []string
 	// AllowRemote lets Serve listen on a non-loopback (or non-TCP) address, which it
 	// refuses otherwise.
 	AllowRemote bool
@@ -108,6 +112,9 @@ func (o HTTPOptions) check(addr net.Addr) error {
 	if len(o.Tokens) == 0 {
 		return errors.New("mcpserve: no bearer token (HTTPOptions.Tokens)")
 	}
+	if o.Roles != nil && len(o.Roles) != len(o.Tokens) {
+		return fmt.Errorf("mcpserve: %d roles for %d tokens (HTTPOptions.Roles)", len(o.Roles), len(o.Tokens))
+	}
 	if tcp, ok := addr.(*net.TCPAddr); !o.AllowRemote && (!ok || !tcp.IP.IsLoopback()) {
 		return fmt.Errorf("mcpserve: refusing to serve on non-loopback address %s (HTTPOptions.AllowRemote is off)", addr)
 	}
@@ -143,7 +150,7 @@ type httpFront struct {
 type principalKey struct{}
 
 func newHTTPFront(base context.Context, s *Server) *httpFront {
-	f := &httpFront{s: s, base: base, auth: newTokens(s.http.Tokens), principals: map[string]*principal{}}
+	f := &httpFront{s: s, base: base, auth: newTokens(s.http.Tokens, s.http.Roles), principals: map[string]*principal{}}
 	f.sessions = s.newScope(base, nil, sessionProtocolVersions)
 	f.sessionLane = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.sessions.server },
 		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, SessionTimeout: s.http.SessionTimeout})

@@ -55,7 +55,7 @@ func (f *httpFront) acquire(i int) *principal {
 				f.mu.Unlock()
 				return nil
 			}
-			p = f.newPrincipal(id, f.auth.keys[i])
+			p = f.newPrincipal(id, f.auth.keys[i], f.auth.roles[i])
 			f.principals[id] = p
 		}
 	}
@@ -95,10 +95,14 @@ func (f *httpFront) expire(p *principal) {
 }
 
 // newPrincipal creates the harness session of a principal: its id (DSH_SESSION_ID) is
-// derived from the token, so it is the same across restarts and replicas.
-func (f *httpFront) newPrincipal(id string, key []byte) *principal {
+// derived from the token, so it is the same across restarts and replicas; its role is
+// the token's, if it has one.
+func (f *httpFront) newPrincipal(id string, key []byte, role string) *principal {
 	s := f.s.newSession()
 	s.ID = id
+	if role != "" {
+		s.Role = role
+	}
 	p := &principal{id: id, session: s, notices: &noticeLog{}, stateKey: key}
 	s.Notifier = principalNotifier{p}
 	f.s.newScope(f.base, p, allProtocolVersions)

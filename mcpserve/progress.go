@@ -16,8 +16,8 @@ const progressInterval = 5 * time.Second
 
 // reportProgress sends notifications/progress for token every progressInterval until the
 // returned function is called (it returns once no more can be sent): progress = seconds
-// elapsed, message "running 12s, 3.1 MB of output" (the output part when the tool
-// reports it).
+// elapsed, message "running 12s, 3.1 MB of output: <last line>" (the output and its
+// last line when the tool reports them; the line at most 120 characters).
 func reportProgress(ctx context.Context, ss *mcp.ServerSession, token any, meter *tools.Meter) (done func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	finished := make(chan struct{})
@@ -36,6 +36,9 @@ func reportProgress(ctx context.Context, ss *mcp.ServerSession, token any, meter
 			msg := fmt.Sprintf("running %.0fs", elapsed)
 			if n, ok := meter.Bytes(); ok {
 				msg += ", " + formatBytes(n) + " of output"
+				if line, ok := meter.LastLine(); ok {
+					msg += ": " + line
+				}
 			}
 			_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: elapsed, Message: msg})
 		}

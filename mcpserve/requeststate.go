@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
@@ -32,33 +33,65 @@ func callDigest(sessionID, tool string, args json.RawMessage) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// signState returns "<expiry unix>.<mac>": an HMAC over the call digest and the expiry.
-func signState(key, digest []byte, expiry time.Time) string {
-	exp := strconv.FormatInt(expiry.Unix(), 10)
-	return exp + "." + base64.RawURLEncoding.EncodeToString(stateMAC(key, digest, exp))
+// stateBody is what a request state carries besides the call and the expiry: the
+// questions of its input_required result and the answers of the earlier rounds. Nonce
+// makes every state dsh issues a new one: a state is accepted once, and the same call
+// asked again within the second must not find its state used.
+type stateBody struct {
+	Nonce string       `json:"n"`
+	Asked []stateEntry `json:"asked,omitempty"`
+	Given []stateEntry `json:"given,omitempty"`
 }
 
-// verifyState checks that state is one signed with key for digest and has not expired.
-// An expiry more than requestStateTTL ahead is refused whatever the signature: the key
-// is derived from the principal's token, so a holder of the token could sign any
-// expiry, and no state dsh issues claims more.
-func verifyState(key, digest []byte, state string, now time.Time) bool {
-	exp, mac, ok := strings.Cut(state, ".")
-	if !ok {
-		return false
+// stateEntry is one question (Key, the digest of its text) and, for a given answer,
+// the answer.
+type stateEntry struct {
+	Key      string           `json:"k"`
+	Question string           `json:"q"`
+	Answer   container.Answer `json:"a,omitempty"`
+}
+
+// signState returns "<expiry unix>.<body>.<mac>": body as base64url JSON, and an HMAC
+// over the call digest, the expiry and the body.
+func signState(key, digest []byte, expiry time.Time, body stateBody) string {
+	exp := strconv.FormatInt(expiry.Unix(), 10)
+	data, _ := json.Marshal(body) // strings only: it cannot fail
+	payload := base64.RawURLEncoding.EncodeToString(data)
+	return exp + "." + payload + "." + base64.RawURLEncoding.EncodeToString(stateMAC(key, digest, exp, payload))
+}
+
+// verifyState checks that state is one signed with key for digest and has not expired,
+// and returns its body. An expiry more than requestStateTTL ahead is refused whatever
+// the signature: the key is derived from the principal's token, so a holder of the
+// token could sign any expiry, and no state dsh issues claims more.
+func verifyState(key, digest []byte, state string, now time.Time) (stateBody, bool) {
+	var body stateBody
+	parts := strings.Split(state, ".")
+	if len(parts) != 3 {
+		return body, false
 	}
+	exp, payload, mac := parts[0], parts[1], parts[2]
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || now.After(time.Unix(unix, 0)) || time.Unix(unix, 0).After(now.Add(requestStateTTL+time.Second)) {
-		return false
+		return body, false
 	}
 	got, err := base64.RawURLEncoding.DecodeString(mac)
-	return err == nil && hmac.Equal(got, stateMAC(key, digest, exp))
+	if err != nil || !hmac.Equal(got, stateMAC(key, digest, exp, payload)) {
+		return body, false
+	}
+	data, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || json.Unmarshal(data, &body) != nil {
+		return stateBody{}, false
+	}
+	return body, true
 }
 
-func stateMAC(key, digest []byte, exp string) []byte {
+func stateMAC(key, digest []byte, exp, payload string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write(digest)
 	m.Write([]byte(exp))
+	m.Write([]byte{0})
+	m.Write([]byte(payload))
 	return m.Sum(nil)
 }
 

@@ -55,7 +55,7 @@ func (s *Server) readNotices(sc *scope, req *mcp.ReadResourceRequest) (*mcp.Read
 	if sc.principal != nil {
 		log = sc.principal.notices
 	} else {
-		session := s.session(sc, req.Session)
+		session := s.session(sc, req)
 		s.mu.Lock()
 		log = s.notices[session.ID]
 		s.mu.Unlock()

@@ -2,13 +2,15 @@ package mcpserve
 
 import (
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestRequestState: a state verifies for the call it was signed for, until it expires,
-// and for nothing else.
+// and for nothing else; its body comes back as signed, and a changed body does not
+// verify.
 func TestRequestState(t *testing.T) {
 	key := []byte("key")
 	digest, err := callDigest("s1", "bash", []byte(`{"command":"touch x","description":"d"}`))
@@ -18,20 +20,34 @@ func TestRequestState(t *testing.T) {
 	// Key order and spacing do not matter.
 	reordered, _ := callDigest("s1", "bash", []byte(`{ "description":"d", "command":"touch x" }`))
 	now := time.Unix(1_800_000_000, 0)
-	state := signState(key, digest, now.Add(time.Minute))
-	if !verifyState(key, digest, state, now) || !verifyState(key, reordered, state, now) {
+	body := stateBody{Asked: []stateEntry{{Key: "approval-2", Question: "q2"}}, Given: []stateEntry{{Key: "approval", Question: "q1", Answer: "accept-for-session"}}}
+	state := signState(key, digest, now.Add(time.Minute), body)
+	got, ok := verifyState(key, digest, state, now)
+	if _, again := verifyState(key, reordered, state, now); !ok || !again {
 		t.Fatal("a fresh state does not verify")
+	}
+	if !reflect.DeepEqual(got, body) {
+		t.Errorf("body %+v, want %+v", got, body)
 	}
 	other, _ := callDigest("s2", "bash", []byte(`{"command":"touch x","description":"d"}`))
 	changed, _ := callDigest("s1", "bash", []byte(`{"command":"rm -rf x","description":"d"}`))
+	parts := strings.Split(state, ".")
+	forged := signState(key, digest, now.Add(time.Minute), stateBody{Given: []stateEntry{{Key: "approval-2", Question: "q2", Answer: "accept"}}})
+	otherBody := parts[0] + "." + strings.Split(forged, ".")[1] + "." + parts[2]
+	verifies := func(key, digest []byte, state string, now time.Time) bool {
+		_, ok := verifyState(key, digest, state, now)
+		return ok
+	}
 	for name, ok := range map[string]bool{
-		"expired":         verifyState(key, digest, state, now.Add(2*time.Minute)),
-		"another session": verifyState(key, other, state, now),
-		"other arguments": verifyState(key, changed, state, now),
-		"another key":     verifyState([]byte("other"), digest, state, now),
-		"garbage":         verifyState(key, digest, "garbage", now),
-		"empty":           verifyState(key, digest, "", now),
-		"forged expiry":   verifyState(key, digest, "9999999999"+state[strings.IndexByte(state, '.'):], now),
+		"expired":         verifies(key, digest, state, now.Add(2*time.Minute)),
+		"another session": verifies(key, other, state, now),
+		"other arguments": verifies(key, changed, state, now),
+		"another key":     verifies([]byte("other"), digest, state, now),
+		"another body":    verifies(key, digest, otherBody, now),
+		"garbage":         verifies(key, digest, "garbage", now),
+		"empty":           verifies(key, digest, "", now),
+		"no body":         verifies(key, digest, parts[0]+"."+parts[2], now),
+		"forged expiry":   verifies(key, digest, "9999999999"+state[strings.IndexByte(state, '.'):], now),
 	} {
 		if ok {
 			t.Errorf("%s: verified", name)

@@ -60,9 +60,15 @@ type Server struct {
 	scopes   map[*scope]struct{}
 	sessions map[*mcp.ServerSession]*container.Session
 	notices  map[string]*noticeLog // by harness session id
+	// ended holds, per MCP session with a harness session, a channel endWith closes
+	// once the harness session has ended (its processes, boxes, temp dirs gone).
+	ended sync.Map
 
 	syncMu sync.Mutex
 	served map[string]servedTool // tool definitions currently on the servers
+
+	viewMu sync.Mutex
+	views  map[*container.Session][]viewTool // what each session's last tools/list showed
 
 	unsubscribe func()
 	endTuning   func()
@@ -117,7 +123,7 @@ func (s *Server) newScope(base context.Context, p *principal, versions []string)
 	sc := &scope{principal: p, base: base}
 	sc.server = mcp.NewServer(&mcp.Implementation{Name: "dsh", Version: s.version}, &mcp.ServerOptions{
 		Logger:                    s.sdkLog,
-		InitializedHandler:        func(_ context.Context, req *mcp.InitializedRequest) { s.session(sc, req.Session) },
+		InitializedHandler:        func(_ context.Context, req *mcp.InitializedRequest) { s.session(sc, req) },
 		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		SupportedProtocolVersions: versions,
@@ -149,16 +155,23 @@ func (s *Server) dropScope(sc *scope) {
 	s.mu.Lock()
 	delete(s.scopes, sc)
 	s.mu.Unlock()
+	if sc.principal != nil {
+		s.forgetView(sc.principal.session)
+	}
 }
 
 // middleware fills the initialize and server/discover results with the composed prompt
-// of the moment (it changes with hot reload), and turns on info-level logging for a
-// session-lane client, so job notices reach it even if it never sets a level.
+// of the moment (it changes with hot reload), turns on info-level logging for a
+// session-lane client, so job notices reach it even if it never sets a level, and
+// narrows a tools/list result to what the session sees (listFor).
 func (s *Server) middleware(sc *scope) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/call" && s.tuning.CallStack {
 				ensureCallStack()
+			}
+			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !s.live(call.Params.Name) {
+				return s.callUnserved(ctx, call, next)
 			}
 			res, err := next(ctx, method, req)
 			if err != nil {
@@ -167,12 +180,14 @@ func (s *Server) middleware(sc *scope) mcp.Middleware {
 			ss, _ := req.GetSession().(*mcp.ServerSession)
 			switch r := res.(type) {
 			case *mcp.InitializeResult:
-				r.Instructions = s.instructions(s.session(sc, ss))
+				r.Instructions = s.instructions(s.session(sc, req))
 				if ss != nil {
 					_, _ = next(ctx, "logging/setLevel", &mcp.ServerRequest[*mcp.SetLoggingLevelParams]{Session: ss, Params: &mcp.SetLoggingLevelParams{Level: "info"}})
 				}
 			case *mcp.DiscoverResult:
-				r.Instructions = s.instructions(s.session(sc, ss))
+				r.Instructions = s.instructions(s.session(sc, req))
+			case *mcp.ListToolsResult:
+				return s.listFor(s.session(sc, req), r), nil
 			}
 			return res, err
 		}

@@ -18,7 +18,9 @@ import (
 
 // ServeStdio serves one client on in and out (newline-delimited JSON-RPC) until the
 // input ends, the output breaks (the client closed it) or ctx ends; then the calls in
-// flight (aborted with ctx) send their answers first.
+// flight (aborted with ctx) send their answers first. It returns once the client's
+// harness session has ended (its processes are gone within 2 s: the shutdown that
+// follows does not decide how long they get).
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	sc := s.newScope(ctx, nil, allProtocolVersions)
 	defer s.dropScope(sc)
@@ -29,6 +31,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
+	defer s.awaitEnd(ss)
 	select {
 	case err := <-ended:
 		if t.conn.outputBroken() {

@@ -19,7 +19,8 @@ type servedTool struct {
 }
 
 // sync makes the servers' tool lists match the live registry; the SDK sends
-// tools/list_changed when they change. Syncs are serialized; none holds the session lock.
+// tools/list_changed when they change, and so does a scope one of whose sessions would
+// now see other tools (views.go). Syncs are serialized; none holds the session lock.
 func (s *Server) sync() {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -27,6 +28,9 @@ func (s *Server) sync() {
 	scopes := s.scopeList()
 	s.removeGone(scopes, live)
 	s.addChanged(scopes, live)
+	for _, sc := range s.viewsChanged(scopes) {
+		s.tellListChanged(sc)
+	}
 	// Subscribed clients are told in the background: a slow client must not hold up the
 	// reload that triggered this sync.
 	go s.announceStatus(scopes)

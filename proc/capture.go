@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Capture bounds one captured output stream.
@@ -68,6 +70,8 @@ type Stream struct {
 	// never reported again; the spool may also delete the file of a closed stream
 	// (file.gone), which withdraws its path too.
 	file *spillFile
+
+	lastWrite atomic.Int64 // unix nanoseconds of the last write with bytes; 0 before
 }
 
 // Write appends p to the stream: the tail keeps the last MaxBytes bytes; the spill file,
@@ -102,6 +106,9 @@ func (s *Stream) write(p []byte) {
 	}
 	s.ringWrite(p)
 	s.total = total
+	if n > 0 {
+		s.lastWrite.Store(time.Now().UnixNano())
+	}
 	s.mu.Unlock()
 
 	switch {
@@ -309,6 +316,14 @@ func (s *Stream) Output() Output {
 		SpillPath: s.file.reportedPath(),
 		Bytes:     s.total,
 	}
+}
+
+// LastWrite is when the stream last received bytes: the zero time before the first.
+func (s *Stream) LastWrite() time.Time {
+	if ns := s.lastWrite.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // Len is the length of the whole stream so far.

@@ -25,6 +25,10 @@ type Exit struct {
 	// Err, when not nil, is an infrastructure failure that ended the supervision of the
 	// process (a lost connection to a remote host): its real outcome is unknown.
 	Err error
+	// Budget is what the tree used of its resources and which limits it reached, when
+	// the service that ran it accounted them (the Supervisor, for a tree it ran under
+	// resource limits); nil otherwise.
+	Budget *Budget
 }
 
 // Exited is the Exit of a leader that exited with code.

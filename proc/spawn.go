@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -103,14 +104,38 @@ type StartRequest struct {
 	// overrides, the caller's variables, then the DSH_* snapshot.
 	Env []string
 	// Files are the leader's stdin, stdout and stderr. They stay open until Start
-	// returns; the Supervisor closes them then (the Starter must not).
+	// returns; the Supervisor closes them then (the Starter must not). They are nil
+	// when Terminal is set.
 	Files [3]*os.File
+	// Terminal, when set, asks for the leader to run under a new terminal of this
+	// size, which the Starter allocates: its slave side is the leader's stdin, stdout,
+	// stderr and controlling terminal, and its Started must be a TerminalStarted that
+	// hands over the master side. A Starter that cannot must fail the start.
+	Terminal *Terminal
 	// CgroupFD is the tree's cgroup directory, or -1 when the tree has none. The
 	// leader must start inside it (clone3 with CLONE_INTO_CGROUP), so that nothing it
 	// forks escapes the cgroup before it is there. A Start that fails with EPERM,
 	// EACCES, EBUSY… into a cgroup is retried once with -1, as the Supervisor's own
-	// spawns are.
+	// spawns are (not when the cgroup holds the tree's resource limits).
 	CgroupFD int
+	// Deadline is the tree's deadline (zero for none) and Abort is closed when the
+	// spawn's context is cancelled (nil for never): a Starter that waits on something
+	// else to start the leader (a box) bounds that wait by them, plus Grace.
+	Deadline time.Time
+	Abort    <-chan struct{}
+	// Grace is the tree's grace period: between SIGTERM and SIGKILL, and the longest a
+	// Starter waits for what starts the leader to report an exit it has seen happen.
+	Grace time.Duration
+	// CgroupV1 are the tree's cgroups in the cgroup v1 hierarchies of its resource
+	// limits (memory, pids, cpu), as their tasks files, open for writing; empty when it
+	// has none. The leader must start inside them too: a thread joins one by writing
+	// "0" to its tasks file, and what the thread then forks starts there. A Starter
+	// that forks the leader on the calling thread calls JoinCgroupV1 around its fork;
+	// one that forks it elsewhere (a box) has the thread that forks it write them.
+	CgroupV1 []*os.File
+	// JoinCgroupV1 moves the calling thread into CgroupV1 and returns the function
+	// that moves it back; nil when CgroupV1 is empty.
+	JoinCgroupV1 func() (leave func(), err error)
 }
 
 // Started is a leader started by a Starter. Its methods may be called from any

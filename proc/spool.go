@@ -152,7 +152,7 @@ func (sp *Spool) NewNamedStream(owner string, limits Capture, fileName string) *
 func (sp *Spool) ownerLocked(owner string) *spoolOwner {
 	o := sp.owners[owner]
 	if o == nil {
-		o = &spoolOwner{id: owner, dirName: ownerDirName(owner), fd: -1}
+		o = &spoolOwner{id: owner, dirName: OwnerDirName(owner), fd: -1}
 		sp.owners[owner] = o
 	}
 	o.ended = false
@@ -184,9 +184,10 @@ func (sp *Spool) OwnerDir(owner string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), sp.dir+"/"+o.dirName), nil
 }
 
-// ownerDirName is the directory name of an owner: "no-session" for "", "s-<owner>" for
-// a short name of letters, digits, '-' and '_', else "h-" and a hash of it.
-func ownerDirName(owner string) string {
+// OwnerDirName is the directory name of an owner (its spill directory, its session
+// cgroup): "no-session" for "", "s-<owner>" for a short name of letters, digits, '-'
+// and '_', else "h-" and a hash of it.
+func OwnerDirName(owner string) string {
 	if owner == "" {
 		return "no-session"
 	}

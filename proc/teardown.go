@@ -18,7 +18,7 @@ type Tree interface {
 	// by itself (a remote kill order) does nothing here.
 	Escalate()
 	// AwaitGone waits until nothing of the tree is left and reports true; it gives up,
-	// reporting false, at escalateAt or once escalated is closed.
+	// reporting false, at escalateAt or once escalated is closed (nil: never).
 	AwaitGone(escalateAt time.Time, escalated <-chan struct{}) bool
 	// Cut stops reading the output: the leader exited the grace period ago and the
 	// output has not reached EOF (something the leader left behind holds it open).
@@ -72,6 +72,7 @@ type Teardown struct {
 	escalateAt time.Time     // when escalation fires
 	terminated chan struct{} // closed once Tree.Terminate returned (made by Kill)
 	escalated  chan struct{} // closed once Tree.Escalate returned (made by Kill)
+	disarmed   bool          // Disarm ran: the deadline and the context kill nothing
 }
 
 // Phase is where a process is in its teardown (see Teardown for the transitions).
@@ -168,7 +169,7 @@ func (t *Teardown) LeaderRuns() bool {
 func (t *Teardown) Arm(ctx context.Context, deadline time.Time, timeoutCause error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.phase != PhaseRunning && t.phase != PhaseKilling {
+	if t.phase != PhaseRunning && t.phase != PhaseKilling || t.disarmed {
 		return
 	}
 	if !deadline.IsZero() {
@@ -196,7 +197,7 @@ func (t *Teardown) Arm(ctx context.Context, deadline time.Time, timeoutCause err
 func (t *Teardown) Kill(reason Reason, cause error, explicit bool) bool {
 	t.mu.Lock()
 	switch {
-	case t.phase >= PhaseSettling, t.phase.Exited() && !explicit:
+	case t.phase >= PhaseSettling, t.phase.Exited() && !explicit, t.disarmed && !explicit:
 		t.mu.Unlock()
 		return false
 	case t.phase.Killing():
@@ -216,6 +217,25 @@ func (t *Teardown) Kill(reason Reason, cause error, explicit bool) bool {
 	t.mu.Unlock()
 	t.tree.Terminate()
 	close(terminated)
+	return true
+}
+
+// Disarm takes back what Arm armed: from now on neither the deadline nor the context
+// kills the tree, only Kill does (a caller hands the process over to outlive its own
+// call). It reports false when that is too late — a kill started, the leader exited,
+// the process settled — and true otherwise. A deadline or context that fired at the
+// same moment but had not started its kill yet kills nothing.
+func (t *Teardown) Disarm() bool {
+	t.mu.Lock()
+	if t.phase != PhaseRunning {
+		t.mu.Unlock()
+		return false
+	}
+	t.disarmed = true
+	deadline, stopCtx := t.deadline, t.stopCtx
+	t.deadline, t.stopCtx = nil, nil
+	t.mu.Unlock()
+	t.disarm(deadline, stopCtx)
 	return true
 }
 
@@ -291,9 +311,12 @@ func (t *Teardown) Settling() Phase {
 	return from
 }
 
+// killedWait bounds the wait for a tree to be gone after its SIGKILL.
+const killedWait = time.Second
+
 // AwaitKill waits, after Settling, until the kill sequence, if one started, is over —
-// the tree is gone (Tree.AwaitGone) or the escalation ran — and no callback of the
-// teardown runs any more. It reports whether the drain bound cut the output (Tree.Cut
+// the tree is gone (Tree.AwaitGone), or the escalation ran and then the tree is gone
+// or killedWait passed — and no callback of the teardown runs any more. It reports whether the drain bound cut the output (Tree.Cut
 // ran): something the leader left behind held it open.
 func (t *Teardown) AwaitKill() (cut bool) {
 	t.mu.Lock()
@@ -306,12 +329,24 @@ func (t *Teardown) AwaitKill() (cut bool) {
 			t.timers.Done()
 		} else {
 			<-escalated
+			// SIGKILL went out: what it reached dies at once, and is awaited (briefly,
+			// for a process stuck in the kernel), so that the settled process leaves
+			// nothing behind.
+			t.tree.AwaitGone(time.Now().Add(killedWait), nil)
 		}
 	}
 	t.timers.Wait()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.cut
+}
+
+// Account records what the tree used and which limits it reached (Exit.Budget); the
+// service calls it, when it accounts resources, before Settle.
+func (t *Teardown) Account(b *Budget) {
+	t.mu.Lock()
+	t.exit.Budget = b
+	t.mu.Unlock()
 }
 
 // Settle fixes the outcome, with err (when not nil) as the exit's Err, and closes Done.

@@ -202,3 +202,29 @@ func TestExitConstructors(t *testing.T) {
 		t.Errorf("SignalName(200) = %q", name)
 	}
 }
+
+// Disarm takes back the deadline and the context: neither kills afterwards, an explicit
+// Kill still does; once a kill started (or the leader exited) it is too late.
+func TestDisarm(t *testing.T) {
+	td, tree := newTeardown(time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	td.Arm(ctx, time.Now().Add(20*time.Millisecond), errors.New("deadline"))
+	if !td.Disarm() {
+		t.Fatal("Disarm of a running process")
+	}
+	cancel()
+	td.Arm(ctx, time.Now(), nil)       // arming again after Disarm arms nothing
+	time.Sleep(100 * time.Millisecond) // past the deadline: nothing may happen
+	if terms, _, _ := tree.counts(); terms != 0 || td.State() != proc.Running {
+		t.Fatalf("a disarmed teardown killed: %d SIGTERMs", terms)
+	}
+	if !td.Kill(proc.ReasonKill, nil, true) || td.Disarm() {
+		t.Error("an explicit Kill after Disarm, then Disarm during the kill")
+	}
+
+	td, _ = newTeardown(time.Hour)
+	td.Exited(proc.Exited(0))
+	if td.Disarm() {
+		t.Error("Disarm after the leader exited")
+	}
+}

@@ -17,9 +17,11 @@
 //     explicit: Workdir absolute (the request's, a relative one resolved against the
 //     executor's cwd, else the cwd), TimeoutMs the request's or the default, clamped to
 //     the executor's cap (NaN or ≤ 0 is an error naming request.timeoutMs), Expiry
-//     "kill" unless "none" was asked (then TimeoutMs is 0: no deadline), StdoutMaxBytes
-//     the request's or the default. Stdin, Env, DshEnv, Sandbox and SessionID are
-//     carried — copied, never shared — only when given. Execute never re-defaults and
+//     "kill" unless "none" was asked (then TimeoutMs is 0: no deadline) or "hand-over"
+//     (TimeoutMs resolved, no deadline), StdoutMaxBytes
+//     the request's or the default. Stdin, Env, DshEnv, Sandbox, SessionID and
+//     Terminal (its size made explicit) are carried — copied, never shared — only when
+//     given. Execute never re-defaults and
 //     refuses a spec Resolve could not have produced.
 //  2. A command containing a NUL byte is refused by Resolve; nothing runs.
 //  3. A context that is already cancelled when Execute is called fails Execute with
@@ -66,6 +68,21 @@
 //  12. SandboxMode is "" for executors that do not confine; a confining executor
 //     reports its default mode, fills RunResult.Sandbox, and fails closed: when it
 //     cannot confine a call, the call fails and nothing runs unconfined.
+//  13. An executor that implements Terminals (and reports true) runs a request with a
+//     Terminal under a pseudo-terminal of that size (default 120×40), TERM
+//     xterm-256color: the terminal is the command's stdin, stdout, stderr and the
+//     controlling terminal of the session it leads; its output is one stream
+//     (Stdout; no "[stderr]" section), raw as the terminal wrote it (escape sequences,
+//     "\r\n") — rendering it as text is the caller's; the execution implements Input
+//     (writes, the end of input, resizes, whether the foreground process waits for
+//     input). A confining executor's terminal is inside its sandbox: a confined
+//     command reaches no other terminal. Teardown and the drain bound everything as
+//     for pipes. Others refuse a Terminal in Resolve.
+//  14. Executions implement Activity (how much output, when it last came, its tail
+//     without consuming it) and Detacher: Detach frees a running command from Execute's
+//     context and its deadline, so that a caller can hand it over (to a job) without a
+//     restart; what was read from it stays read. ExpiryHandOver resolves the timeout
+//     like ExpiryKill but arms no deadline: the caller acts when it passes.
 //
 // # Exit-status markers
 //

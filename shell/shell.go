@@ -44,6 +44,10 @@ const (
 	ExpiryKill Expiry = "kill"
 	// ExpiryNone arms no deadline: only Kill, the caller's context or disposal stop it.
 	ExpiryNone Expiry = "none"
+	// ExpiryHandOver resolves TimeoutMs as ExpiryKill does (the default, the cap) but
+	// arms no deadline: the caller watches the time and, when it passes, hands the
+	// still-running command over (Detacher) or kills it.
+	ExpiryHandOver Expiry = "hand-over"
 )
 
 // ExecRequest is what a caller asks for. Only Command is required; nil/zero fields take
@@ -73,6 +77,12 @@ type ExecRequest struct {
 	// per-session resources on it (spill directories, a sandbox's session process); it
 	// is not exported to the command (DshEnv carries DSH_SESSION_ID).
 	SessionID string
+	// Terminal, when set, runs the command under a pseudo-terminal (only with an
+	// executor that implements Terminals): the terminal is its stdin, stdout and
+	// stderr, so its output is one stream (Stdout), TERM is TerminalTERM, and the
+	// execution implements Input. A zero Cols or Rows takes the default size
+	// (DefaultTerminalCols × DefaultTerminalRows). Stdin must then be nil.
+	Terminal *Terminal
 }
 
 // ExecSpec is a resolved request: every field explicit.
@@ -87,6 +97,8 @@ type ExecSpec struct {
 	DshEnv         map[string]string
 	Sandbox        *SandboxPolicy
 	SessionID      string
+	// Terminal is the request's terminal with its size made explicit, or nil.
+	Terminal *Terminal
 }
 
 // Execution is the one handle of a started command; foreground and background use are
@@ -126,6 +138,9 @@ type RunResult struct {
 	Stderr    StreamResult
 	// Sandbox is set when the executor confines.
 	Sandbox *SandboxFacts
+	// Budget is what the command used and which resource limits it reached, when the
+	// executor ran it under resource limits and the host accounts them; nil otherwise.
+	Budget *proc.Budget
 }
 
 // StreamResult is one captured stream.
@@ -136,6 +151,8 @@ type StreamResult struct {
 	Truncated bool
 	// SpillPath is a file holding the complete stream, when one exists.
 	SpillPath string
+	// Bytes is the length of the whole stream.
+	Bytes int64
 }
 
 // ProcessRead is one consuming read of a running or finished execution.
@@ -176,6 +193,10 @@ type SandboxPolicy struct {
 	// WorkspaceRoot is the canonical (symlink-resolved) directory workspace-write may
 	// modify.
 	WorkspaceRoot string
+	// Escalated: Mode is an escalation the user approved for this call only, so nothing
+	// the call starts may outlive it — what its command leaves running is killed when
+	// the command exits.
+	Escalated bool
 }
 
 // SandboxFacts report how a confined command ran.

@@ -143,7 +143,7 @@ func TestOperatorMessages(t *testing.T) {
 				"   2 | plugins:\n   3 |   - id: bash\n   4 |     config: {timeoutMs: 5\n>  5 |   - id: jobs\n         ^\n"},
 		{"git.yaml", "extends: default\nplugins:\n  - id: git\n    name: tool-git\n",
 			"dsh: " + filepath.Join(ws, "git.yaml") + `: row "git": module not found: tool-git (this dsh binary has no plugin of that name; ` +
-				`it has: approval, bash-local, bash-sandbox, bash-ssh, jobs, prompt, shell-env, ssh, subprocess, tool-bash, tools. ` +
+				`it has: approval, bash-local, bash-sandbox, bash-ssh, hooks, jobs, prompt, roles, rules, session-log, shell-env, ssh, subprocess, tool-bash, tools. ` +
 				`A plugin from another Go module is compiled into a dsh binary built with it: see the README, "Writing a plugin")` + "\n"},
 		{"string.yaml", "extends: default\nplugins:\n  - id: bash\n    config: {timeoutMs: \"5000\"}\n",
 			"dsh: " + filepath.Join(ws, "string.yaml") + `: row "bash": bash-local: timeoutMs must be a positive finite number, got the string "5000"` + "\n"},

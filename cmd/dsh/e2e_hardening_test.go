@@ -128,7 +128,7 @@ func TestServeProgressNotifications(t *testing.T) {
 				cs = connectStateless(t, &mcp.CommandTransport{Command: cmd}, statelessOptions{progress: func(r *mcp.ProgressNotificationClientRequest) { record(r.Params) }}).ClientSession
 			}
 			params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-				"command": "head -c 3100000 /dev/zero; sleep 7", "description": "Print, then take 7 seconds"}}
+				"command": "head -c 3100000 /dev/zero; echo; echo step 2 of 3; sleep 7", "description": "Print, then take 7 seconds"}}
 			params.SetProgressToken("tok-1")
 			start := time.Now()
 			res, err := cs.CallTool(context.Background(), params)
@@ -141,7 +141,7 @@ func TestServeProgressNotifications(t *testing.T) {
 			if len(got) == 0 || len(got) > int(elapsed/(5*time.Second)) {
 				t.Fatalf("%d progress notifications in %s", len(got), elapsed)
 			}
-			re := regexp.MustCompile(`^running (\d+)s, 3\.1 MB of output$`)
+			re := regexp.MustCompile(`^running (\d+)s, 3\.1 MB of output: step 2 of 3$`)
 			for i, p := range got {
 				m := re.FindStringSubmatch(p.Message)
 				if p.ProgressToken != "tok-1" || m == nil || m[1] != fmt.Sprint(p.Progress) || p.Progress < 5 || (i > 0 && p.Progress <= got[i-1].Progress) {
@@ -152,8 +152,8 @@ func TestServeProgressNotifications(t *testing.T) {
 	}
 }
 
-// TestHTTPBearerToken: /mcp answers 401 (WWW-Authenticate: Bearer) without a valid
-// token and 200 with one; other paths are 404. Without --token-file a token is generated
+// TestHTTPBearerToken: /mcp answers 401 (WWW-Authenticate: Bearer, with
+// error="invalid_token" for a wrong token) without a valid token and 200 with one; other paths are 404. Without --token-file a token is generated
 // into $DSH_HOME/serve-token (0600) and announced.
 func TestHTTPBearerToken(t *testing.T) {
 	home := t.TempDir()
@@ -205,10 +205,15 @@ func TestHTTPBearerToken(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	for _, auth := range []string{"", "Bearer wrong", "Basic " + token, "Bearer " + token + "x"} {
+	// Without a bearer token the challenge is plain; with a wrong one it says so
+	// (RFC 6750), so that a client does not go looking for an OAuth server.
+	for auth, challenge := range map[string]string{
+		"": "Bearer", "Basic " + token: "Bearer", "Bearer ": "Bearer",
+		"Bearer wrong": `Bearer error="invalid_token"`, "Bearer " + token + "x": `Bearer error="invalid_token"`,
+	} {
 		resp := do("POST", url, auth)
-		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != "Bearer" {
-			t.Errorf("auth %q: %d, WWW-Authenticate %q", auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != challenge {
+			t.Errorf("auth %q: %d, WWW-Authenticate %q, want %q", auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), challenge)
 		}
 	}
 	if resp := do("POST", url, "Bearer "+token); resp.StatusCode != http.StatusOK {

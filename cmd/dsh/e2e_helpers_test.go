@@ -91,7 +91,7 @@ type client struct {
 type clientOptions struct {
 	elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	wrap   []string // runs dsh under this command line (setpriv …)
-	env    []string // added to dsh's environment
+	env    []string // added to the server's environment
 }
 
 func startServe(t *testing.T, o clientOptions, args ...string) *client {
@@ -99,10 +99,10 @@ func startServe(t *testing.T, o clientOptions, args ...string) *client {
 	c := &client{stderr: &syncBuffer{}, logs: &recorder{}, changes: &recorder{}}
 	argv := append(append(append([]string(nil), o.wrap...), dshBin, "serve"), args...)
 	c.cmd = exec.Command(argv[0], argv[1:]...)
-	if o.env != nil {
+	c.cmd.Stderr = c.stderr
+	if len(o.env) > 0 {
 		c.cmd.Env = append(os.Environ(), o.env...)
 	}
-	c.cmd.Stderr = c.stderr
 	opts := &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			c.logs.add(fmt.Sprintf("%s|%s|%v", r.Params.Level, r.Params.Logger, r.Params.Data))

@@ -43,7 +43,12 @@ func startHTTP(t *testing.T, ws string) string {
 // startHTTPServe runs `dsh serve --http 127.0.0.1:0 args...` and waits for its address.
 func startHTTPServe(t *testing.T, args ...string) *httpServe {
 	t.Helper()
-	cmd := exec.Command(dshBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	return startHTTPServeCmd(t, exec.Command(dshBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...))
+}
+
+// startHTTPServeCmd starts cmd, a `dsh serve --http`, and waits for its address.
+func startHTTPServeCmd(t *testing.T, cmd *exec.Cmd) *httpServe {
+	t.Helper()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -93,37 +93,43 @@ func TestStatelessApprovalCannotBeReplayed(t *testing.T) {
 		t.Errorf("the marker after the replays: %q", data)
 	}
 
-	// A state for the same call, signed as dsh signs, claiming ten years.
+	// States for the same call, signed as dsh signs (the key derives from the token):
+	// one claiming five minutes is accepted — the signature is right — and one
+	// claiming ten years is refused.
 	sid := strings.TrimSpace(c.text(t, "bash", map[string]any{"command": "echo $DSH_SESSION_ID", "description": "Show the session id"}))
-	var msg struct {
-		Params struct {
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"params"`
-	}
-	if err := json.Unmarshal(body, &msg); err != nil {
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
 	}
-	var canon map[string]any
-	_ = json.Unmarshal(msg.Params.Arguments, &canon)
-	canonJSON, _ := json.Marshal(canon)
+	params := req["params"].(map[string]any)
+	canonJSON, _ := json.Marshal(params["arguments"])
 	digest := sha256.New()
 	fmt.Fprintf(digest, "%s\x00%s\x00", sid, "bash")
 	digest.Write(canonJSON)
 	keyMAC := hmac.New(sha256.New, []byte(testToken))
 	keyMAC.Write([]byte("dsh request state"))
-	exp := strconv.FormatInt(time.Now().Add(10*365*24*time.Hour).Unix(), 10)
-	m := hmac.New(sha256.New, keyMAC.Sum(nil))
-	m.Write(digest.Sum(nil))
-	m.Write([]byte(exp))
-	forged := exp + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-	var req map[string]any
-	_ = json.Unmarshal(body, &req)
-	req["params"].(map[string]any)["requestState"] = forged
-	forgedBody, _ := json.Marshal(req)
-	if got := postRaw(t, srv.url, headers, forgedBody); !strings.Contains(got, `"code":-32602`) || !strings.Contains(got, "requestState is invalid or expired") {
+	parts := strings.Split(params["requestState"].(string), ".")
+	if len(parts) != 3 {
+		t.Fatalf("request state %q: want <expiry>.<body>.<mac>", params["requestState"])
+	}
+	forge := func(ahead time.Duration) []byte {
+		exp := strconv.FormatInt(time.Now().Add(ahead).Unix(), 10)
+		m := hmac.New(sha256.New, keyMAC.Sum(nil))
+		m.Write(digest.Sum(nil))
+		m.Write([]byte(exp))
+		m.Write([]byte{0})
+		m.Write([]byte(parts[1]))
+		params["requestState"] = exp + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+		data, _ := json.Marshal(req)
+		return data
+	}
+	if got := postRaw(t, srv.url, headers, forge(5*time.Minute)); strings.Contains(got, `"error"`) {
+		t.Errorf("a five-minute state signed as dsh signs: %s", got)
+	}
+	if got := postRaw(t, srv.url, headers, forge(10*365*24*time.Hour)); !strings.Contains(got, `"code":-32602`) || !strings.Contains(got, "requestState is invalid or expired") {
 		t.Errorf("a ten-year state: %s", got)
 	}
-	if data, _ := os.ReadFile(filepath.Join(ws, "marker")); string(data) != "ran\n" {
-		t.Errorf("the marker after the forged state: %q", data)
+	if data, _ := os.ReadFile(filepath.Join(ws, "marker")); string(data) != "ran\nran\n" {
+		t.Errorf("the marker after the forged states (the five-minute one runs): %q", data)
 	}
 }

@@ -107,8 +107,8 @@ func TestStatusJSONHasExactlyTheDesignShape(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 3 {
-		t.Errorf("top-level keys: %s", out)
+	if len(st) != 4 || string(st["lastReload"]) != "null" {
+		t.Errorf("top-level keys (profile, rows, lastReloadError, lastReload: null before a reload): %s", out)
 	}
 	var rows []map[string]any
 	json.Unmarshal(st["rows"], &rows)

@@ -25,7 +25,7 @@ func TestServeStdioInitializeToolsAndCalls(t *testing.T) {
 	if got := c.InitializeResult().Instructions; got+"\n" != wantPrompt {
 		t.Errorf("instructions:\n%q\nwant (dsh prompt):\n%q", got, wantPrompt)
 	}
-	if got, want := c.toolNames(t), []string{"bash", "job_kill", "job_list", "job_output"}; !slices.Equal(got, want) {
+	if got, want := c.toolNames(t), []string{"bash", "job_kill", "job_list", "job_output", "job_write"}; !slices.Equal(got, want) {
 		t.Errorf("tools = %v, want %v", got, want)
 	}
 

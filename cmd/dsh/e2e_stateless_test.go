@@ -116,7 +116,7 @@ func TestStatelessLaneOverHTTP(t *testing.T) {
 	for _, tool := range tl.Tools {
 		names = append(names, tool.Name)
 	}
-	if want := []string{"bash", "job_kill", "job_list", "job_output"}; !slices.Equal(names, want) {
+	if want := []string{"bash", "job_kill", "job_list", "job_output", "job_write"}; !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want %v", names, want)
 	}
 

@@ -115,7 +115,7 @@ func TestTypeScriptClientStatelessLane(t *testing.T) {
 	if !strings.Contains(got.Instructions, "[exit code: N]") {
 		t.Errorf("instructions: %q", got.Instructions)
 	}
-	if len(got.Tools) != 4 || got.Tools[0].Name != "bash" || !got.Tools[0].HasOutputSchema {
+	if len(got.Tools) != 5 || got.Tools[0].Name != "bash" || !got.Tools[0].HasOutputSchema {
 		t.Errorf("tools: %+v", got.Tools)
 	}
 	if got.Echo.Text != "hello from ts\n" || got.Echo.IsError || got.Echo.Structured["kind"] != "foreground" {

@@ -11,8 +11,8 @@ import (
 )
 
 func main() {
-	// First, before anything else runs: when re-executed as the sandbox launcher, this
-	// confines the process and execs the command; it never returns then.
+	// First, before anything else runs: when this process is a sandbox box (dsh
+	// re-executed), this runs the launcher and never returns.
 	bashsandbox.MaybeRunLauncher()
 	// dsh owns its process, so it alone may choose its processors (Tuning.FewerProcs).
 	tuning := mcpserve.DefaultTuning()

@@ -18,6 +18,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/dsh-dev/dsh/container"
+	"github.com/dsh-dev/dsh/internal/suggest"
 )
 
 // Profile is a loaded profile: its own rows patched onto those of every profile it
@@ -149,8 +150,8 @@ func (l *Loader) load(spec string) (*Profile, []string, error) {
 		if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
 			st.files = append(st.files, abs)
 			if !strings.ContainsAny(spec, `/\`) && !strings.Contains(spec, ".") {
-				return nil, st.files, fmt.Errorf("profile %q: not a built-in profile (%s) and no file of that name exists",
-					spec, strings.Join(l.BuiltinNames(), ", "))
+				return nil, st.files, fmt.Errorf("profile %q: not a built-in profile (%s) and no file of that name exists%s",
+					spec, strings.Join(l.BuiltinNames(), ", "), suggest.DidYouMean(spec, l.BuiltinNames()))
 			}
 			return nil, st.files, fmt.Errorf("profile %q: file %s does not exist", spec, abs)
 		}
@@ -256,8 +257,8 @@ func (l *Loader) resolveExtends(from profileRef, spec string) (profileRef, error
 	p = filepath.Clean(p)
 	if _, err := os.Stat(p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return profileRef{path: p}, fmt.Errorf("%q is neither a built-in profile (%s) nor an existing file (%s)",
-				spec, strings.Join(l.BuiltinNames(), ", "), p)
+			return profileRef{path: p}, fmt.Errorf("%q is neither a built-in profile (%s) nor an existing file (%s)%s",
+				spec, strings.Join(l.BuiltinNames(), ", "), p, suggest.DidYouMean(spec, l.BuiltinNames()))
 		}
 		return profileRef{path: p}, err
 	}

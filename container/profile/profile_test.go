@@ -271,7 +271,16 @@ func TestProfileErrors(t *testing.T) {
 	_, err = l.Load(filepath.Join(dir, "nothere.yaml"))
 	wantErrContains(t, err, `profile "`+filepath.Join(dir, "nothere.yaml")+`": file `, "does not exist")
 	_, err = l.Load("defualt")
-	wantErrContains(t, err, `profile "defualt": not a built-in profile (default, loop, minimal, sandbox) and no file of that name exists`)
+	wantErrContains(t, err, `profile "defualt": not a built-in profile (default, loop, minimal, sandbox) and no file of that name exists (did you mean "default"?)`)
+	if _, err = l.Load("mine"); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a name close to no built-in: %v", err)
+	}
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("extends: sandbx\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Load(typo)
+	wantErrContains(t, err, `"sandbx" is neither a built-in profile (default, loop, minimal, sandbox) nor an existing file (`+filepath.Join(dir, "sandbx")+`) (did you mean "sandbox"?)`)
 	_, err = l.Load("")
 	wantErrContains(t, err, "no profile given")
 	_, err = profile.NewLoader(nil).Load("default")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,7 +40,9 @@ type ReloadOptions struct {
 // identical to what is running, loads the profile afresh, and composes it (the runtime
 // validates the whole profile first and then restarts only the rows that changed). A
 // failed reload leaves the last good composition running; its error is logged and
-// recorded in Status.LastReloadError until a later reload succeeds.
+// recorded in Status.LastReloadError until a later reload succeeds. Each outcome is
+// logged — a good one with the rows it mounted, restarted and disposed — and recorded
+// as Status.LastReload.
 //
 // A watched directory that is renamed, removed or replaced (the watch follows the old
 // directory, which sends no events for the new one) is watched again at its path: at
@@ -189,23 +192,38 @@ func (r *Reloader) Reload() (err error) {
 	}
 	if err == nil && p.Digest == r.good.Digest {
 		// What is on disk is what runs (perhaps again, after a failed edit was undone).
-		r.rt.SetLastReloadError(r.watchErr)
+		if last := r.rt.Status().LastReloadError; last != "" && (r.watchErr == nil || last != r.watchErr.Error()) {
+			r.log.Info("profile reload undone: the file is what runs again")
+			r.rt.RecordReload(container.Reload{At: time.Now(), Result: container.ReloadUndone})
+		}
+		r.rt.SetLastReloadError(r.watchErr) // a directory it cannot watch stays an error
 		return nil
 	}
+	var changes container.Changes
 	if err == nil {
-		err = r.rt.ComposeFiles(r.name, p.Files, p.Rows)
+		changes, err = r.rt.ComposeChanges(r.name, p.Files, p.Rows)
 	}
 	if err != nil {
 		r.log.Error("profile reload failed; the last good composition keeps running", "err", err)
-		r.rt.SetLastReloadError(err)
+		r.rt.RecordReload(container.Reload{At: time.Now(), Result: container.ReloadFailed, Error: err.Error()})
 		return err
 	}
 	r.good = p
 	r.rewatch(nil) // stop watching directories only the old profile needed
-	r.rt.SetLastReloadError(r.watchErr)
-	r.log.Info("profile reloaded", "files", len(p.Files))
+	r.rt.RecordReload(container.Reload{At: time.Now(), Result: container.ReloadApplied, Changes: changes})
+	r.rt.SetLastReloadError(r.watchErr) // a directory it cannot watch stays an error
+	r.log.Info("profile reloaded", "files", len(p.Files),
+		"mounted", rowList(changes.Mounted), "restarted", rowList(changes.Restarted), "disposed", rowList(changes.Disposed))
 	warnStuck(r.log, r.rt, p.Rows)
 	return nil
+}
+
+// rowList is row ids as a reload's log line shows them: "bash,tool-bash", or "none".
+func rowList(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ",")
 }
 
 func (r *Reloader) askRecheck() {

@@ -140,6 +140,27 @@ func TestReloadAppliesNewConfig(t *testing.T) {
 	if st := g.rt.Status(); st.LastReloadError != "" {
 		t.Fatalf("reload error %q", st.LastReloadError)
 	}
+	// The status records it: when, applied, and the rows restarted (dep by the cascade).
+	rl := g.rt.Status().LastReload
+	if rl == nil || rl.Result != container.ReloadApplied || time.Since(rl.At) > time.Minute ||
+		strings.Join(rl.Restarted, ",") != "prov,dep" || len(rl.Mounted) != 0 || len(rl.Disposed) != 0 {
+		t.Fatalf("last reload %+v", rl)
+	}
+}
+
+// A refused edit is recorded as failed, and undoing it as undone.
+func TestReloadOutcomesRecorded(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	g.renameSave("plugins: [\n")
+	g.waitReloadError()
+	if rl := g.rt.Status().LastReload; rl == nil || rl.Result != container.ReloadFailed || rl.Error == "" || rl.Error != g.rt.Status().LastReloadError {
+		t.Fatalf("after a bad edit: %+v", rl)
+	}
+	g.renameSave(rigProfile)
+	g.waitErrorCleared()
+	if rl := g.rt.Status().LastReload; rl == nil || rl.Result != container.ReloadUndone || rl.Error != "" {
+		t.Fatalf("after undoing it: %+v", rl)
+	}
 }
 
 // Item 10: identical content is skipped (no restart), e.g. a save without changes.

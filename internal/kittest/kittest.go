@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-dev/dsh/internal/proctest"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
@@ -32,30 +33,44 @@ func Local(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResol
 	return ex, nil
 }
 
-// Breaker is Local with one rule broken: Wrap changes each of its executions.
+// Breaker is Local with one rule broken: Spec changes each spec before it runs, Wrap
+// each of its executions (either may be nil).
 type Breaker struct {
 	// Subtest is the kit's subtest that must fail for it.
 	Subtest string
+	Spec    func(shell.ExecSpec) shell.ExecSpec
 	Wrap    func(shell.Execution) shell.Execution
 }
 
 // New is a kit Target's New for the broken executor.
 func (b Breaker) New(t *testing.T, cfg bashexec.Config) (shell.Executor, shell.PolicyResolver) {
 	ex, _ := Local(t, cfg)
-	return broken{Executor: ex, wrap: b.Wrap}, nil
+	return broken{Executor: ex, spec: b.Spec, wrap: b.Wrap}, nil
 }
 
 type broken struct {
 	shell.Executor
+	spec func(shell.ExecSpec) shell.ExecSpec
 	wrap func(shell.Execution) shell.Execution
 }
 
 func (b broken) Execute(ctx context.Context, spec shell.ExecSpec) (shell.Execution, error) {
+	if b.spec != nil {
+		spec = b.spec(spec)
+	}
 	x, err := b.Executor.Execute(ctx, spec)
-	if err != nil {
-		return nil, err
+	if err != nil || b.wrap == nil {
+		return x, err
 	}
 	return b.wrap(x), nil
+}
+
+// UnderTimeout runs each command under coreutils timeout(1), as a wrapper executor
+// might to enforce a limit: on SIGTERM, timeout sends it on to its child and to its
+// process group, so the command's processes receive it twice or three times.
+func UnderTimeout(spec shell.ExecSpec) shell.ExecSpec {
+	spec.Command = "exec timeout 3600 bash -c " + proctest.Quote(spec.Command)
+	return spec
 }
 
 // chosenVar names, in the child process FailsEach starts, the breaker it runs.

@@ -264,6 +264,25 @@ func Carrying(entry string) []int {
 	return out
 }
 
+// WithArg lists live processes whose command line has word as one of its arguments
+// (argv[0] included: `exec -a word` names a process so).
+func WithArg(word string) []int {
+	needle := []byte("\x00" + word + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(append([]byte{0}, cmd...), needle) && !Gone(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // Describe renders pids with their command lines, for failure messages.
 func Describe(pids []int) string {
 	var parts []string
@@ -528,4 +547,23 @@ func SpillFiles(t testing.TB, dir string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// OwnCgroupV1 is this process's cgroup in the cgroup v1 hierarchy of controller
+// (mounted at /sys/fs/cgroup/<controller>, as on a hybrid host); the test is skipped
+// where there is none.
+func OwnCgroupV1(t testing.TB, controller string) string {
+	t.Helper()
+	data, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && parts[1] == controller {
+			dir := filepath.Join("/sys/fs/cgroup", controller, parts[2])
+			if _, err := os.Stat(dir); err == nil {
+				return dir
+			}
+		}
+	}
+	t.Skipf("no cgroup v1 %s hierarchy here", controller)
+	return ""
 }

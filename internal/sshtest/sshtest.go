@@ -372,8 +372,11 @@ func NewHostKey(t testing.TB) ssh.PublicKey {
 	return k
 }
 
-// writeKey writes a new ed25519 key pair (OpenSSH formats) at path and path.pub, and
-// returns the public key.
+// WriteKey writes a new ed25519 key pair (OpenSSH formats) at path and path.pub, and
+// returns the public key: a client key for a Config without a server.
+func WriteKey(t testing.TB, path string) ssh.PublicKey { return writeKey(t, path) }
+
+// writeKey is WriteKey.
 func writeKey(t testing.TB, path string) ssh.PublicKey {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -107,12 +107,14 @@ func New(policy string, log *slog.Logger) (*PolicyApprover, error) {
 // Policy returns the configured policy.
 func (a *PolicyApprover) Policy() string { return a.policy }
 
-// Request decides req. It never panics and always returns one of the four outcomes: a
-// ctx already cancelled → cancelled; allow → allowed-once and deny → rejected without
-// asking; ask → the session's Prompter decides (Accepted → allowed-once, Declined →
+// Request decides req. It never panics and always returns one of the outcomes
+// (AllowedForSession only when req.ForSession): a ctx already cancelled → cancelled;
+// allow → allowed-once and deny → rejected without asking; ask → the session's Prompter
+// decides (Accepted → allowed-once, AcceptedForSession → allowed-for-session, Declined →
 // rejected, Cancelled → cancelled), a session without a Prompter, a channel error or an
 // unknown answer → unavailable, and a ctx cancelled while asking or a Prompter returning
-// ErrDeferred → cancelled.
+// ErrDeferred → cancelled. "For the session" is offered only through a
+// container.SessionPrompter; another Prompter is asked once-or-not.
 func (a *PolicyApprover) Request(ctx context.Context, req Request) (outcome Outcome) {
 	attrs := []any{
 		"session", sessionID(req.Session),
@@ -122,6 +124,9 @@ func (a *PolicyApprover) Request(ctx context.Context, req Request) (outcome Outc
 	}
 	if req.Command != "" {
 		attrs = append(attrs, "command", req.Command)
+	}
+	if req.Source != "" {
+		attrs = append(attrs, "source", req.Source)
 	}
 	a.log.Info("approval requested", attrs...)
 	var channelErr error
@@ -157,7 +162,7 @@ func (a *PolicyApprover) Request(ctx context.Context, req Request) (outcome Outc
 		channelErr = errNoChannel
 		return Unavailable
 	}
-	answer, err := req.Session.Prompter.Confirm(ctx, question(req))
+	answer, err := ask(ctx, req.Session.Prompter, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Cancelled
@@ -172,6 +177,11 @@ func (a *PolicyApprover) Request(ctx context.Context, req Request) (outcome Outc
 	switch answer {
 	case container.Accepted:
 		return AllowedOnce
+	case container.AcceptedForSession:
+		if req.ForSession {
+			return AllowedForSession
+		}
+		return AllowedOnce // the user agreed; this request can only be allowed once
 	case container.Declined:
 		return Rejected
 	case container.Cancelled:
@@ -179,6 +189,18 @@ func (a *PolicyApprover) Request(ctx context.Context, req Request) (outcome Outc
 	}
 	channelErr = fmt.Errorf("the channel returned an unknown answer %q", answer)
 	return Unavailable
+}
+
+// ask puts req's question to p: offering "for the session" when req asks for it and p
+// can (the question then says so), once-or-not otherwise.
+func ask(ctx context.Context, p container.Prompter, req Request) (container.Answer, error) {
+	if req.ForSession {
+		if sp, ok := p.(container.SessionPrompter); ok {
+			return sp.ConfirmForSession(ctx, question(req))
+		}
+		req.ForSession = false
+	}
+	return p.Confirm(ctx, question(req))
 }
 
 var errNoChannel = errors.New("the session has no interactive channel")
@@ -215,6 +237,9 @@ func question(req Request) string {
 	if req.Tool != "" {
 		tool = "the " + show(req.Tool, exact) + " tool"
 	}
+	if req.Source != "" {
+		return policyQuestion(req, tool)
+	}
 	var b strings.Builder
 	if mode == "" {
 		fmt.Fprintf(&b, "dsh: %s asks for your approval.\n", tool)
@@ -240,6 +265,31 @@ func question(req Request) string {
 	fmt.Fprintf(&b, "Requested sandbox mode: %s", show(mode, exact))
 	if d := modeDescription(mode); d != "" {
 		fmt.Fprintf(&b, " (%s)", d)
+	}
+	return b.String()
+}
+
+// policyQuestion is the question for a call a policy of the pre-execute waterfall asks
+// about: the command, then the workspace, then — last, as dsh states it — the policy
+// that asks and its reason. With ForSession it says what "for the session" allows.
+func policyQuestion(req Request, tool string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "dsh: %s asks to run a command that needs your approval.\n", tool)
+	if req.ForSession {
+		b.WriteString("Allow it this once, or for the rest of this session (dsh then stops asking about what the policy named last allows); decline to refuse (the command will not run).\n")
+	} else {
+		b.WriteString("Accept to run it this once; decline to refuse (the command will not run).\n")
+	}
+	if req.Command != "" {
+		fmt.Fprintf(&b, "\nCommand:\n%s\n", commandBlock(req.Command))
+	}
+	b.WriteString("\n")
+	if req.Session != nil && req.Session.Cwd != "" {
+		fmt.Fprintf(&b, "Workspace: %s\n", show(req.Session.Cwd, exact))
+	}
+	fmt.Fprintf(&b, "Policy: %s", show(req.Source, sentence))
+	if req.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", show(req.Reason, sentence))
 	}
 	return b.String()
 }

@@ -10,13 +10,17 @@ import (
 // look it up at call time; a composition without it cannot approve anything.
 var Service = container.NewKey[Approver]("approval")
 
-// Outcome is the answer to an approval request. The four values are the whole
-// vocabulary; anything else must be treated as "not approved".
+// Outcome is the answer to an approval request. The five values are the whole
+// vocabulary (four unless the request offers ForSession); anything else must be
+// treated as "not approved".
 type Outcome string
 
 const (
 	// AllowedOnce approves this one call only.
 	AllowedOnce Outcome = "allowed-once"
+	// AllowedForSession approves this call and tells the asker to allow what it asked
+	// about for the rest of the session. Only a request with ForSession gets it.
+	AllowedForSession Outcome = "allowed-for-session"
 	// Rejected: the user (or the configured policy) said no.
 	Rejected Outcome = "rejected"
 	// Cancelled: the question was dismissed without an answer.
@@ -25,7 +29,8 @@ const (
 	Unavailable Outcome = "unavailable"
 )
 
-// Request asks a session's user to allow something once.
+// Request asks a session's user to allow something once (or, with ForSession, for the
+// rest of the session).
 type Request struct {
 	// Session is the calling session (its Prompter is the channel); nil when none.
 	Session *container.Session
@@ -40,10 +45,18 @@ type Request struct {
 	Command       string
 	Mode          string
 	Justification string
+	// Source names the policy that asks, for a call the pre-execute waterfall put to
+	// the user (`rule "git push *"`); Reason is then that policy's reason, possibly
+	// empty. Empty for a sandbox escalation.
+	Source string
+	// ForSession says the asker can remember an answer for the rest of the session: the
+	// question then offers it, and AllowedForSession is a possible outcome. Sandbox
+	// escalations leave it false: they are allowed once or not.
+	ForSession bool
 }
 
 // Approver is the `approval` service: it asks (or decides by policy) and returns one of
-// the four outcomes. Tools look it up at call time (container.Lookup(services, approval.Service)). Request must honour ctx
+// the outcomes. Tools look it up at call time (container.Lookup(services, approval.Service)). Request must honour ctx
 // (a cancelled call returns Cancelled) and must not panic.
 type Approver interface {
 	Request(ctx context.Context, req Request) Outcome

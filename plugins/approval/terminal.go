@@ -15,13 +15,16 @@ import (
 
 // TerminalPrompter is a container.Prompter for a user at a terminal (`dsh call` on a
 // tty): it writes the message to Out (escaped, EscapeForTerminal), a blank line and
-// "Allow once? [y/N] ", and reads a y/n answer line from In.
+// the question, and reads the answer line from In.
 //
-// "y"/"yes" accepts, "n"/"no" or an empty line declines (the default), end of input
-// cancels; anything else is asked again, at most three times, then cancels. A ctx
-// cancelled while waiting returns ctx's error at once; the read already started is kept
-// and answers the next question, unless its line arrived before that question was
-// shown (then it is discarded as stale). Questions are asked one at a time.
+// Confirm asks "Allow once? [y/N] ": "y"/"yes" accepts, "n"/"no" or an empty line
+// declines (the default). ConfirmForSession asks "Allow once, for the session, or not?
+// [o/s/N] ": "o"/"once" (or "y"/"yes") accepts once, "s"/"session" for the session,
+// "n"/"no"/"not" or an empty line declines. Either way end of input cancels, and
+// anything else is asked again, at most three times, then cancels. A ctx cancelled
+// while waiting returns ctx's error at once; the read already started is kept and
+// answers the next question, unless its line arrived before that question was shown
+// (then it is discarded as stale). Questions are asked one at a time.
 type TerminalPrompter struct {
 	// In is where answers are read from (the terminal).
 	In io.Reader
@@ -38,13 +41,48 @@ type lineResult struct {
 	err  error
 }
 
-var _ container.Prompter = (*TerminalPrompter)(nil)
+var _ container.SessionPrompter = (*TerminalPrompter)(nil)
 
 // maxAttempts bounds how often an unclear answer is asked again.
 const maxAttempts = 3
 
-// Confirm shows message and waits for the answer.
+// choices is one kind of terminal question: what it asks, what it says to an unclear
+// answer, and the answers it understands (the empty line among them).
+type choices struct {
+	question string
+	again    string
+	answers  map[string]container.Answer
+}
+
+var (
+	onceOrNot = choices{
+		question: "Allow once? [y/N] ",
+		again:    "Please answer y or n. ",
+		answers:  map[string]container.Answer{"y": container.Accepted, "yes": container.Accepted, "n": container.Declined, "no": container.Declined, "": container.Declined},
+	}
+	onceSessionOrNot = choices{
+		question: "Allow once, for the session, or not? [o/s/N] ",
+		again:    "Please answer o, s or n. ",
+		answers: map[string]container.Answer{
+			"o": container.Accepted, "once": container.Accepted, "y": container.Accepted, "yes": container.Accepted,
+			"s": container.AcceptedForSession, "session": container.AcceptedForSession,
+			"n": container.Declined, "no": container.Declined, "not": container.Declined, "": container.Declined,
+		},
+	}
+)
+
+// Confirm shows message and asks whether to allow it once.
 func (p *TerminalPrompter) Confirm(ctx context.Context, message string) (container.Answer, error) {
+	return p.ask(ctx, message, onceOrNot)
+}
+
+// ConfirmForSession shows message and asks whether to allow it once, for the rest of
+// the session, or not.
+func (p *TerminalPrompter) ConfirmForSession(ctx context.Context, message string) (container.Answer, error) {
+	return p.ask(ctx, message, onceSessionOrNot)
+}
+
+func (p *TerminalPrompter) ask(ctx context.Context, message string, c choices) (container.Answer, error) {
 	if p.In == nil || p.Out == nil {
 		return "", errors.New("approval: terminal prompter needs both In and Out")
 	}
@@ -66,7 +104,7 @@ func (p *TerminalPrompter) Confirm(ctx context.Context, message string) (contain
 	}
 	// The approval service's questions are escaped already; a message from elsewhere must
 	// not act on the terminal either.
-	prompt := EscapeForTerminal(strings.TrimRight(message, "\n")) + "\n\nAllow once? [y/N] "
+	prompt := EscapeForTerminal(strings.TrimRight(message, "\n")) + "\n\n" + c.question
 	for attempt := 1; ; attempt++ {
 		if _, err := io.WriteString(p.Out, prompt); err != nil {
 			return "", fmt.Errorf("approval: write to terminal: %w", err)
@@ -76,13 +114,10 @@ func (p *TerminalPrompter) Confirm(ctx context.Context, message string) (contain
 			return "", ctx.Err()
 		}
 		answer := strings.ToLower(strings.TrimSpace(line))
+		if a, ok := c.answers[answer]; ok && (answer != "" || err == nil) {
+			return a, nil
+		}
 		switch {
-		case answer == "y" || answer == "yes":
-			return container.Accepted, nil
-		case answer == "n" || answer == "no":
-			return container.Declined, nil
-		case answer == "" && err == nil:
-			return container.Declined, nil
 		case err == io.EOF:
 			io.WriteString(p.Out, "\n")
 			return container.Cancelled, nil
@@ -93,7 +128,7 @@ func (p *TerminalPrompter) Confirm(ctx context.Context, message string) (contain
 			io.WriteString(p.Out, "No clear answer; cancelled.\n")
 			return container.Cancelled, nil
 		}
-		prompt = "Please answer y or n. Allow once? [y/N] "
+		prompt = c.again + c.question
 	}
 }
 

@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/limitstest"
 	"github.com/dsh-dev/dsh/internal/proctest"
+	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
 	"github.com/dsh-dev/dsh/shell"
+	"github.com/dsh-dev/dsh/shell/bashexec"
 )
 
 // Each benchmark has the floor it is compared with as a sibling sub-benchmark, so one
@@ -134,4 +138,86 @@ func BenchmarkOutput1GBPaired(b *testing.B) {
 	b.ReportMetric(gigabyte/dsh.Seconds()*float64(b.N)/1e6, "dsh-MB/s")
 	b.ReportMetric(gigabyte/raw.Seconds()*float64(b.N)/1e6, "raw-MB/s")
 	b.ReportMetric(float64(raw)/float64(dsh), "dsh-speed/raw")
+}
+
+// BenchmarkLimitsTrue alternates `true` with resource limits and without, through one
+// Supervisor, in every iteration, and reports the median of each and their ratio
+// (target ≤ 1.03): with limits of every kind (memory, processes, cpus, and the
+// session's), with each controller's alone, and with none (what the measurement's own
+// noise is).
+//
+//	go test -run '^$' -bench BenchmarkLimitsTrue -count 3 ./plugins/bashlocal/
+func BenchmarkLimitsTrue(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		limits bashexec.LimitsConfig
+	}{
+		{"all", allLimitsCfg},
+		{"memory", bashexec.LimitsConfig{Memory: "1GiB"}},
+		{"processes", bashexec.LimitsConfig{Processes: num(1000)}},
+		{"cpus", bashexec.LimitsConfig{CPUs: num(2)}},
+		// No limit on either side: the noise of the measurement itself.
+		{"none", bashexec.LimitsConfig{}},
+	} {
+		b.Run(tc.name, func(b *testing.B) { limitsPaired(b, tc.limits) })
+	}
+}
+
+func limitsPaired(b *testing.B, limits bashexec.LimitsConfig) {
+	sup := subprocess.New(subprocess.Options{SpillRoot: b.TempDir()})
+	b.Cleanup(sup.Close)
+	plain, err := bashlocal.New(sup, &bashlocal.Config{Config: bashexec.DefaultConfig()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limited, err := bashlocal.New(sup, &bashlocal.Config{Config: bashexec.DefaultConfig(), Limits: limits})
+	if err != nil {
+		b.Skip(err)
+	}
+	b.Logf("limits: %s", sup.LimitsMechanism(limited.ResourceLimits()))
+	ctx := context.Background()
+	run := func(ex shell.Executor) time.Duration {
+		t0 := time.Now()
+		spec, _ := ex.Resolve(shell.ExecRequest{Command: "true", SessionID: "bench"})
+		x, err := ex.Execute(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := x.Result(ctx); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+		return time.Since(t0)
+	}
+	var with, without []time.Duration
+	for i := 0; b.Loop(); i++ {
+		// Alternate which goes first, so that neither always follows the other's
+		// clean-up.
+		if i%2 == 0 {
+			with = append(with, run(limited))
+			without = append(without, run(plain))
+		} else {
+			without = append(without, run(plain))
+			with = append(with, run(limited))
+		}
+	}
+	w, wo := proctest.Median(with), proctest.Median(without)
+	b.ReportMetric(float64(w.Nanoseconds()), "limits-median-ns")
+	b.ReportMetric(float64(wo.Nanoseconds()), "none-median-ns")
+	b.ReportMetric(float64(w)/float64(wo), "limits/none")
+}
+
+func num(v float64) *float64 { return &v }
+
+var allLimitsCfg = bashexec.LimitsConfig{Memory: "1GiB", Processes: num(1000), CPUs: num(2), SessionMemory: "4GiB", SessionProcesses: num(4000), SessionCPUs: num(2)}
+
+// BenchmarkCPUQuota runs a 2-second busy loop under `cpus: 0.5` and reports the share
+// of one core it got, from its CPU usage (cpu-of-a-core, near 0.5).
+func BenchmarkCPUQuota(b *testing.B) {
+	h := limitstest.Compose(b, limitsTarget, map[string]any{"cpus": 0.5})
+	var cpu, wall int64
+	for b.Loop() {
+		c, w := limitstest.BusyLoop(b, h, h.Session("quota"), 2*time.Second)
+		cpu, wall = cpu+c, wall+w
+	}
+	b.ReportMetric(float64(cpu)/float64(wall), "cpu-of-a-core")
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/proctest"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 	"github.com/dsh-dev/dsh/shell"
@@ -160,3 +161,59 @@ func BenchmarkConcurrent50(b *testing.B) {
 	b.ReportMetric(float64(ts.Microseconds())/1000/float64(n), "sandbox-50-ms")
 	b.ReportMetric(float64(ts)/float64(tl), "sandbox/local")
 }
+
+// BenchmarkLimitsTrue alternates a sandboxed `true` (workspace-write) under the
+// default limits (processes 1024, sessionProcesses 4096) and with every limit of
+// bash-sandbox set, against one with no limit, in every iteration, and reports the
+// medians and their ratio (target ≤ 1.03).
+func BenchmarkLimitsTrue(b *testing.B) {
+	sup := subprocess.New(subprocess.Options{Logger: quietLogger()})
+	b.Cleanup(sup.Close)
+	ws, _ := os.MkdirTemp("", "dsh-sandbox-bench-")
+	b.Cleanup(func() { os.RemoveAll(ws) })
+	newEx := func(l bashsandbox.Limits) shell.Executor {
+		cfg := bashsandbox.DefaultConfig()
+		cfg.Cwd, cfg.DefaultMode, cfg.Limits = ws, shell.ModeWorkspaceWrite, l
+		ex, _, err := bashsandbox.New(sup, cfg, quietLogger(), nil)
+		if err != nil {
+			b.Skip(err)
+		}
+		return ex
+	}
+	zero := 0.0
+	none := newEx(bashsandbox.Limits{LimitsConfig: bashexec.LimitsConfig{Processes: &zero, SessionProcesses: &zero}})
+	for _, tc := range []struct {
+		name   string
+		limits bashsandbox.Limits
+	}{
+		{"defaults", bashsandbox.Limits{}},
+		{"all", bashsandbox.Limits{LimitsConfig: bashexec.LimitsConfig{Memory: "1GiB", Processes: ptr(1000), CPUs: ptr(2),
+			SessionMemory: "4GiB", SessionProcesses: ptr(4000), SessionCPUs: ptr(2)}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			limited := newEx(tc.limits)
+			r := &benchRig{sup: sup, ws: ws}
+			r.run(b, limited, "bench", "true") // the session's box
+			r.run(b, none, "bench", "true")
+			var with, without []time.Duration
+			for i := 0; b.Loop(); i++ {
+				for _, side := range [2]bool{i%2 == 0, i%2 != 0} {
+					t0 := time.Now()
+					if side {
+						r.run(b, limited, "bench", "true")
+						with = append(with, time.Since(t0))
+					} else {
+						r.run(b, none, "bench", "true")
+						without = append(without, time.Since(t0))
+					}
+				}
+			}
+			w, wo := proctest.Median(with), proctest.Median(without)
+			b.ReportMetric(float64(w.Nanoseconds()), "limits-median-ns")
+			b.ReportMetric(float64(wo.Nanoseconds()), "none-median-ns")
+			b.ReportMetric(float64(w)/float64(wo), "limits/none")
+		})
+	}
+}
+
+func ptr(v float64) *float64 { return &v }

@@ -38,6 +38,8 @@ type box struct {
 	waiting map[uint64]chan boxReply  // Start requests awaiting their answer
 	exits   map[uint64]chan proc.Exit // started commands whose exit is not known yet
 	live    int                       // commands started and not yet released
+	// single: the box of one call (ownBox); releasing its command waits for it to exit.
+	single bool
 }
 
 // boxState is what dsh wants of a box. It only moves forward:
@@ -66,11 +68,13 @@ type boxConfig struct {
 	workspace  string // pinned root, "" for none
 	roots      []string
 	maskDirs   []string
+	show       []string // files of the session's own shown through maskDirs (its audit log)
+	tmpSize    int64    // of the private /tmp and /dev/shm (namespaces only)
 }
 
 func (c boxConfig) equal(o boxConfig) bool {
 	return c.namespaces == o.namespaces && c.network == o.network && c.workspace == o.workspace &&
-		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs)
+		slices.Equal(c.roots, o.roots) && slices.Equal(c.maskDirs, o.maskDirs) && slices.Equal(c.show, o.show) && c.tmpSize == o.tmpSize
 }
 
 // boxFiles are the host directories a box is built on.
@@ -93,9 +97,9 @@ type boxReply struct {
 const boxSetupTimeout = 30 * time.Second
 
 // openBox starts a box on sup for conf, built on files, with the protected paths and
-// masked files known now.
-func openBox(sup *subprocess.Supervisor, conf boxConfig, files boxFiles, protect, maskFiles []string) (*box, error) {
-	process, conn, err := spawnBox(sup, conf)
+// masked files known now, in the cgroups of session owner under limits.
+func openBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, files boxFiles, protect, maskFiles []string) (*box, error) {
+	process, conn, err := spawnBox(sup, conf, owner, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +113,9 @@ func openBox(sup *subprocess.Supervisor, conf boxConfig, files boxFiles, protect
 	return b, nil
 }
 
-// spawnBox starts the box process on sup (boxStarter) and returns it with dsh's end of
-// its control socket.
-func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, *launch.Conn, error) {
+// spawnBox starts the box process on sup (boxStarter), as a process of session owner
+// under limits, and returns it with dsh's end of its control socket.
+func spawnBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits) (*subprocess.Process, *launch.Conn, error) {
 	if !dispatched.Load() {
 		return nil, nil, errNotDispatched
 	}
@@ -131,11 +135,14 @@ func spawnBox(sup *subprocess.Supervisor, conf boxConfig) (*subprocess.Process, 
 	}
 	diag := proc.Capture{MaxBytes: 4096}
 	process, err := sup.Spawn(context.Background(), subprocess.Spec{
-		Argv:    []string{exe, BoxArg},
-		Stdout:  diag,
-		Stderr:  diag,
-		GraceMs: 2000,
-		Start:   &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
+		Argv:      []string{exe, BoxArg},
+		Stdout:    diag,
+		Stderr:    diag,
+		GraceMs:   2000,
+		Start:     &boxStarter{namespaces: conf.namespaces, network: conf.network, ctl: theirs},
+		Owner:     owner,
+		Resources: limits,
+		Hosts:     true, // the session's end closes it after its commands (endSession)
 	})
 	theirs.Close()
 	if err != nil {
@@ -151,6 +158,7 @@ func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (
 	setup := launch.Setup{
 		Namespaces:    conf.namespaces,
 		Network:       conf.network,
+		Hold:          !conf.namespaces && launch.HoldAtExec(),
 		Workspace:     conf.workspace,
 		WritableRoots: conf.roots,
 		TempDir:       files.tmp,
@@ -158,6 +166,8 @@ func setupMessage(conf boxConfig, files boxFiles, protect, maskFiles []string) (
 		MaskDirs:      conf.maskDirs,
 		Protect:       protect,
 		MaskFiles:     maskFiles,
+		ShowFiles:     conf.show,
+		TmpSize:       conf.tmpSize,
 	}
 	var fds []int
 	if files.ws != nil {
@@ -261,18 +271,25 @@ func (b *box) read() {
 	}
 }
 
-// fail records that the box's connection is lost: waiting starts fail, and every command whose exit is not
-// known yet is lost (in the namespaces it died with the box, the init of its PID
-// namespace; without them the Supervisor kills its cgroup).
-func (b *box) fail() {
+// fail records that the box's connection is lost (see lose).
+func (b *box) fail() { b.lose(nil) }
+
+// lose records why the box's connection is gone — why, or, when nil, that dsh closed it
+// or that its process ended — the first reason winning: waiting starts fail, and every
+// command whose exit is not known yet is lost (in the namespaces it died with the box,
+// the init of its PID namespace; without them the Supervisor kills its cgroup).
+func (b *box) lose(why error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.lost != nil {
 		return
 	}
-	if b.state == boxClosed {
+	switch {
+	case why != nil:
+		b.lost = why
+	case b.state == boxClosed:
 		b.lost = errClosed
-	} else {
+	default:
 		b.lost = fmt.Errorf("bash-sandbox: the session sandbox (pid %d) ended; the command was killed with it", b.proc.Pid())
 	}
 	for id, ch := range b.waiting {
@@ -284,6 +301,19 @@ func (b *box) fail() {
 		delete(b.exits, id)
 	}
 	b.conn.Close()
+}
+
+// wedged ends a box that stopped answering (stopped by a signal, or stuck): it is
+// killed at once, with its commands, and every call waiting on it is told so; the
+// session's next call starts a new box. waited is how long it left a question
+// unanswered.
+func (b *box) wedged(waited time.Duration) {
+	b.lose(fmt.Errorf("bash-sandbox: the session sandbox (pid %d) stopped answering (no answer in %dms); it was killed with its commands, and the session's next call starts a new one",
+		b.proc.Pid(), waited.Milliseconds()))
+	b.mu.Lock()
+	b.state = boxClosed
+	b.mu.Unlock()
+	b.proc.KillNow()
 }
 
 // usable reports whether the box can be handed to a new call: open, its connection up.
@@ -315,7 +345,8 @@ func (b *box) retire() {
 }
 
 // close ends the box: it exits when its connection closes (and the commands
-// of its PID namespace with it); the Supervisor kills it if it does not.
+// of its PID namespace with it); the Supervisor kills it if it has not within
+// closeWait.
 func (b *box) close() {
 	b.mu.Lock()
 	if b.state == boxClosed {
@@ -326,13 +357,19 @@ func (b *box) close() {
 	b.mu.Unlock()
 	b.conn.Close()
 	go func() {
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
 		select {
 		case <-b.proc.Done():
-		case <-time.After(5 * time.Second):
-			b.proc.Kill()
+		case <-t.C:
+			b.proc.KillNow()
 		}
 	}()
 }
+
+// closeWait is how long a closed box has to exit by itself (it does within
+// milliseconds), which leaves a session's end the rest of its 2 s.
+const closeWait = time.Second
 
 // kill ends the box at once.
 func (b *box) kill() {
@@ -375,6 +412,21 @@ func (b *box) release(id uint64) {
 	}
 	if idle {
 		b.close()
+		if b.single {
+			// Its PID namespace, and whatever the command left in it, goes first.
+			b.awaitExit()
+		}
+	}
+}
+
+// awaitExit waits for the closed box's process to exit (close kills it after
+// closeWait).
+func (b *box) awaitExit() {
+	t := time.NewTimer(2 * closeWait)
+	defer t.Stop()
+	select {
+	case <-b.proc.Done():
+	case <-t.C:
 	}
 }
 

@@ -75,6 +75,15 @@ func (st *boxStarter) Start(req proc.StartRequest) (proc.Started, error) {
 		_ = launch.SetDumpable(true)
 		defer launch.SetDumpable(false)
 	}
+	if req.JoinCgroupV1 != nil {
+		// The box is forked here, on this thread: in the session's cgroup v1
+		// directories, as its commands are.
+		leave, err := req.JoinCgroupV1()
+		if err != nil {
+			return nil, err
+		}
+		defer leave()
+	}
 	pid, err := syscall.ForkExec(req.Path, req.Argv, attr)
 	if err != nil {
 		return nil, err

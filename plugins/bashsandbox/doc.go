@@ -8,12 +8,14 @@
 // configured default (Resolver). danger-full-access runs bash unconfined. In read-only
 // and workspace-write, a confined command — and everything it starts — cannot widen its
 // own confinement, now or later, nor act through a more privileged process: it writes
-// only the mode's writable set; protected paths (.git and .dsh at the workspace root,
-// the running profile's files, $DSH_HOME) stay read-only inside writable roots; its
-// workspace is the directory pinned when the session started; it holds no privilege and
-// no descriptor but 0–2; with the network denied, no socket reaches outside and no
-// other process is visible; it sees neither other sessions' spill files nor dsh's
-// secrets (MaskFile). Where the host cannot give one of these, results report
+// only the mode's writable set; protected paths (.dsh at the workspace root, .git at
+// each writable root and the git directories it names, the home's startup files when a
+// writable root holds $HOME, the running profile's files, $DSH_HOME) stay read-only
+// inside writable roots; its workspace is the directory pinned when the session
+// started; it holds no privilege and no descriptor but 0–2, and cannot leave its
+// cgroup; with the network denied, no socket reaches outside and no other process is
+// visible; it sees neither other sessions' or other dsh processes' spill files and temp
+// dirs nor dsh's secrets (MaskFile). Where the host cannot give one of these, results report
 // enforcement "partial" and the row's status names what is Missing.
 //
 // Each session's commands run in a box: the dsh binary re-executed once per session

@@ -33,7 +33,7 @@ func propertyNames(s *tools.Schema) []string {
 func TestEscalationFieldsOnlyUnderBashSandbox(t *testing.T) {
 	sandboxed := newStack(t, stackSetup{approval: "allow"})
 	tool, _ := sandboxed.tools.Tool("bash")
-	if got := strings.Join(propertyNames(tool.InputSchema), ","); got != "command,description,timeoutMs,workdir,run_in_background,sandbox_permissions,justification" {
+	if got := strings.Join(propertyNames(tool.InputSchema), ","); got != "command,description,timeoutMs,workdir,run_in_background,tty,sandbox_permissions,justification" {
 		t.Fatalf("bash-sandbox: properties %s", got)
 	}
 	if !strings.Contains(tool.Description, "[sandbox: file access denied under <mode> mode]") || !strings.Contains(tool.Description, "default mode: read-only") {
@@ -42,7 +42,7 @@ func TestEscalationFieldsOnlyUnderBashSandbox(t *testing.T) {
 
 	local := newStack(t, stackSetup{executor: "bash-local", approval: "allow"})
 	tool, _ = local.tools.Tool("bash")
-	if got := strings.Join(propertyNames(tool.InputSchema), ","); got != "command,description,timeoutMs,workdir,run_in_background" {
+	if got := strings.Join(propertyNames(tool.InputSchema), ","); got != "command,description,timeoutMs,workdir,run_in_background,tty" {
 		t.Fatalf("bash-local: properties %s", got)
 	}
 	if strings.Contains(tool.Description, "sandbox") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 	"github.com/dsh-dev/dsh/shell/bashexec"
 )
@@ -22,18 +23,26 @@ type confiner struct {
 	network      string   // NetworkDeny or NetworkAllow
 	namespaces   string   // NamespacesAuto or NamespacesOff
 	roots        []string // canonical writableRoots
+	rootKeys     []string // the key that set each root ("writableRoots[0]")
 	spillRoot    string   // the Supervisor's spill root, masked from confined commands
 	log          *slog.Logger
 	profileFiles func() []string
+	// resources are the commands' resource limits (a box runs under their session
+	// part); unenforced names the defaults this host cannot enforce; tmpSize is the
+	// size of a box's private /tmp and /dev/shm.
+	resources  proc.ResourceLimits
+	unenforced string
+	tmpSize    int64
 }
 
 // confinement is what a box must keep from one confined call: the configuration of the
-// box it runs in, and the protected paths and masked files (namespaces only) it must
-// apply before the command starts.
+// box it runs in, and the protected paths, masked files and other dsh processes'
+// directories (namespaces only) it must apply before the command starts.
 type confinement struct {
 	box       boxConfig
 	protect   []string
 	maskFiles []string
+	others    []string // other dsh processes' directories to mask
 }
 
 // prepare decides how one call runs: its policy is spec.Sandbox (tool-bash resolves it
@@ -41,14 +50,17 @@ type confinement struct {
 // policy of a call without a session. danger-full-access runs bash directly; the
 // confined modes need a usable backend — otherwise Execute fails with the fail-closed
 // error and nothing runs — and a workspace that still is the one pinned when the session
-// started; bash is then started by the session's box. The returned function adds the
-// sandbox facts to the result.
+// started; bash is then started by the session's box. A call an approved escalation
+// allows (policy.Escalated) leaves nothing running when its command exits. The
+// returned function adds the sandbox facts to the result.
 func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec.Command) (bashexec.FinishFunc, error) {
 	policy, err := s.policy(spec)
 	if err != nil {
 		return nil, err
 	}
 	mode := policy.Mode
+	// Allowed once: what the call leaves running ends when its command does.
+	cmd.EndWithLeader = policy.Escalated
 	if mode == shell.ModeDangerFullAccess {
 		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res, false) }, nil
 	}
@@ -65,7 +77,7 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 		return nil, err
 	}
 	enforcement := enforcementOf(be.missing(s.network))
-	b, err := sess.box(s.sup, c.box, spec.SessionID, c.protect, c.maskFiles)
+	b, err := s.boxFor(sess, c, spec.SessionID, policy.Escalated)
 	if err != nil {
 		return s.launchFailure(cmd, mode, enforcement, err)
 	}
@@ -75,13 +87,24 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 	}
 	starter := &cmdStarter{box: b, policy: s.launchPolicy(mode, pin.path, tmp, c.box.namespaces)}
 	if c.box.namespaces {
-		starter.protect, starter.maskFiles = c.protect, c.maskFiles
+		starter.protect, starter.maskFiles, starter.maskDirs = c.protect, c.maskFiles, c.others
 	}
 	cmd.Start = starter
 	cmd.Env = withTempDir(cmd.Env, tmp)
 	return func(res *shell.RunResult) {
 		res.Sandbox = sandboxFacts(mode, enforcement, *res, starter.launchFailed.Load())
 	}, nil
+}
+
+// boxFor is the box a call of session owner runs in: the session's, or, for an
+// escalated call on the namespace backend, one of its own — whose PID namespace dies
+// with it once the call's command is released, so that nothing the call started
+// outlives it even where the Supervisor has no cgroups.
+func (s *confiner) boxFor(sess *sessionState, c confinement, owner string, escalated bool) (*box, error) {
+	if escalated && c.box.namespaces {
+		return sess.ownBox(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
+	}
+	return sess.box(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
 }
 
 // policy is the call's sandbox policy, with a mode this executor knows.
@@ -136,8 +159,8 @@ func (s *confiner) pinnedSession(id, root string) (*sessionState, *pin, error) {
 // protect (Landlock only) or that a command could redirect, or a masked directory that
 // a writable root exposes.
 func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]string) (confinement, error) {
-	protect := protectedPaths(ws, s.profileFiles(), dshEnv)
 	writable := append([]string{ws}, s.roots...)
+	protect := protectedPaths(writable, s.profileFiles(), dshEnv)
 	ns := be.namespaces()
 	if mode == shell.ModeWorkspaceWrite && !ns {
 		if err := unprotectable(protect, writable); err != nil {
@@ -145,7 +168,7 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 		}
 	}
 	c := confinement{
-		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots},
+		box:     boxConfig{namespaces: ns, network: s.network, workspace: ws, roots: s.roots, tmpSize: s.tmpSize},
 		protect: protect,
 	}
 	if !ns {
@@ -156,10 +179,14 @@ func (s *confiner) confinementOf(be backend, mode, ws string, dshEnv map[string]
 	}
 	dirs, err := maskedDirs(writable, s.spillRoot)
 	if err != nil {
-		return confinement{}, err
+		return confinement{}, s.nameRoot(err, ws)
 	}
 	c.box.maskDirs = dirs
+	if err := withAuditLog(&c.box, dshEnv, writable); err != nil {
+		return confinement{}, err
+	}
 	c.maskFiles = maskedFiles(dshEnv, writable)
+	c.others = otherInstanceMasks(writable, dirs)
 	return c, nil
 }
 
@@ -215,5 +242,5 @@ func (s *confiner) checkStatic(be backend) error {
 		return nil
 	}
 	roots := append([]string{s.resolver.root}, s.roots...)
-	return unprotectable(protectedPaths("", s.profileFiles(), nil), roots)
+	return unprotectable(protectedPaths(nil, s.profileFiles(), nil), roots)
 }

@@ -1,6 +1,9 @@
 package bashsandbox
 
-import "github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+import (
+	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
+	"github.com/dsh-dev/dsh/plugins/subprocess"
+)
 
 // Internals the black-box tests check directly.
 var (
@@ -11,7 +14,35 @@ var (
 	PromptSection        = promptSection
 	DefaultSandboxConfig = defaultSandboxConfig
 	Widenings            = widenings
+	HoldAtExec           = launch.HoldAtExec
+	OtherInstanceDirs    = otherInstanceDirs
 )
+
+// InstancesDir is the registry of this user's dsh processes.
+func InstancesDir() string { return instancesDir() }
+
+// SetInstancesDir makes dir the registry until the returned function restores it;
+// this process records its directories anew in each (the next executor made records
+// them).
+func SetInstancesDir(dir string) (restore func()) {
+	prev := instancesDir
+	forgetRecord()
+	instancesDir = func() string { return dir }
+	return func() {
+		forgetRecord()
+		instancesDir = prev
+	}
+}
+
+// forgetRecord drops this process's record (its lock too).
+func forgetRecord() {
+	instance.mu.Lock()
+	defer instance.mu.Unlock()
+	if instance.file != nil {
+		instance.file.Close()
+	}
+	instance.file, instance.name, instance.dirs, instance.warned = nil, "", nil, false
+}
 
 // Remedy is the sentence the fail-closed error carries (the contract: the refusal, plus what to do).
 const Remedy = remedy
@@ -113,4 +144,19 @@ func BoxPids(owner any) []int {
 		s.mu.Unlock()
 	}
 	return pids
+}
+
+// DefaultLimitsDetail is what a row with the default limits adds to its status detail
+// on this host ("; limits: cgroup v1 (pids)"…), on a backend with namespaces or not.
+func DefaultLimitsDetail(namespaces bool) string {
+	sup := subprocess.New(subprocess.Options{NoCrashCleanup: true})
+	defer sup.Close()
+	r, unenforced, err := Limits{}.resources(sup)
+	if err != nil {
+		return "; " + err.Error()
+	}
+	if d := limitsDetail(sup, r, unenforced, namespaces); d != "" {
+		return "; " + d
+	}
+	return ""
 }

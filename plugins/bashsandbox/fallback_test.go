@@ -66,7 +66,7 @@ func TestFallbackLandlockOnly(t *testing.T) {
 			st := newStack(t, stackSetup{bashConfig: cfg})
 			missing := landlockOnlyMissing(tc.userns)
 			want := fmt.Sprintf("sandbox: Landlock ABI %d only (%s) + seccomp, default mode workspace-write, network deny, enforcement partial; missing: %s",
-				bashsandbox.KernelABI(), tc.why, strings.Join(missing, "; "))
+				bashsandbox.KernelABI(), tc.why, strings.Join(missing, "; ")) + bashsandbox.DefaultLimitsDetail(false)
 			if got := bashDetail(t, st); got != want {
 				t.Fatalf("status detail:\n got %q\nwant %q", got, want)
 			}

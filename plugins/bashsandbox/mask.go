@@ -69,8 +69,9 @@ func maskedFiles(dshEnv map[string]string, writable []string) []string {
 // maskedDirs are the host directories the namespace backend masks with an empty
 // read-only tmpfs, wherever a confined command could otherwise see them — outside /tmp
 // (the box shows the host's tree read-only) or inside a writable root (bound over the
-// private /tmp): the spill root, which holds every session's spill files, and the temp
-// dir, which holds every session's private temp dir (of this dsh and of others). One
+// private /tmp): the spill root, which holds every session's spill files, the temp
+// dir, which holds every session's private temp dir (of this dsh and of others), and
+// the registry of dsh processes. One
 // that holds a writable root cannot be masked without masking the root too, and a
 // spill root inside a writable root that does not exist, or is reached through a
 // symbolic link, could be planted (dsh follows it): the call is then refused with an
@@ -94,6 +95,11 @@ func maskedDirs(writable []string, spillRoot string) ([]string, error) {
 		return nil, err
 	}
 	if err := add("the temp dir", filepath.Dir(base)); err != nil {
+		return nil, err
+	}
+	// The registry of dsh processes, where a writable root would let a command change
+	// what other dsh processes mask (instances.go).
+	if err := add("the registry of dsh processes", instancesDir()); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -128,12 +134,25 @@ func maskableDir(what, path string, writable []string) (string, error) {
 	if !visibleInSandbox(canon, writable) {
 		return "", nil
 	}
-	for _, w := range writable {
-		if within(w, canon) {
-			return "", &ExposedError{What: what, Path: canon, Root: w, Holds: true}
-		}
+	if w := heldRoot(canon, writable); w != "" {
+		return "", &ExposedError{What: what, Path: canon, Root: w, Holds: true}
 	}
 	return canon, nil
+}
+
+// heldRoot is a writable root that dir is or holds, or "". A root that is dir itself
+// comes first: that root is what shows dir to confined commands (writableRoots: [/tmp] with
+// the spill root /tmp, which also holds a workspace under /tmp).
+func heldRoot(dir string, writable []string) string {
+	if slices.Contains(writable, dir) {
+		return dir
+	}
+	for _, w := range writable {
+		if within(w, dir) {
+			return w
+		}
+	}
+	return ""
 }
 
 // ExposedError refuses a confined call whose writable roots would show confined
@@ -143,17 +162,27 @@ type ExposedError struct {
 	// What names the directory ("the spill root", "the temp dir"),
 	// Path is it, Root the writable root (the workspace or a writableRoots entry).
 	What, Path, Root string
+	// RootKey names Root when a writableRoots entry set it ("writableRoots[0]"); empty
+	// for the workspace.
+	RootKey string
 	// Holds: Path is or holds Root. Otherwise it lies in Root, and Why says what is
 	// wrong with it.
 	Holds bool
 	Why   string
 }
 
-func (e *ExposedError) Error() string {
-	where := fmt.Sprintf("lies in the writable root %q and %s", e.Root, e.Why)
-	if e.Holds {
-		where = fmt.Sprintf("holds the writable root %q, so it cannot be hidden from confined commands", e.Root)
+func (e *ExposedError) Error() string { return pluginName + ": " + e.reason() }
+
+// reason is the error without the plugin's name.
+func (e *ExposedError) reason() string {
+	root := fmt.Sprintf("%q", e.Root)
+	if e.RootKey != "" {
+		root += " (" + e.RootKey + ")"
 	}
-	return fmt.Sprintf("bash-sandbox: %s %q %s; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)",
+	where := fmt.Sprintf("lies in the writable root %s and %s", root, e.Why)
+	if e.Holds {
+		where = fmt.Sprintf("holds the writable root %s, so it cannot be hidden from confined commands", root)
+	}
+	return fmt.Sprintf("%s %q %s; refusing to run confined commands (keep it out of the workspace and writableRoots, or move it: subprocess spillRoot, TMPDIR)",
 		e.What, e.Path, where)
 }

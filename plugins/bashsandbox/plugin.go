@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -20,11 +21,13 @@ const pluginName = "bash-sandbox"
 
 // Config is bash-sandbox's configuration: bash-local's keys (cwd, timeoutMs,
 // maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs, with the same defaults),
-// defaultMode, network, writableRoots and namespaces (SandboxConfig), and
-// workspaceRoot.
+// defaultMode, network, writableRoots and namespaces (SandboxConfig), workspaceRoot,
+// and limits (bash-local's, with defaults, and tmpSize).
 type Config struct {
 	bashexec.Config `yaml:",inline"`
 	SandboxConfig   `yaml:",inline"`
+	// Limits are the resource limits (see Limits).
+	Limits Limits `yaml:"limits"`
 	// WorkspaceRoot is the directory workspace-write may modify for calls whose session
 	// has no cwd (and for callers that pass no policy). Empty means cwd, else the
 	// harness's working directory. Absolute; it must exist when the plugin starts.
@@ -48,7 +51,10 @@ func (c *Config) Validate() error {
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
 		return fmt.Errorf("workspaceRoot must be an absolute path, got %q", c.WorkspaceRoot)
 	}
-	return nil
+	if err := c.checkWritableRoots(); err != nil {
+		return err
+	}
+	return c.Limits.check()
 }
 
 // root is the configured workspace root before canonicalisation: workspaceRoot, else
@@ -85,19 +91,20 @@ func (c *Config) canonicalRoot() (string, error) {
 	return canon, nil
 }
 
-// canonicalWritableRoots are the writableRoots, canonical, each once.
-func (c *Config) canonicalWritableRoots() ([]string, error) {
-	var roots []string
+// canonicalWritableRoots are the writableRoots, canonical, each once, and the key that
+// set each ("writableRoots[0]"); errors name the key and start with the plugin's name.
+func (c *Config) canonicalWritableRoots() (roots, keys []string, err error) {
 	for i, r := range c.WritableRoots {
 		canon, err := canonicalDir(r)
 		if err != nil {
-			return nil, fmt.Errorf("%s: writableRoots[%d]: %w", pluginName, i, err)
+			return nil, nil, fmt.Errorf("%s: %s: %w", pluginName, keyOf(i), err)
 		}
 		if !slices.Contains(roots, canon) {
 			roots = append(roots, canon)
+			keys = append(keys, keyOf(i))
 		}
 	}
-	return roots, nil
+	return roots, keys, nil
 }
 
 // Plugin declares bash-sandbox: the confining `shell` provider and the `sandboxPolicy`
@@ -135,12 +142,12 @@ func apply(a *container.Activation, cfg *Config) error {
 	if !probed(cfg.Namespaces) && probeInBackground.Load() {
 		a.SetDetail("sandbox: probing the backend (confined calls wait for it)")
 		a.Go(func(context.Context) {
-			if err := settleBackend(a, sb, cfg, chooseBackend(cfg.Namespaces)); err != nil {
+			if err := settleBackend(a, sup, sb, cfg, chooseBackend(cfg.Namespaces)); err != nil {
 				log.Error("bash-sandbox: " + err.Error())
 				a.SetDetail(err.Error())
 			}
 		})
-	} else if err := settleBackend(a, sb, cfg, chooseBackend(cfg.Namespaces)); err != nil {
+	} else if err := settleBackend(a, sup, sb, cfg, chooseBackend(cfg.Namespaces)); err != nil {
 		return err
 	}
 	if prev, ok := container.ReplacedConfig[*Config](a); ok && prev != nil {
@@ -148,23 +155,28 @@ func apply(a *container.Activation, cfg *Config) error {
 			log.Warn("profile reload widens confinement: " + w)
 		}
 	}
-	a.OnSessionEnd(func(id string) { endSession(sup, id) })
+	// The sessions end with the Supervisor's (sessionFor); their boxes are not handed
+	// to calls after this activation, which retires them.
+	a.Defer(func() { retireOwner(sup) })
 	if err := shell.PolicyService.Provide(a, resolver); err != nil {
 		return err
 	}
 	if err := shell.Service.Provide(a, ex); err != nil {
 		return err
 	}
-	return prompts.Add(a, promptSection(resolver))
+	return prompts.Add(a, promptSection(resolver, a))
 }
 
 // settleBackend checks what the backend be cannot enforce under cfg (an error fails the
 // row) and shows be in the row's status.
-func settleBackend(a *container.Activation, sb *confiner, cfg *Config, be backend) error {
+func settleBackend(a *container.Activation, sup *subprocess.Supervisor, sb *confiner, cfg *Config, be backend) error {
 	if err := sb.checkStatic(be); err != nil {
 		return err
 	}
 	detail := be.detail(cfg.DefaultMode, cfg.Network)
+	if ld := limitsDetail(sup, sb.resources, sb.unenforced, !be.usable || be.namespaces()); ld != "" {
+		detail += "; " + ld
+	}
 	a.SetDetail(detail)
 	if be.usable {
 		a.Logger().Info("bash-sandbox: " + detail)
@@ -209,7 +221,7 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	roots, err := cfg.canonicalWritableRoots()
+	roots, rootKeys, err := cfg.canonicalWritableRoots()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -218,12 +230,26 @@ func newExecutor(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger, prof
 		return nil, nil, nil, err
 	}
 	resolver.owner = sup
-	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots,
-		spillRoot: sup.Spool().Root(), log: log, profileFiles: profileFiles}
+	res, unenforced, err := cfg.Limits.resources(sup)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tmpSize, err := cfg.Limits.tmpSize()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", pluginName, err)
+	}
+	s := &confiner{sup: sup, resolver: resolver, network: cfg.Network, namespaces: cfg.Namespaces, roots: roots, rootKeys: rootKeys,
+		spillRoot: sup.Spool().Root(), log: log, profileFiles: profileFiles,
+		resources: res, unenforced: unenforced, tmpSize: tmpSize}
+	// Where this process makes its session directories and spill files, for other dsh
+	// processes' boxes to mask (instances.go).
+	registerDirs(log, os.TempDir(), s.spillRoot)
+	resolver.check = s.checkWorkspace
 	ex, err := bashexec.New(sup.Spawner(), cfg.Config, bashexec.Options{
 		Name:        pluginName,
 		SandboxMode: cfg.DefaultMode,
 		Prepare:     s.prepare,
+		Resources:   res,
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -54,7 +54,7 @@ func TestConfigValidation(t *testing.T) {
 		{map[string]any{"workspaceRoot": "relative/dir"}, `bash-sandbox: workspaceRoot must be an absolute path, got "relative/dir"`},
 		{map[string]any{"writableRoots": []any{"/abs", "rel"}}, `bash-sandbox: writableRoots[1] must be an absolute path, got "rel"`},
 		{map[string]any{"namespaces": "on"}, `bash-sandbox: namespaces must be "auto" or "off", got "on"`},
-		{map[string]any{"sandbox": true}, `config: unknown key "sandbox" (known keys: cwd, defaultMode, graceMs, maxOutputBytes, maxSpillBytes, maxTimeoutMs, namespaces, network, timeoutMs, workspaceRoot, writableRoots)`},
+		{map[string]any{"sandbox": true}, `config: unknown key "sandbox" (known keys: cwd, defaultMode, graceMs, limits, maxOutputBytes, maxSpillBytes, maxTimeoutMs, namespaces, network, timeoutMs, workspaceRoot, writableRoots)`},
 	} {
 		rt := container.NewRuntime(catalog(t), container.Options{Logger: quietLogger()})
 		err := rt.Compose("bad", []container.Row{{ID: "bash", Plugin: "bash-sandbox", Config: tc.config}})
@@ -110,7 +110,7 @@ func TestSessionlessRootAndStatus(t *testing.T) {
 			continue
 		}
 		want := fmt.Sprintf("sandbox: user namespaces + Landlock ABI %d + seccomp, default mode workspace-write, network deny, enforcement %s",
-			bashsandbox.KernelABI(), enforcement(bashsandbox.NetworkDeny))
+			bashsandbox.KernelABI(), enforcement(bashsandbox.NetworkDeny)) + bashsandbox.DefaultLimitsDetail(true)
 		if row.Detail != want {
 			t.Fatalf("status detail %q, want %q", row.Detail, want)
 		}

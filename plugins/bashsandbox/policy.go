@@ -62,7 +62,8 @@ func (c *SandboxConfig) Validate() error {
 type Resolver struct {
 	defaultMode string
 	root        string
-	owner       any // key of the sessions' pinned workspaces (the Supervisor)
+	owner       any                   // key of the sessions' pinned workspaces (the Supervisor)
+	check       func(ws string) error // the executor's CheckConfinement; nil: none
 }
 
 var _ shell.PolicyResolver = (*Resolver)(nil)

@@ -173,7 +173,7 @@ func probeBackend(namespaces bool) error {
 	}
 	defer ws.dir.Close()
 	conf := boxConfig{namespaces: namespaces, network: NetworkDeny, workspace: ws.path}
-	b, err := openBox(sup, conf, boxFiles{tmp: filepath.Join(dir, "tmp"), stage: filepath.Join(dir, "stage"), ws: ws.dir}, nil, nil)
+	b, err := openBox(sup, conf, "", proc.ResourceLimits{}, boxFiles{tmp: filepath.Join(dir, "tmp"), stage: filepath.Join(dir, "stage"), ws: ws.dir}, nil, nil)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "bash-sandbox: "))
 	}

@@ -1,7 +1,6 @@
 package bashsandbox_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,8 @@ import (
 // work), is cached, and leaves nothing behind.
 func TestProbe(t *testing.T) {
 	noProcessLeft(t)
+	tmp := t.TempDir() // of its own: other tests' dsh processes probe in the host's
+	t.Setenv("TMPDIR", tmp)
 	defer bashsandbox.ForgetProbe()() // probe now, not from an earlier test's cache
 	first := bashsandbox.Probe()
 	if !first.Usable || first.Reason != "" || first.Backend != bashsandbox.BackendNamespaces || !first.Namespaces ||
@@ -22,7 +23,7 @@ func TestProbe(t *testing.T) {
 	if again := bashsandbox.Probe(); again != first {
 		t.Fatalf("the cached probe changed: %+v then %+v", first, again)
 	}
-	left, _ := filepath.Glob(filepath.Join(os.TempDir(), "dsh-sandbox-probe-*"))
+	left, _ := filepath.Glob(filepath.Join(tmp, "dsh-sandbox-probe-*"))
 	if len(left) != 0 {
 		t.Fatalf("probe directories left behind: %q", left)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/roles"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -34,27 +35,32 @@ func policyPrompt(mode, root string) string {
 }
 
 // promptSection is the `sandbox:policy` section (order 110): each session sees its own
-// standing mode (override, else default) and workspace root, from resolver.
-func promptSection(resolver shell.PolicyResolver) prompt.Section {
+// standing mode (override, else default; at most its role's ceiling, from the roles
+// service in services, when one is composed) and workspace root, from resolver.
+func promptSection(resolver shell.PolicyResolver, services container.Services) prompt.Section {
 	return prompt.Section{
 		Name:  promptSectionName,
 		Order: promptSectionOrder,
 		Render: func(session *container.Session) string {
-			p, err := resolver.Resolve(session, "")
-			if err != nil {
+			mode, root := resolver.DefaultMode(), ""
+			if p, err := resolver.Resolve(session, ""); err == nil {
+				mode, root = p.Mode, p.WorkspaceRoot
+			} else if session != nil {
 				// The root does not resolve (yet): still state the mode, with the root
 				// as the session spelled it.
-				mode := resolver.DefaultMode()
-				if session != nil && shell.ModeRank(session.SandboxMode) >= 0 {
+				if shell.ModeRank(session.SandboxMode) >= 0 {
 					mode = session.SandboxMode
 				}
-				root := ""
-				if session != nil {
-					root = session.Cwd
-				}
-				return policyPrompt(mode, root)
+				root = session.Cwd
 			}
-			return policyPrompt(p.Mode, p.WorkspaceRoot)
+			if services != nil {
+				if rs, ok := container.Lookup(services, roles.Service); ok {
+					if ceiling, _ := rs.Ceiling(session); ceiling != "" && shell.ModeRank(mode) > shell.ModeRank(ceiling) {
+						mode = ceiling
+					}
+				}
+			}
+			return policyPrompt(mode, root)
 		},
 	}
 }

@@ -9,30 +9,22 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // What a harness session keeps across executor activations (a reload restarts the
 // executor, not the session): its pinned workspace, its private temp dir and its
 // boxes. Sessions are kept per owner — the Supervisor the executor spawns
-// through — and ended by the container's session-end hook.
+// through — and ended when the Supervisor ends the session (Supervisor.EndOwner, once
+// the session's processes are gone, whichever executor is active by then) or closes.
 var registry = struct {
 	mu     sync.Mutex
 	m      map[sessKey]*sessionState
-	owners map[any]bool            // owners whose end is hooked to their Supervisor's Close
-	ending map[any]*sync.WaitGroup // session ends in progress (cleanups included), by owner
-}{m: map[sessKey]*sessionState{}, owners: map[any]bool{}, ending: map[any]*sync.WaitGroup{}}
-
-// endingOf counts a session end of owner until its done is called. Called with
-// registry.mu held.
-func endingOf(owner any) *sync.WaitGroup {
-	wg := registry.ending[owner]
-	if wg == nil {
-		wg = &sync.WaitGroup{}
-		registry.ending[owner] = wg
-	}
-	wg.Add(1)
-	return wg
-}
+	owners map[any]bool // owners whose end is hooked to their Supervisor's Close
+	// ending are the sessions ended and not yet cleaned up (their boxes exiting): the
+	// Supervisor's Close waits for them, so that no temp dir outlives the process.
+	ending map[*sessionState]bool
+}{m: map[sessKey]*sessionState{}, owners: map[any]bool{}, ending: map[*sessionState]bool{}}
 
 type sessKey struct {
 	owner any // the *subprocess.Supervisor (or, without one, the Resolver)
@@ -46,8 +38,13 @@ type sessionState struct {
 	mu    sync.Mutex
 	pin   *pin
 	dir   string // host directory holding tmp/ and stage/ ("" until first needed)
-	boxes []*box
-	ended bool
+	boxes []*box // the boxes new calls may be handed
+	// retired are the session's other boxes that may still run commands: replaced by
+	// a reload, retired by their executor's end, or a box of one escalated call. Each
+	// closes when its last command is released; the session's end waits for them.
+	retired []*box
+	ended   bool
+	cleaned chan struct{} // closed once the ended session is cleaned up
 
 	opening sync.Mutex // one box opened at a time
 }
@@ -58,7 +55,7 @@ func sessionFor(owner any, id string) *sessionState {
 	k := sessKey{owner, id}
 	s := registry.m[k]
 	if s == nil {
-		s = &sessionState{key: k}
+		s = &sessionState{key: k, cleaned: make(chan struct{})}
 		registry.m[k] = s
 	}
 	sup, hook := owner.(*subprocess.Supervisor)
@@ -68,10 +65,52 @@ func sessionFor(owner any, id string) *sessionState {
 	}
 	registry.mu.Unlock()
 	if hook {
-		// The sessions of a Supervisor end with it, whoever closes it.
+		// The sessions of a Supervisor end with it, whoever closes it, and each when
+		// the Supervisor ends it, whatever executor is active then.
 		sup.OnClose(func() { endOwner(owner) })
+		sup.OnEndOwner(func(id string) { endSession(owner, id) })
 	}
 	return s
+}
+
+// retireOwner retires every box of owner's sessions (their executor's activation
+// ended: a reload restarted it, or swapped it for another): none is handed to a new
+// call, and each closes once its last command is released — at the latest when its
+// session ends. The sessions themselves (pins, temp dirs) live on.
+func retireOwner(owner any) {
+	registry.mu.Lock()
+	var sessions []*sessionState
+	for k, s := range registry.m {
+		if k.owner == owner {
+			sessions = append(sessions, s)
+		}
+	}
+	registry.mu.Unlock()
+	for _, s := range sessions {
+		s.mu.Lock()
+		boxes := s.boxes
+		s.boxes = nil
+		s.keepRetiredLocked(boxes...)
+		s.mu.Unlock()
+		for _, b := range boxes {
+			b.retire()
+		}
+	}
+}
+
+// keepRetiredLocked adds boxes to the retired ones and forgets those that have exited
+// (s.mu held).
+func (s *sessionState) keepRetiredLocked(boxes ...*box) {
+	kept := s.retired[:0]
+	for _, b := range s.retired {
+		select {
+		case <-b.proc.Done():
+		default:
+			kept = append(kept, b)
+		}
+	}
+	clear(s.retired[len(kept):])
+	s.retired = append(kept, boxes...)
 }
 
 // endSession forgets session id under owner: its boxes take no new commands and
@@ -81,44 +120,53 @@ func endSession(owner any, id string) {
 	k := sessKey{owner, id}
 	s := registry.m[k]
 	delete(registry.m, k)
-	ending := endingOf(owner)
-	registry.mu.Unlock()
-	defer ending.Done()
 	if s != nil {
-		s.end(ending)
+		registry.ending[s] = true
+	}
+	registry.mu.Unlock()
+	if s != nil {
+		s.end()
 	}
 }
 
-// endOwner ends every session of owner (its Supervisor is closed).
+// endOwner ends every session of owner (its Supervisor is closed: every process is
+// gone) and waits until each ended session, also one ended just before, is cleaned up.
 func endOwner(owner any) {
 	registry.mu.Lock()
 	delete(registry.owners, owner)
-	var ended []*sessionState
+	var ended, ending []*sessionState
 	for k, s := range registry.m {
 		if k.owner == owner {
 			ended = append(ended, s)
 			delete(registry.m, k)
+			registry.ending[s] = true
 		}
 	}
-	ending := endingOf(owner)
+	for s := range registry.ending {
+		if s.key.owner == owner {
+			ending = append(ending, s)
+		}
+	}
 	registry.mu.Unlock()
 	for _, s := range ended {
-		s.end(ending)
+		s.end()
 	}
-	ending.Done()
-	// Every process of the Supervisor is gone by now, so the session ends still in
-	// progress (one racing this Close, or a cleanup left to the background) finish at
-	// once: wait for them, or the harness exits with their directories on disk.
-	ending.Wait()
+	t := time.NewTimer(closeWait + endWait)
+	defer t.Stop()
+	for _, s := range ending {
+		select {
+		case <-s.cleaned:
+		case <-t.C:
+			return
+		}
+	}
 }
 
-// end retires s's boxes and removes its directory, in the background (counted in
-// ending) for boxes still running commands after endWait.
-func (s *sessionState) end(ending *sync.WaitGroup) {
+func (s *sessionState) end() {
 	s.mu.Lock()
 	s.ended = true
-	boxes := s.boxes
-	s.boxes = nil
+	boxes := append(s.boxes, s.retired...)
+	s.boxes, s.retired = nil, nil
 	p := s.pin
 	dir := s.dir
 	s.mu.Unlock()
@@ -136,6 +184,10 @@ func (s *sessionState) end(ending *sync.WaitGroup) {
 		if p != nil {
 			p.dir.Close()
 		}
+		registry.mu.Lock()
+		delete(registry.ending, s)
+		registry.mu.Unlock()
+		close(s.cleaned)
 	}
 	// Idle boxes exit at once: clean up before returning (a `dsh call` exits right
 	// after its session ends). One still running commands is waited for in the
@@ -145,11 +197,7 @@ func (s *sessionState) end(ending *sync.WaitGroup) {
 		select {
 		case <-b.proc.Done():
 		case <-deadline:
-			ending.Add(1)
-			go func() {
-				defer ending.Done()
-				cleanup()
-			}()
+			go cleanup()
 			return
 		}
 	}
@@ -207,8 +255,9 @@ func (s *sessionState) tempDir(namespaces bool) (string, error) {
 // with that configuration (a reload changed it, or the last one died); an older one is
 // retired (it closes when its commands are done). A new one starts with the protected
 // paths and the masked files known now, and shows (namespaces only) the spill
-// directory of owner, the session's id (see ownerSpill).
-func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, protect, maskFiles []string) (*box, error) {
+// directory of owner, the session's id (see ownerSpill). It runs in the session's
+// cgroups, under limits (the session's).
+func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, protect, maskFiles []string) (*box, error) {
 	if b := s.current(conf); b != nil {
 		return b, nil
 	}
@@ -221,7 +270,7 @@ func (s *sessionState) box(sup *subprocess.Supervisor, conf boxConfig, owner str
 	if err != nil {
 		return nil, err
 	}
-	b, err := openBox(sup, conf, files, protect, maskFiles)
+	b, err := openBox(sup, conf, owner, limits, files, protect, maskFiles)
 	if files.spill != nil {
 		files.spill.Close()
 	}
@@ -264,6 +313,7 @@ func (s *sessionState) adopt(b *box) {
 	s.mu.Lock()
 	old := s.boxes
 	s.boxes = []*box{b}
+	s.keepRetiredLocked(old...)
 	ended := s.ended
 	s.mu.Unlock()
 	for _, o := range old {
@@ -272,10 +322,45 @@ func (s *sessionState) adopt(b *box) {
 	if ended {
 		b.retire()
 	}
+	watch(b)
+}
+
+// watch has b fail when its process ends.
+func watch(b *box) {
 	go func() {
 		<-b.proc.Done()
 		b.fail()
 	}()
+}
+
+// ownBox starts a box of the session's for one call only (an approved escalation): no
+// other call is handed it, and it closes once that call's command is released, taking
+// with it, as the init of its PID namespace, whatever the command left running. It
+// starts as box does.
+func (s *sessionState) ownBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, protect, maskFiles []string) (*box, error) {
+	files, err := s.boxFiles(sup, conf, owner)
+	if err != nil {
+		return nil, err
+	}
+	b, err := openBox(sup, conf, owner, limits, files, protect, maskFiles)
+	if files.spill != nil {
+		files.spill.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.state, b.single = boxRetired, true // it closes when its one command is released
+	b.mu.Unlock()
+	s.mu.Lock()
+	s.keepRetiredLocked(b)
+	ended := s.ended
+	s.mu.Unlock()
+	if ended {
+		b.close()
+	}
+	watch(b)
+	return b, nil
 }
 
 // ownerSpill returns the spill directory of owner's streams — made now, and kept until

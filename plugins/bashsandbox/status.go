@@ -42,7 +42,11 @@ func chooseBackend(namespaces string) backend {
 }
 
 func (b backend) missing(network string) []string {
-	return Missing(b.kind, b.abi, network, b.userns)
+	m := Missing(b.kind, b.abi, network, b.userns)
+	if b.namespaces() && !registryUsable() {
+		m = append(m, MissingInstanceRegistry)
+	}
+	return m
 }
 
 // namespaces reports whether the backend builds a box in namespaces of its own.
@@ -79,19 +83,23 @@ const (
 	EnforcementPartial = launch.EnforcementPartial
 )
 
-// The guarantees a host can lack, as Missing names them.
+// The guarantees a host can lack, as Missing names them (and, for what can change
+// while dsh runs, backend.missing: MissingInstanceRegistry).
 const (
-	MissingProtectedPaths = "read-only protected paths inside writable roots (no mount namespace: workspace-write calls fail closed while one exists)"
-	MissingSpillPrivacy   = "other sessions' spill files hidden from confined commands (no mount namespace: every session's spill files stay readable)"
-	MissingSecretFiles    = "the serve token hidden from confined commands (no mount namespace: $DSH_HOME/serve-token and the files given to HideFile stay readable)"
-	MissingNestedUserns   = "no nested user namespaces (namespaces are off: a command may create a user namespace and hold capabilities in it)"
-	MissingBoundingSet    = "an empty capability bounding set (not root and no user namespace)"
-	MissingTruncate       = "truncate(2) denied outside the writable set (Landlock ABI < 3)"
-	MissingTCP            = "TCP connect and bind denied (Landlock ABI < 4)"
-	MissingSignalScope    = "signals and abstract sockets scoped to the command (Landlock ABI < 6)"
-	MissingSocketFilter   = "UNIX, UDP, raw and Multipath TCP sockets denied (no seccomp filter for this architecture)"
-	MissingKeyringFilter  = "kernel keyrings out of reach (no seccomp filter for this architecture: a command can read and change the harness's session keyring)"
-	MissingMetadata       = "file metadata outside the writable set unchanged (no read-only mount: a command may chmod, chown or touch any file its user owns)"
+	MissingProtectedPaths   = "read-only protected paths inside writable roots (no mount namespace: workspace-write calls fail closed while one exists)"
+	MissingSpillPrivacy     = "other sessions' and other dsh processes' spill files and session temp dirs hidden from confined commands (no mount namespace: they stay readable)"
+	MissingSecretFiles      = "the serve token hidden from confined commands (no mount namespace: $DSH_HOME/serve-token and the files given to HideFile stay readable)"
+	MissingNestedUserns     = "no nested user namespaces (namespaces are off: a command may create a user namespace and hold capabilities in it)"
+	MissingBoundingSet      = "an empty capability bounding set (not root and no user namespace)"
+	MissingTruncate         = "truncate(2) denied outside the writable set (Landlock ABI < 3)"
+	MissingTCP              = "TCP connect and bind denied (Landlock ABI < 4)"
+	MissingSignalScope      = "signals and abstract sockets scoped to the command (Landlock ABI < 6)"
+	MissingSocketFilter     = "UNIX, UDP, raw and Multipath TCP sockets, TCP Fast Open sends, listen(2) and UNIX datagram socket pairs denied (no seccomp filter for this architecture)"
+	MissingKeyringFilter    = "kernel keyrings out of reach (no seccomp filter for this architecture: a command can read and change the harness's session keyring)"
+	MissingCgroupFilter     = "commands kept in their cgroup (no seccomp filter for this architecture: clone3 with CLONE_INTO_CGROUP moves a command, and what it starts, out of reach of the timeout, the kill and the limits)"
+	MissingCgroupHold       = "commands kept in their cgroup (ptrace is forbidden here, by Yama's ptrace_scope 3 or another security module: the box puts commands in their cgroup with clone3, which a command may then use to move out of reach of the timeout, the kill and the limits)"
+	MissingInstanceRegistry = "other dsh processes' session temp dirs and spill files hidden from confined commands (their registry, /tmp/dsh-instances-<uid>, cannot be made or is not a private directory of this user)"
+	MissingMetadata         = "file metadata outside the writable set unchanged (no read-only mount: a command may chmod, chown or touch any file its user owns)"
 )
 
 // Missing lists the guarantees of a confined mode that a backend cannot give on a host
@@ -123,6 +131,14 @@ func Missing(backend string, abi int, network string, hostUserns bool) []string 
 	}
 	if !launch.SeccompSupported {
 		out = append(out, MissingKeyringFilter)
+	}
+	if backend != BackendNamespaces {
+		// The namespace backend masks every cgroup v2 mount instead (launch's plan).
+		if !launch.SeccompSupported {
+			out = append(out, MissingCgroupFilter)
+		} else if !launch.HoldAtExec() {
+			out = append(out, MissingCgroupHold)
+		}
 	}
 	return out
 }

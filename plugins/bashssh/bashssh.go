@@ -20,11 +20,20 @@ const Name = "bash-ssh"
 // directory (absolute, or relative to the remote home; default the remote home).
 type Config struct {
 	bashexec.Config `yaml:",inline"`
+	// Limits is refused: resource limits are enforced by this host's cgroups, which do
+	// not reach the remote host (the key exists only to say so).
+	Limits any `yaml:"limits"`
 }
 
 // Validate checks every key, with messages like "timeoutMs must be a positive finite
-// number" (which users read as "bash-ssh: timeoutMs must be …").
-func (c *Config) Validate() error { return c.Config.Check() }
+// number" (which users read as "bash-ssh: timeoutMs must be …"); a limits key is
+// refused ("bash-ssh: limits are not enforced on a remote host: …").
+func (c *Config) Validate() error {
+	if c.Limits != nil {
+		return bashexec.ErrRemoteLimits
+	}
+	return c.Config.Check()
+}
 
 // Plugin declares bash-ssh.
 var Plugin = container.Define(container.Declaration[*Config]{
@@ -90,6 +99,9 @@ func (e *Executor) RemoteHost() string { return e.host.User() + "@" + e.host.Add
 // spawner starts the core's commands through the ssh service.
 type spawner struct{ host *ssh.Host }
 
+// Terminals reports that commands can run under a (remote) terminal.
+func (spawner) Terminals() bool { return true }
+
 func (s spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.Limits) (bashexec.Process, error) {
 	if len(cmd.Argv) != 3 || cmd.Argv[0] != "bash" || cmd.Argv[1] != "-c" {
 		return nil, fmt.Errorf("cannot run %q remotely: only bash -c commands are supported", cmd.Argv)
@@ -105,6 +117,7 @@ func (s spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.L
 		GraceMs:  lim.GraceMs,
 		Deadline: lim.Deadline,
 		Owner:    cmd.Owner,
+		Terminal: cmd.Terminal,
 	})
 	if err != nil {
 		return nil, err

@@ -9,7 +9,10 @@
 // after graceMs; output is captured locally with the same bounds and spill files;
 // the managed DSH_* snapshot is exported inside the remote command (after removing the
 // remote login's own DSH_* values), and nothing of the local environment is sent.
-// It does not confine: SandboxMode is "".
+// It does not confine: SandboxMode is "". Nor does it enforce resource limits: the
+// cgroups that enforce bash-local's and bash-sandbox's `limits:` are this host's, and
+// the commands run on another, so a `limits` key is refused rather than ignored (bound
+// the remote account there instead).
 //
 // The plugin holds no process state: remote commands belong to the ssh service, so
 // reloading or swapping this plugin never kills one, and handles already handed out

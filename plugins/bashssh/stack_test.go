@@ -428,6 +428,9 @@ func TestConfig(t *testing.T) {
 		{map[string]any{"graceMs": 3e9}, "bash-ssh: graceMs must be no greater than 2147483647"},
 		{map[string]any{"maxOutputBytes": "big"}, `bash-ssh: maxOutputBytes must be a positive finite number, got the string "big"`},
 		{map[string]any{"sandbox": "x"}, `unknown key "sandbox"`},
+		// Resource limits are this host's cgroups: refused, never silently ignored.
+		{map[string]any{"limits": map[string]any{"memory": "1GiB"}}, "bash-ssh: " + bashexec.ErrRemoteLimits.Error()},
+		{map[string]any{"limits": map[string]any{}}, "bash-ssh: limits are not enforced on a remote host"},
 	} {
 		err := rt.Compose("t", []container.Row{{ID: "bash", Plugin: "bash-ssh", Config: c.config}})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

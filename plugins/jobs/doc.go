@@ -1,9 +1,10 @@
 // Package jobs provides the `jobs` service — the runtime that tracks background work
 // (bash commands today, other producers tomorrow) — and the model-facing job_output,
-// job_list and job_kill tools.
+// job_write, job_list and job_kill tools.
 //
 // A producer starts a job with Runtime.Start, handing over hooks to cancel it, to know
-// when it is done, to read its new output and to learn its outcome. The runtime owns
+// when it is done, to read its new output and to learn its outcome, and — for work that
+// takes input, a command under a terminal — to write its input. The runtime owns
 // everything else: ids, per-session visibility, statuses, waiting, completion notices
 // and disposal. Job records live in the runtime, not in the producer, so they survive a
 // reload of the plugin that started them.

@@ -28,6 +28,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 	Aliases: []string{"@deepseek-ai/dsh-jobs"},
 	Inject:  container.Keys{tools.Service, prompt.Service},
 	Provide: container.Keys{Service},
+	Tools:   []string{"job_output", "job_write", "job_list", "job_kill"},
 	Config:  DefaultConfig,
 	Apply:   apply,
 })
@@ -123,9 +124,9 @@ type KillValue struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// jobTools returns the job_output, job_list and job_kill tools over rt.
+// jobTools returns the job_output, job_write, job_list and job_kill tools over rt.
 //
-// job_output {job_id, wait, timeout_ms}: a consuming read. Without wait it returns at
+// job_output {job_id (or jobId), wait, timeout_ms}: a consuming read. Without wait it returns at
 // once. With wait: true it first blocks until the job reaches a terminal status or
 // timeout_ms passes (default cfg.WaitTimeoutMs, clamped to cfg.MaxWaitTimeoutMs), then
 // returns the new output and the status at that moment — "[status: running]" after a
@@ -135,7 +136,10 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	jobID := &tools.Schema{Type: "string", Description: "The id the job was started with, e.g. bash-1."}
+	// Both spellings of the id: job_id (documented) and jobId (how bash's structured
+	// result spells it, which models copy). Neither is in "required": a call gives one.
+	jobID := &tools.Schema{Type: "string", Description: "Required: the id the job was started with, e.g. bash-1 (jobId is accepted as the same argument)."}
+	jobIDAlias := &tools.Schema{Type: "string", Description: "Accepted spelling of job_id (as in bash's structured result); give one of the two."}
 	return []tools.Tool{
 		{
 			Name: "job_output",
@@ -146,14 +150,16 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				fmt.Sprintf("(default %d, at most %d), then returns the output so far and the status.", cfg.WaitTimeoutMs, cfg.MaxWaitTimeoutMs),
 			InputSchema: &tools.Schema{Type: "object", Properties: tools.Properties{
 				{Name: "job_id", Schema: jobID},
+				{Name: "jobId", Schema: jobIDAlias},
 				{Name: "wait", Schema: &tools.Schema{Type: "boolean", Description: "Block until the job finishes (or timeout_ms passes) before reading. Default false."}},
 				{Name: "timeout_ms", Schema: &tools.Schema{Type: "number", Description: fmt.Sprintf("With wait: the longest to block, in milliseconds (default %d, capped at %d).", cfg.WaitTimeoutMs, cfg.MaxWaitTimeoutMs)}},
-			}, Required: []string{"job_id"}},
+			}},
 			OutputSchema: outputValueSchema,
 			Execute: func(ctx context.Context, call tools.Call) (tools.Result, error) {
 				return jobOutput(ctx, rt, cfg, call), nil
 			},
 		},
+		jobWriteTool(rt, jobID, jobIDAlias),
 		{
 			Name:         "job_list",
 			Description:  "List your background jobs, one line each: <id> [<kind>] <status> — <label>.",
@@ -169,8 +175,9 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				"its status is stopping until it ends (then killed). Remaining output stays readable with job_output.",
 			InputSchema: &tools.Schema{Type: "object", Properties: tools.Properties{
 				{Name: "job_id", Schema: jobID},
+				{Name: "jobId", Schema: jobIDAlias},
 				{Name: "reason", Schema: &tools.Schema{Type: "string", Description: "Why the job is no longer needed (for the log)."}},
-			}, Required: []string{"job_id"}},
+			}},
 			OutputSchema: killValueSchema,
 			Execute: func(_ context.Context, call tools.Call) (tools.Result, error) {
 				return jobKill(rt, call), nil
@@ -187,9 +194,22 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-// parseJobID returns the trimmed job id, or the validation error result.
+// parseJobID returns the trimmed job id — job_id, or its other spelling jobId — or the
+// validation error result. Without either the message is the registry's own for a
+// missing required property.
 func parseJobID(call tools.Call) (string, *tools.Result) {
-	raw, _ := call.Args["job_id"].(string)
+	raw, given := call.Args["job_id"].(string)
+	if alias, ok := call.Args["jobId"].(string); ok {
+		if given && alias != raw {
+			res := tools.Errorf(`"job_id" (%s) and "jobId" (%s) name different jobs: give one of them`, jsonText(raw), jsonText(alias))
+			return "", &res
+		}
+		raw, given = alias, true
+	}
+	if !given {
+		res := tools.Errorf(`missing required property "job_id"`)
+		return "", &res
+	}
 	if id := strings.TrimSpace(raw); id != "" {
 		return id, nil
 	}
@@ -230,6 +250,12 @@ func jobOutput(ctx context.Context, rt *Runtime, cfg *Config, call tools.Call) t
 	if err != nil {
 		return tools.Errorf("%v", err)
 	}
+	return outputResult(out)
+}
+
+// outputResult renders a read as job_output does: the new output or "(no new output)",
+// a newline if needed, the status line.
+func outputResult(out Output) tools.Result {
 	text := out.Text
 	if text == "" {
 		text = "(no new output)"

@@ -51,6 +51,14 @@ type Hooks struct {
 	// Outcome reports how the work ended; it is called once, after Done is closed.
 	// Required. A non-terminal status is recorded as failed.
 	Outcome func() Outcome
+	// Write sends input to the work (a terminal's keystrokes) and, with end, ends its
+	// input after it; it returns an error wrapping ErrInputClosed when the work takes
+	// no more input. Nil: the job takes no input (Runtime.Write refuses it).
+	Write func(ctx context.Context, input string, end bool) error
+	// LastOutput is when the work last produced output (the zero time before it did),
+	// so that Runtime.Write can wait for the output to go quiet. Nil: quiet is counted
+	// from the write.
+	LastOutput func() time.Time
 }
 
 // Spec describes a job to start.
@@ -161,6 +169,12 @@ var (
 	ErrClosed = errors.New("jobs runtime is closed")
 	// ErrEnded: the owning session has ended; it starts no more jobs.
 	ErrEnded = errors.New("the owning session has ended")
+	// ErrNoInput: the job takes no input (its producer gave no Write hook).
+	ErrNoInput = errors.New("job does not take input")
+	// ErrFinished: the job has finished and takes no more input.
+	ErrFinished = errors.New("job has finished")
+	// ErrInputClosed: the job's input was closed (a Write hook's error wraps it).
+	ErrInputClosed = errors.New("the job takes no more input")
 )
 
 type jobError struct {
@@ -201,6 +215,7 @@ type Runtime struct {
 	seq      uint64
 	starting map[string]int       // per owner: Run in flight
 	ended    map[string]time.Time // owners whose session ended recently: no new jobs
+	watching []*watcher           // told about starts and finishes; replaced, never changed in place
 	watchers sync.WaitGroup
 }
 
@@ -379,8 +394,10 @@ func (r *Runtime) register(spec Spec, owner string, hooks Hooks, err error) (Sna
 	r.jobs[j.id] = j
 	snap := j.snapshotLocked()
 	r.watchers.Add(1)
+	watching := r.watching
 	r.mu.Unlock()
 
+	r.announce(watching, Started, snap)
 	go r.watch(j)
 	return snap, nil
 }
@@ -450,7 +467,9 @@ func (r *Runtime) settle(j *job, o Outcome) {
 	close(j.settled)
 	notify := r.noticeDueLocked(j)
 	snap := j.snapshotLocked()
+	watching := r.watching
 	r.mu.Unlock()
+	r.announce(watching, Finished, snap)
 	if notify {
 		r.deliver(j, snap)
 	}
@@ -571,6 +590,13 @@ func awaitJob(ctx context.Context, j *job, timeout time.Duration) error {
 // completion notice is sent for it (a notice that fell due while this read waited is
 // left to the read, or sent if the read gives up).
 func (r *Runtime) Read(ctx context.Context, caller *container.Session, id string, wait time.Duration) (Output, error) {
+	return r.readAfter(caller, id, func(j *job) error { return awaitJob(ctx, j, wait) })
+}
+
+// readAfter consumes job id's new output once before (the wait, a write) returned
+// without an error; meanwhile the job counts a reader, so that a completion notice
+// falling due is left to this read.
+func (r *Runtime) readAfter(caller *container.Session, id string, before func(*job) error) (Output, error) {
 	r.mu.Lock()
 	j, err := r.lookupLocked(caller, id)
 	if err != nil {
@@ -580,7 +606,7 @@ func (r *Runtime) Read(ctx context.Context, caller *container.Session, id string
 	j.readers++
 	r.mu.Unlock()
 
-	err = awaitJob(ctx, j, wait)
+	err = before(j)
 	var out Output
 	if err == nil {
 		j.readMu.Lock()

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,10 @@ func TestJobToolsTexts(t *testing.T) {
 	if v := res.Value.(jobs.OutputValue); v.Output != "PASS a" || v.Status != jobs.StatusRunning || v.JobID != "bash-1" || v.Label != "npm test" {
 		t.Fatalf("value = %+v", v)
 	}
+	w.write("PASS a2")
+	// jobId, as bash's structured result spells it, names the job too.
+	expect(t, h.call(t, s, "job_output", `{"jobId":"bash-1"}`), "PASS a2\n[status: running]", false)
+	expect(t, h.call(t, s, "job_output", `{"job_id":"bash-1","jobId":"bash-1"}`), "(no new output)\n[status: running]", false)
 	expect(t, h.call(t, s, "job_list", `{}`), "bash-1 [bash] running — npm test", false)
 	expect(t, h.call(t, other, "job_list", `{}`), "(no background jobs)", false)
 	expect(t, h.call(t, other, "job_output", `{"job_id":"bash-1"}`), "Error: job bash-1 belongs to another session", true)
@@ -116,6 +121,12 @@ func TestJobToolsValidation(t *testing.T) {
 		expect(t, h.call(t, s, tool, `{}`), `Error: missing required property "job_id"`, true)
 		expect(t, h.call(t, s, tool, `{"job_id":7}`), `Error: "job_id" must be a string`, true)
 	}
+	for _, tool := range []string{"job_output", "job_kill"} {
+		expect(t, h.call(t, s, tool, `{"jobId":""}`), `Error: invalid job_id: expected a non-empty string, got ""`, true)
+		expect(t, h.call(t, s, tool, `{"jobId":7}`), `Error: "jobId" must be a string`, true)
+		expect(t, h.call(t, s, tool, `{"job_id":"bash-1","jobId":"bash-2"}`), `Error: "job_id" ("bash-1") and "jobId" ("bash-2") name different jobs: give one of them`, true)
+		expect(t, h.call(t, s, tool, `{"jobId":"bash-9"}`), `Error: unknown job bash-9`, true)
+	}
 	expect(t, h.call(t, s, "job_output", `{"job_id":"bash-1","wait":"yes"}`), `Error: "wait" must be a boolean`, true)
 	expect(t, h.call(t, s, "job_output", `{"job_id":"bash-1","timeout_ms":"5"}`), `Error: "timeout_ms" must be a number`, true)
 	expect(t, h.call(t, s, "job_output", `{"job_id":"bash-1","wait":true,"timeout_ms":0}`), `Error: invalid timeout_ms: expected a positive number, got 0`, true)
@@ -150,7 +161,7 @@ func TestJobOutputWaitTimesOut(t *testing.T) {
 
 func TestJobsPluginLifecycle(t *testing.T) {
 	h := compose(t, nil)
-	for _, name := range []string{"job_kill", "job_list", "job_output"} {
+	for _, name := range []string{"job_kill", "job_list", "job_output", "job_write"} {
 		tool, ok := h.tools.Tool(name)
 		if !ok {
 			t.Fatalf("tool %s missing", name)
@@ -159,8 +170,19 @@ func TestJobsPluginLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var registered []string
+	for _, tool := range h.tools.Tools() {
+		registered = append(registered, tool.Name)
+	}
+	if declared := slices.Sorted(slices.Values(jobs.Plugin.Tools)); !slices.Equal(declared, registered) {
+		t.Errorf("the plugin declares the tools %q, and registers %q", declared, registered)
+	}
 	schema, _ := json.Marshal(mustTool(t, h.tools, "job_output").InputSchema)
-	if !strings.HasPrefix(string(schema), `{"type":"object","properties":{"job_id":{"type":"string"`) || !strings.HasSuffix(string(schema), `"required":["job_id"]}`) {
+	// Both spellings are declared (job_id first, saying jobId is accepted), and neither
+	// is required by the schema: a call that gives only jobId satisfies it.
+	if !strings.HasPrefix(string(schema), `{"type":"object","properties":{"job_id":{"type":"string","description":"Required: `) ||
+		!strings.Contains(string(schema), `(jobId is accepted as the same argument)."},"jobId":{"type":"string","description":"Accepted spelling of job_id`) ||
+		strings.Contains(string(schema), `"required"`) {
 		t.Fatalf("job_output schema = %s", schema)
 	}
 	secs := h.prompts.Sections()

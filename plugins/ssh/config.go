@@ -19,7 +19,7 @@ const Name = "ssh"
 
 // Config is the ssh row's configuration.
 type Config struct {
-	// Address is the remote host as host:port (required).
+	// Address is the remote host as host:port, or a host alone for port 22 (required).
 	Address string `yaml:"address"`
 	// User is the remote login name (default: the local user).
 	User string `yaml:"user"`
@@ -53,7 +53,7 @@ func (c *Config) Validate() error {
 	if c.Address == "" {
 		return errors.New("address is required (host:port)")
 	}
-	host, port, err := net.SplitHostPort(c.Address)
+	host, port, err := net.SplitHostPort(withDefaultPort(c.Address))
 	if err != nil || host == "" {
 		return fmt.Errorf("address must be host:port, got %q", c.Address)
 	}
@@ -75,6 +75,25 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// defaultPort is the port of an address that names none, as for ssh(1).
+const defaultPort = "22"
+
+// withDefaultPort is address with port 22 when it names a host alone ("build-1",
+// "127.0.0.1", "::1", "[::1]"); anything else is returned as it is, for Validate to judge.
+func withDefaultPort(address string) string {
+	if _, _, err := net.SplitHostPort(address); err == nil {
+		return address
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(address, "["), "]")
+	if host == "" || strings.ContainsAny(host, "[]/@ ") {
+		return address
+	}
+	if strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		return address // "h:ssh", "h:" and the like: a port that is not one
+	}
+	return net.JoinHostPort(host, defaultPort)
+}
+
 // settings is a validated Config with its defaults resolved against the local machine.
 type settings struct {
 	address        string
@@ -89,7 +108,7 @@ type settings struct {
 // the known_hosts file.
 func (c *Config) resolve() (settings, error) {
 	s := settings{
-		address:     c.Address,
+		address:     withDefaultPort(c.Address),
 		user:        c.User,
 		keepaliveMs: int64(math.Ceil(min(c.KeepaliveMs, math.MaxInt32))),
 		maxConns:    int(c.MaxConnections),

@@ -31,6 +31,10 @@ type conn struct {
 	dead         chan struct{} // closed when it broke (or was closed)
 
 	closed bool // closed by the Host, not lost (guarded by Host.mu)
+	// left are, per owner, the pids of the connection's commands that ended by
+	// themselves: what they left in their process groups ends with their session
+	// (leftover.go; guarded by Host.mu).
+	left map[string][]int
 
 	ctlMu sync.Mutex
 	ctl   *control
@@ -152,6 +156,12 @@ type control struct {
 // waits for the outcome: "none", "done" or "killed". It fails when the connection
 // breaks first.
 func (c *conn) kill(id uint64, pid int, birth string, graceMs int64) (string, error) {
+	return c.order(id, fmt.Sprintf("k %d %d %s %d\n", id, pid, birthWord(birth), graceMs))
+}
+
+// order writes a kill order (line, for reply id) to the control channel and waits for
+// its outcome, as kill does.
+func (c *conn) order(id uint64, line string) (string, error) {
 	for attempt := 0; ; attempt++ {
 		ctl, err := c.control()
 		if err != nil {
@@ -167,7 +177,7 @@ func (c *conn) kill(id uint64, pid int, birth string, graceMs int64) (string, er
 			continue
 		}
 		ctl.pending[id] = reply
-		_, werr := fmt.Fprintf(ctl.ch, "k %d %d %s %d\n", id, pid, birthWord(birth), graceMs)
+		_, werr := io.WriteString(ctl.ch, line)
 		ctl.mu.Unlock()
 		if werr != nil {
 			ctl.forget(id)

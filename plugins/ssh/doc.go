@@ -70,6 +70,12 @@
 //     remote without bash ("spawn failed: exec bash: ENOENT …") and a host that
 //     cannot be reached ("spawn failed: connect <address>: <cause>").
 //
+// A command with Spec.Terminal gets a remote pseudo-terminal (pty-req with TERM and the
+// size, before the exec request): its output is the channel's stdout alone, its input
+// is written to the channel (the end of input is ^D at a line start, then EOF), a
+// resize is a window-change request. Whether it waits for input cannot be seen from
+// here (Process.WaitingForInput is unknown).
+//
 // Processes that leave the command's process group on purpose (setsid, daemons) are
 // out of reach remotely: there is no remote cgroup.
 package ssh

@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -102,6 +103,10 @@ type Host struct {
 	home         string
 	seq          uint64
 	detail       string
+	// tagKey makes the owners' tags (leftover.go); owners are those that ran commands
+	// and have not ended.
+	tagKey [16]byte
+	owners map[string]bool
 }
 
 // group is a remote process group to kill later: a command's whose connection broke
@@ -145,6 +150,10 @@ func New(cfg *Config, opts Options) (*Host, error) {
 		onState: opts.OnState,
 		changed: make(chan struct{}),
 		live:    map[*Process]struct{}{},
+		owners:  map[string]bool{},
+	}
+	if _, err := rand.Read(h.tagKey[:]); err != nil {
+		return nil, fmt.Errorf("ssh: %w", err)
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -218,9 +227,13 @@ func (probeKey) Type() string                         { return "dsh-probe" }
 func (probeKey) Marshal() []byte                      { return []byte("dsh-probe") }
 func (probeKey) Verify([]byte, *xssh.Signature) error { return errors.New("probe key") }
 
-// EndSession deletes the spill files of a harness session's commands (Spec.Owner),
-// now for finished ones and when they finish for running ones.
-func (h *Host) EndSession(id string) { h.spool.EndOwner(id) }
+// EndSession ends what a harness session's finished commands (Spec.Owner) left running
+// in their remote process groups (leftover.go), then deletes the spill files of its
+// commands, now for finished ones and when they finish for running ones.
+func (h *Host) EndSession(id string) {
+	h.endLeftovers(id)
+	h.spool.EndOwner(id)
+}
 
 // Spool is the capture of the remote commands' output (spill files are kept locally).
 func (h *Host) Spool() *proc.Spool { return h.spool }

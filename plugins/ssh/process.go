@@ -41,6 +41,10 @@ type Spec struct {
 	Deadline time.Time
 	// Owner is the session the command belongs to ("" for none).
 	Owner string
+	// Terminal, when set, runs the command under a remote pseudo-terminal of this size
+	// (see terminal.go): Stdin must be nil, the output is Stdout, the input goes
+	// through Process.WriteInput.
+	Terminal *proc.Terminal
 }
 
 // Process is one remote command and its captured output. All methods are safe for
@@ -51,8 +55,10 @@ type Process struct {
 	ch      xssh.Channel
 	marker  []byte
 	dir     string
+	owner   string // Spec.Owner
 	graceMs int64
 	stdin   []byte
+	tty     *terminal // the command's terminal (Spec.Terminal), or nil
 
 	stdout, stderr *proc.Stream
 
@@ -121,7 +127,15 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, spec)); err != nil {
+	if spec.Terminal != nil {
+		p.tty = &terminal{}
+		if err := p.requestTerminal(*spec.Terminal); err != nil {
+			serr := h.cannotStart(p.c.failure(err))
+			p.onStart(nil, serr) // closes the channel; the process settles
+			return nil, serr
+		}
+	}
+	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, h.ownerTag(spec.Owner), spec)); err != nil {
 		return nil, err
 	}
 	return p.awaitStartLine(ctx)
@@ -177,12 +191,15 @@ func (h *Host) openSession(ctx context.Context, deadline time.Time) (session, er
 }
 
 // execPayload is the exec request of a command: the script and its arguments (see
-// execScript).
-func execPayload(marker, registry string, spec Spec) []byte {
-	args := make([]string, 0, 5+len(spec.Env)+len(spec.DshEnv))
+// execScript), with its owner's tag (ownerTag; "" for none) exported as ownerVar.
+func execPayload(marker, registry, tag string, spec Spec) []byte {
+	args := make([]string, 0, 6+len(spec.Env)+len(spec.DshEnv))
 	args = append(args, marker, registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
 	args = appendEnv(args, spec.Env)
 	args = appendEnv(args, spec.DshEnv)
+	if tag != "" {
+		args = append(args, ownerVar+"="+tag)
+	}
 	return xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 }
 
@@ -191,7 +208,7 @@ func execPayload(marker, registry string, spec Spec) []byte {
 // and the server of its channel's requests start.
 func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) {
 	p := &Process{
-		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, graceMs: spec.GraceMs, stdin: spec.Stdin,
+		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, owner: spec.Owner, graceMs: spec.GraceMs, stdin: spec.Stdin,
 		stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
 		stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
 		started:   make(chan struct{}),
@@ -215,6 +232,7 @@ func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) 
 	}
 	h.live[p] = struct{}{}
 	ss.c.procs[p] = struct{}{}
+	h.ranLocked(spec.Owner)
 	h.notifyLocked()
 	h.mu.Unlock()
 	p.io.Add(2)
@@ -239,9 +257,10 @@ func (p *Process) exec(ctx context.Context, deadline time.Time, payload []byte) 
 		p.onStart(nil, serr) // closes the channel; the process settles
 		return serr
 	}
-	if p.stdin != nil {
+	switch {
+	case p.stdin != nil:
 		go p.writeStdin()
-	} else {
+	case p.tty == nil:
 		_ = p.ch.CloseWrite()
 	}
 	p.tear.Arm(ctx, deadline, nil)
@@ -287,6 +306,14 @@ func checkSpec(spec Spec) error {
 	}
 	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return err
+	}
+	if t := spec.Terminal; t != nil {
+		if spec.Stdin != nil {
+			return errors.New("invalid spec: stdin cannot be given with a terminal")
+		}
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("invalid terminal: %w", err)
+		}
 	}
 	for k, v := range spec.Env {
 		if !validName(k) {

@@ -20,8 +20,9 @@ import (
 // re-executes itself under `setsid -w`), changes directory (or reports which errno
 // stopped it), replaces every DSH_* variable of the remote login environment, exports
 // the fixed overrides and the caller's variables, registers itself (a file named after
-// its pid holding `<starttime> <graceMs>`), prints the marker line on stderr and the
-// start line `<marker> <pid> <starttime>` on stdout, and execs `bash -c <command>`: the
+// its pid holding `<starttime> <graceMs>`), prints the marker line on stderr (unless
+// stderr is a terminal: under one, stdout and stderr are the same stream) and the start
+// line `<marker> <pid> <starttime>` on stdout, and execs `bash -c <command>`: the
 // command keeps the pid sshd waits for, so sshd's exit-status / exit-signal is the
 // command's own, and the pid is the id of the command's process group and session.
 // Registering before the start line means that a command that started is always known
@@ -44,7 +45,7 @@ for __dsh_v in $(compgen -e); do case $__dsh_v in DSH_*) unset "$__dsh_v";; esac
 export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0
 for __dsh_v; do export "$__dsh_v"; done
 [ -z "$__dsh_r" ] || printf '%s %s\n' "${__dsh_birth:--}" "$__dsh_g" 2>/dev/null >"$__dsh_r/$$"
-printf '%s\n' "$__dsh_m" >&2
+[ -t 2 ] || printf '%s\n' "$__dsh_m" >&2
 printf '%s %s %s\n' "$__dsh_m" "$$" "$__dsh_birth"
 exec "$BASH" --norc -c "$__dsh_c"`
 
@@ -59,7 +60,16 @@ exec "$BASH" --norc -c "$__dsh_c"`
 //     `k <id> none` (nothing was running), `k <id> done` (gone after SIGTERM) or
 //     `k <id> killed` (SIGKILL was needed). An order finishes even if the connection
 //     drops.
-//   - `u <pid>` unregisters a command that has ended.
+//   - `u <pid>` unregisters a command that has ended — unless its process group still
+//     has members (it left `cmd &` running): that registration stays, so what the
+//     command left is killed with the rest when the input ends, or by an `x` order.
+//   - `x <id> <pid> - <graceMs>` kills what a registered command that has ended left in
+//     its process group, as `k` does (its start time from the registration), and
+//     unregisters it; the reply is `k <id> none` at once for a command not registered.
+//   - `e <id> <tag> - <graceMs>` kills every process whose environment (as
+//     /proc/<pid>/environ shows it) holds `__dsh_owner=<tag>` — a session's processes,
+//     also those that left their command's group — SIGTERM, then after graceMs SIGKILL,
+//     awaited (up to 2 s); the reply is as for `k`.
 //
 // Commands register themselves (execScript) in the control shell's registry directory,
 // which it creates under $TMPDIR (or /tmp) and names in its ready line. When its input
@@ -98,6 +108,28 @@ sleep 0.025; n=$((n+1))
 done
 printf 'k %s done\n' "$i"
 }
+tagged() {
+local f v q=
+for f in /proc/[0-9]*/environ; do
+while IFS= read -r -d '' v; do [ "$v" = "__dsh_owner=$1" ] && { f=${f#/proc/}; q="$q ${f%/environ}"; break; }; done 2>/dev/null <"$f"
+done
+ps=${q# }
+}
+e() {
+local i=$1 o=$2 g=$3 ps t n=0 end
+tagged "$o"; [ -n "$ps" ] || { printf 'k %s none\n' "$i"; return; }
+kill -TERM $ps 2>/dev/null
+now; end=$((t + g*1000))
+while tagged "$o"; [ -n "$ps" ]; do
+now; if ((t >= end)); then
+kill -KILL $ps 2>/dev/null; end=$((t + 2000000))
+while tagged "$o"; [ -n "$ps" ]; do now; ((t >= end)) && break; sleep 0.025; n=$((n+1)); done
+printf 'k %s killed\n' "$i"; return
+fi
+sleep 0.025; n=$((n+1))
+done
+printf 'k %s done\n' "$i"
+}
 trap '' PIPE
 reg=${TMPDIR:-/tmp}/$1
 mkdir -m 700 "$reg" 2>/dev/null || reg=
@@ -105,7 +137,9 @@ printf '%s ready %s\n' "$1" "$reg"
 while IFS=' ' read -r op i p b g; do
 case $op in
 k) k "$i" "$p" "$b" "$g" & ;;
-u) [ -z "$reg" ] || rm -f -- "$reg/$i" ;;
+u) kill -0 -- "-$i" 2>/dev/null || [ -z "$reg" ] || rm -f -- "$reg/$i" ;;
+e) e "$i" "$p" "$g" & ;;
+x) if [ -n "$reg" ] && [ -f "$reg/$p" ] && read -r b _ <"$reg/$p"; then rm -f -- "$reg/$p"; k "$i" "$p" "$b" "$g" & else printf 'k %s none\n' "$i"; fi ;;
 esac
 done
 if [ -n "$reg" ]; then
@@ -181,6 +215,7 @@ var errHeader = errors.New("malformed start line")
 // parseStart reads the start line that follows the marker on stdout: " <pid>
 // <starttime>" or "! chdir <ERRNO>" (without the trailing newline).
 func parseStart(line []byte, dir string) (startLine, error) {
+	line = bytes.TrimSuffix(line, []byte("\r")) // a terminal ends its lines with "\r\n"
 	if rest, ok := bytes.CutPrefix(line, []byte("! chdir ")); ok {
 		var errno syscall.Errno
 		switch string(rest) {

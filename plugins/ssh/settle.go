@@ -82,7 +82,7 @@ func (p *Process) settle() {
 	remnant := p.unregister(from, cut)
 	err := p.failure(from, lost)
 	p.closeStreams(err)
-	p.forget(remnant)
+	p.forget(remnant, !from.Killing())
 	p.tear.Settle(err)
 }
 
@@ -163,14 +163,19 @@ func (p *Process) closeStreams(failure error) {
 }
 
 // forget releases the command's place on its connection, remembering a remnant's
-// group to kill when the Host closes.
-func (p *Process) forget(remnant bool) {
+// group to kill when the Host closes and, for a command that ended by itself (not
+// killed), its group to end with its session.
+func (p *Process) forget(remnant, unkilled bool) {
 	p.mu.Lock()
 	g := group{pid: p.pid, birth: p.birth, graceMs: p.graceMs}
+	started := p.start == startDone
 	p.mu.Unlock()
 	h := p.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if started && unkilled {
+		p.c.leftLocked(p.owner, g.pid)
+	}
 	if remnant {
 		h.remnants = append(h.remnants, g)
 		if len(h.remnants) > maxRemnants {

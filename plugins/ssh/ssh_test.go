@@ -24,7 +24,8 @@ func TestConfigValidation(t *testing.T) {
 		want string
 	}{
 		{func(c *ssh.Config) { c.Address = "" }, "ssh: address is required (host:port)"},
-		{func(c *ssh.Config) { c.Address = "build-1" }, `ssh: address must be host:port, got "build-1"`},
+		{func(c *ssh.Config) { c.Address = "build 1" }, `ssh: address must be host:port, got "build 1"`},
+		{func(c *ssh.Config) { c.Address = "h:" }, `ssh: address must be host:port with a port from 1 to 65535, got "h:"`},
 		{func(c *ssh.Config) { c.Address = ":22" }, `ssh: address must be host:port, got ":22"`},
 		{func(c *ssh.Config) { c.Address = "h:0" }, `ssh: address must be host:port with a port from 1 to 65535, got "h:0"`},
 		{func(c *ssh.Config) { c.Address = "h:ssh" }, `ssh: address must be host:port with a port from 1 to 65535, got "h:ssh"`},
@@ -44,6 +45,23 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := ssh.New(cfg, ssh.Options{}); err == nil || err.Error() != c.want {
 			t.Errorf("New() = %v, want %q", err, c.want)
 		}
+	}
+	// A host alone means port 22, as for ssh(1).
+	keys := t.TempDir()
+	key, knownHosts := filepath.Join(keys, "id_ed25519"), filepath.Join(keys, "known_hosts")
+	sshtest.WriteKey(t, key)
+	if err := os.WriteFile(knownHosts, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]string{"127.0.0.1": "127.0.0.1:22", "build-1": "build-1:22", "::1": "[::1]:22", "[::1]": "[::1]:22", "h:2222": "h:2222"} {
+		cfg := ssh.DefaultConfig()
+		cfg.Address, cfg.IdentityFile, cfg.KnownHostsFile = addr, key, knownHosts
+		h, err := ssh.New(cfg, ssh.Options{})
+		if err != nil || h.Address() != want {
+			t.Errorf("address %q: %v, %v; want %s", addr, h, err, want)
+			continue
+		}
+		h.Close()
 	}
 	// Through the container: a string where a number belongs names the key the same way.
 	cat, err := container.NewCatalog(ssh.Plugin)

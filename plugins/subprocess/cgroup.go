@@ -29,6 +29,10 @@ import (
 type cgroupRoot struct {
 	dir    string
 	lockFD int
+	// maxFree is how many emptied cgroups it keeps for reuse: 0 for maxFreeCgroups, -1
+	// for none (a session's cgroups of resource limits, whose counters must start at
+	// zero).
+	maxFree int
 
 	mu   sync.Mutex
 	free []*cgroup
@@ -199,6 +203,10 @@ type cgroup struct {
 	// events is its open cgroup.events, re-read in place (one pread) when a command
 	// settles; -1 once closed.
 	events int
+	// stat is its cpu.stat, opened the first time its CPU time is read (cpuMs) and
+	// kept while the cgroup is; statOpen says it is.
+	stat     int
+	statOpen bool
 	// killed is set once cgroup.kill was written. Such a cgroup is never reused: on
 	// Linux 6.18 (at least) every later clone3(CLONE_INTO_CGROUP) into it is SIGKILLed.
 	killed atomic.Bool
@@ -219,8 +227,12 @@ func (r *cgroupRoot) get(id uint64) (*cgroup, error) {
 
 // put recycles the emptied cgroup of a settled command, or removes it.
 func (r *cgroupRoot) put(cg *cgroup) {
+	keep := maxFreeCgroups
+	if r.maxFree != 0 {
+		keep = max(r.maxFree, 0)
+	}
 	r.mu.Lock()
-	if len(r.free) < maxFreeCgroups && cg.fd >= 0 && !cg.killed.Load() {
+	if len(r.free) < keep && cg.fd >= 0 && !cg.killed.Load() {
 		r.free = append(r.free, cg)
 		r.mu.Unlock()
 		return
@@ -242,7 +254,7 @@ func (r *cgroupRoot) drain() {
 
 func (r *cgroupRoot) create(id uint64) (*cgroup, error) {
 	path := r.dir + "/c" + strconv.FormatUint(id, 10)
-	if err := unix.Mkdir(path, 0o755); err != nil {
+	if err := mkdirCgroup(path); err != nil {
 		return nil, &opError{op: "mkdir", path: path, err: err}
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -269,6 +281,28 @@ func (c *cgroup) closeFD() {
 		_ = unix.Close(c.events)
 		c.events = -1
 	}
+	if c.statOpen {
+		_ = unix.Close(c.stat)
+		c.statOpen = false
+	}
+}
+
+// cpuMs is the CPU time the cgroup's processes used so far, in milliseconds (its
+// cpu.stat, kept open once read: a command's usage reads it when it starts and when it
+// settles).
+func (c *cgroup) cpuMs() (int64, bool) {
+	if !c.statOpen && c.fd >= 0 {
+		fd, err := unix.Openat(c.fd, "cpu.stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, false
+		}
+		c.stat, c.statOpen = fd, true
+	}
+	if !c.statOpen {
+		return cgDir{path: c.path, v2: true}.cpuMs()
+	}
+	d := cgDir{path: c.path, v2: true, open: map[string]int{"cpu.stat": c.stat}}
+	return d.cpuMs()
 }
 
 // kill SIGKILLs every process in the cgroup and its descendants (cgroup.kill).
@@ -350,8 +384,11 @@ type opError struct {
 func (e *opError) Error() string { return e.op + " " + e.path + ": " + proc.ErrnoText(e.err) }
 func (e *opError) Unwrap() error { return e.err }
 
+// writeSmallFile writes content to the existing file path in one write (O_TRUNC, as a
+// shell's redirection opens it: cgroupfs ignores it, a plain file gets the content
+// alone).
 func writeSmallFile(path, content string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

@@ -138,6 +138,26 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Fprintf(&report, "pids %s\nwatchdog %d\n", strings.Join(pids, " "), sup.WatchdogPid())
 		finish()
 		time.Sleep(5 * time.Minute) // until the test kills this process
+	case "crash-limits", "crash-limits-process-group":
+		// Commands under resource limits: their v1 directories are the watchdog's too.
+		sup := subprocess.New(subprocess.Options{DisableCgroups: mode == "crash-limits-process-group", SpillRoot: spillRoot})
+		var pids, dirs []string
+		for _, script := range []string{"echo $$; exec sleep 300", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"} {
+			spec := bashSpec(script)
+			spec.Owner, spec.Resources = "crash", proc.ResourceLimits{Memory: 256 << 20, Processes: 50}
+			p, err := sup.Spawn(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proctest.WaitFor(t, 10*time.Second, "a pid", func() bool { return strings.HasSuffix(p.Stdout().Output().Text, "\n") })
+			pids = append(pids, strings.TrimSpace(p.Stdout().Output().Text))
+			for _, d := range p.LimitCgroups() {
+				dirs = append(dirs, filepath.Dir(filepath.Dir(d))) // the instance directory
+			}
+		}
+		fmt.Fprintf(&report, "pids %s\ndirs %s\nwatchdog %d\n", strings.Join(pids, " "), strings.Join(dirs, " "), sup.WatchdogPid())
+		finish()
+		time.Sleep(5 * time.Minute) // until the test kills this process
 	case "fds":
 		var st unix.Stat_t
 		flags, err := unix.FcntlInt(7, unix.F_GETFD, 0)

@@ -18,6 +18,12 @@
 // cgroup, signals, drain, settle, sweep); only the start, the exit status and the
 // reaping come from the Starter.
 //
+// A tree spawned with Spec.Terminal runs under a pseudo-terminal instead (terminal.go):
+// the slave is the leader's stdin, stdout, stderr and the controlling terminal of its
+// session, the master the Supervisor's — the one output stream (Stdout) and the input
+// (WriteInput, CloseInput, Resize). WaitingForInput reads from /proc whether the
+// terminal's foreground process group is blocked reading it (ttywait.go).
+//
 // # Teardown
 //
 // A timeout, an abort, Kill or Close sends SIGTERM once, then SIGKILL after graceMs if

@@ -40,3 +40,17 @@ func (s *Supervisor) WatchdogPid() int {
 
 // Retired is closed once a settled process has released what it held (right after Done).
 func (p *Process) Retired() <-chan struct{} { return p.retired }
+
+// LimitCgroups are the tree's cgroup v1 directories of resource limits, by controller.
+func (p *Process) LimitCgroups() map[string]string {
+	out := map[string]string{}
+	if p.bud == nil {
+		return out
+	}
+	for _, d := range p.bud.dirs {
+		for _, c := range d.h.ctls {
+			out[c] = d.dir.path
+		}
+	}
+	return out
+}

@@ -46,7 +46,8 @@ func (c *Config) Validate() error {
 // Plugin declares the subprocess service. Its activation owns one Supervisor; ending the
 // activation (profile teardown, harness exit) closes it, which kills and reaps every
 // process tree it still owns. Executor reloads never touch it. When a harness session
-// ends, the spill files of its processes (Spec.Owner = the session id) are deleted.
+// ends, its processes (Spec.Owner = the session id) are killed and their spill files
+// deleted (Supervisor.EndOwner).
 var Plugin = container.Define(container.Declaration[*Config]{
 	Name:    "subprocess",
 	Aliases: []string{"@deepseek-ai/dsh-subprocess"},
@@ -65,8 +66,9 @@ var Plugin = container.Define(container.Declaration[*Config]{
 		a.SetDetail("process isolation: " + sup.Isolation())
 		a.Logger().Info("subprocess: process isolation", "mode", sup.Isolation())
 		a.Defer(sup.Close)
-		// A session's spill files go with it (Spec.Owner is the session id).
-		a.OnSessionEnd(sup.Spool().EndOwner)
+		// A session's processes, spill files and cgroups go with it (Spec.Owner is the
+		// session id).
+		a.OnSessionEnd(sup.EndOwner)
 		return Service.Provide(a, sup)
 	},
 })

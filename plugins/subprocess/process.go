@@ -33,8 +33,13 @@ type Process struct {
 	started proc.Started
 	note    string // appended to stderr when the process settles (a lost leader)
 	grace   time.Duration
-	cg      *cgroup     // nil when the tree is tracked by its process group only
-	cgRoot  *cgroupRoot // where cg returns when the tree is gone
+	owner   string // Spec.Owner: the session EndOwner ends the tree with
+	// endWithLeader: what the tree holds when the leader exits is killed (Spec.EndWithLeader).
+	endWithLeader bool
+	hosts         bool           // Spec.Hosts: EndOwner leaves it to its hooks
+	cg            *cgroup        // nil when the tree is tracked by its process group only
+	cgRoot        *cgroupRoot    // where cg returns when the tree is gone
+	bud           *budgetCgroups // the cgroups of its resource limits; nil for none
 	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
 	watchdog *watchdogProc
 
@@ -42,6 +47,7 @@ type Process struct {
 	rOut, rErr     *os.File // parent ends of the output pipes
 	wIn            *os.File // parent end of the stdin pipe, or nil
 	stdin          []byte
+	tty            *terminal // the terminal the tree runs under (Spec.Terminal), or nil; its master is rOut
 
 	readers   sync.WaitGroup
 	stdinDone chan struct{}
@@ -115,6 +121,9 @@ func (t *tree) AwaitGone(escalateAt time.Time, escalated <-chan struct{}) bool {
 func (t *tree) Cut() {
 	now := time.Now()
 	for _, f := range [...]*os.File{t.rOut, t.rErr} {
+		if f == nil {
+			continue // a terminal has one output
+		}
 		if f.SetReadDeadline(now) != nil {
 			_ = f.Close() // not pollable: closing is the only way to stop the read
 		}
@@ -143,6 +152,11 @@ func (p *Process) signal(sig syscall.Signal) {
 		} else if signalCgroup(p.cg.path, sig) {
 			return
 		}
+	} else if p.cg == nil && p.bud != nil {
+		// Its cgroup v1 directories hold the tree, members that left the group too.
+		if dir := p.bud.signalDir(); dir != "" && signalCgroupProcs(dir, sig) && sig == syscall.SIGTERM {
+			return
+		}
 	}
 	if !p.reaped {
 		_ = syscall.Kill(-p.pid, sig)
@@ -166,8 +180,8 @@ func (p *Process) treeAlive() bool {
 }
 
 // awaitTreeGone waits until no process of the tree (other than zombies) is left, and
-// reports true then; it gives up, reporting false, when the escalation is due (at
-// escalateAt) or has run. A cgroup says when it empties (cgroup.events changes, seen
+// reports true then; it gives up, reporting false, at escalateAt or once escalated is
+// closed (nil: never). A cgroup says when it empties (cgroup.events changes, seen
 // through inotify in the runtime's poller); a process group does not, so it is looked
 // at again after 1, 2, 4… up to 50 ms. A member that has closed its pipes may still be
 // exiting, so a single look right after the pipes' EOF is not enough.
@@ -184,7 +198,10 @@ func (p *Process) awaitTreeGone(escalateAt time.Time, escalated <-chan struct{})
 		if !p.treeAlive() {
 			return true
 		}
-		t.Reset(delay)
+		if !time.Now().Before(escalateAt) {
+			return false
+		}
+		t.Reset(min(delay, time.Until(escalateAt)))
 		select {
 		case <-escalated:
 			return false
@@ -209,7 +226,12 @@ func (p *Process) readLoop(f *os.File, s *proc.Stream) {
 	// the last MaxBytes reach the tail ring.
 	pool := &smallBuffers
 	bp := pool.Get().(*[]byte)
-	defer func() { pool.Put(bp) }()
+	defer func() {
+		pool.Put(bp)
+		if pool == &bulkBuffers {
+			<-bulkSlots
+		}
+	}()
 	full := 0 // consecutive reads that filled a large buffer
 	for {
 		buf := *bp
@@ -231,7 +253,7 @@ func (p *Process) readLoop(f *os.File, s *proc.Stream) {
 			pool = &largeBuffers
 			bp = pool.Get().(*[]byte)
 		case pool == &largeBuffers:
-			if full++; full == bulkAfter {
+			if full++; full >= bulkAfter && takeBulkSlot() {
 				// A bulk producer: a larger pipe and reads as large mean fewer
 				// wake-ups on both sides, and most bytes never reach the tail ring.
 				growPipe(f)
@@ -291,6 +313,23 @@ func drainBuffered(f *os.File, s *proc.Stream, buf []byte) {
 
 const bulkBufferSize = 1 << 20
 
+// maxBulkStreams bounds the streams that read through a bulk buffer at once: the
+// harness's own read buffers stay below maxBulkStreams MiB (plus 64 kB a stream)
+// however many commands stream output at once; the others read through large buffers.
+const maxBulkStreams = 8
+
+// bulkSlots holds a token for each stream reading through a bulk buffer.
+var bulkSlots = make(chan struct{}, maxBulkStreams)
+
+func takeBulkSlot() bool {
+	select {
+	case bulkSlots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 // Read buffers: every stream reads through one fixed buffer, small at first.
 var (
 	smallBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
@@ -307,6 +346,9 @@ func (p *Process) writeStdin() {
 // wait settles the process once its leader exited. It runs in its own goroutine.
 func (p *Process) wait() {
 	p.tear.Exited(p.awaitExit())
+	if p.endWithLeader {
+		p.endLeftovers()
+	}
 	if p.wIn != nil {
 		_ = p.wIn.Close()
 	}
@@ -321,6 +363,11 @@ func (p *Process) wait() {
 	if killing {
 		p.release() // before Done, as promised there
 	}
+	if p.bud != nil {
+		b := p.bud.account(p.cg)
+		p.tear.Account(b)
+		p.endRunaway(b)
+	}
 	p.tear.Settle(nil)
 	// Whoever waited for the result goes first: on one processor, the response to a
 	// tool call is written before the pipes are closed and the leader reaped below.
@@ -329,15 +376,42 @@ func (p *Process) wait() {
 	close(p.retired)
 }
 
+// endRunaway kills what is left of a tree that reached a process limit once its leader
+// has exited: a runaway its leader left behind (a fork bomb sent to the background)
+// would hold its session's budget, and no deadline reaches it any more. The exit stays
+// the leader's own.
+//
+// It returns once the tree's processes are gone and released (reaped: until then they
+// still count against the limit), or after the grace period: the next command of the
+// session finds its budget free.
+func (p *Process) endRunaway(b *proc.Budget) {
+	for _, h := range b.Hits {
+		if (h.Limit == proc.LimitProcesses || h.Limit == proc.LimitSessionProcesses) && p.treeAlive() {
+			p.signal(syscall.SIGKILL)
+			deadline := time.Now().Add(p.grace)
+			timeout := make(chan struct{})
+			stop := time.AfterFunc(p.grace, func() { close(timeout) })
+			p.awaitTreeGone(deadline, timeout)
+			stop.Stop()
+			p.bud.awaitReleased(deadline)
+			return
+		}
+	}
+}
+
 // closeStreams ends the captured output: the note of a lost leader is its last line,
 // and from now on the budget may delete the spill files to make room for newer output.
 func (p *Process) closeStreams() {
 	if p.note != "" {
+		last := p.stderr // a terminal's one stream is stdout
+		if p.tty != nil {
+			last = p.stdout
+		}
 		note := p.note
-		if t := p.stderr.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
+		if t := last.Output().Text; t != "" && !strings.HasSuffix(t, "\n") {
 			note = "\n" + note
 		}
-		_, _ = p.stderr.Write([]byte(note))
+		_, _ = last.Write([]byte(note))
 	}
 	p.stdout.Close()
 	p.stderr.Close()
@@ -356,7 +430,9 @@ func (p *Process) closeStreams() {
 // them and reaps the leaders of the empty ones.
 func (p *Process) retire(killing bool) {
 	_ = p.rOut.Close()
-	_ = p.rErr.Close()
+	if p.rErr != nil {
+		_ = p.rErr.Close()
+	}
 	lingering := false
 	switch {
 	case p.cg != nil:
@@ -373,6 +449,9 @@ func (p *Process) retire(killing bool) {
 		} else {
 			p.freeCgroup()
 		}
+	}
+	if !lingering {
+		p.bud.remove()
 	}
 	p.sup.forget(p, lingering)
 }

@@ -42,6 +42,23 @@ type Spec struct {
 	// Start, when set, starts the leader in place of the Supervisor's own fork and
 	// exec (see Starter); the Supervisor owns the tree all the same.
 	Start proc.Starter
+	// Terminal, when set, runs the leader under a pseudo-terminal of this size (see
+	// terminal.go): Stdin must be nil, the output is Stdout, the input goes through
+	// Process.WriteInput. With Start, the Starter allocates the terminal.
+	Terminal *proc.Terminal
+	// EndWithLeader kills what the tree still holds when its leader exits (see
+	// owner.go): the process settles only once nothing of it is left.
+	EndWithLeader bool
+	// Hosts marks a tree that starts other trees as their Starter (a sandbox's box):
+	// the end of its owner (EndOwner) does not kill it with the others — killed first,
+	// it would orphan them where no cgroup holds them — but leaves it to the OnEndOwner
+	// hooks, which run once the trees it started are gone.
+	Hosts bool
+	// Resources are the resource limits of the tree and of its owner's session (see
+	// docs/limits.md): the tree gets cgroups of its own, below its session's, in each
+	// hierarchy that enforces one, and its Exit a Budget. A limit the host cannot
+	// enforce fails the spawn (CheckLimits tells it ahead).
+	Resources proc.ResourceLimits
 }
 
 // Spawn starts spec as a new process tree. Invalid input and an already-cancelled ctx
@@ -71,6 +88,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		return nil, err
 	}
 	s.awaitWatchdogFor(l.cg != nil) // it covers every command from the first on
+	l.deadline, l.abort = spec.Deadline, ctx.Done()
 	if ctx.Err() != nil {
 		l.discard(p)
 		return nil, abortedBeforeSpawn(ctx)
@@ -96,6 +114,14 @@ func checkSpec(spec Spec) error {
 	if err := proc.CheckLimits(spec.GraceMs, spec.Stdout, spec.Stderr); err != nil {
 		return err
 	}
+	if t := spec.Terminal; t != nil {
+		if spec.Stdin != nil {
+			return errors.New("invalid spec: stdin cannot be given with a terminal")
+		}
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("invalid terminal: %w", err)
+		}
+	}
 	return checkEnv(spec.Env, spec.DshEnv)
 }
 
@@ -118,10 +144,13 @@ func (s *Supervisor) program(name string) (string, error) {
 
 func (s *Supervisor) newProcess(spec Spec) *Process {
 	p := &Process{
-		sup:     s,
-		id:      s.seq.Add(1),
-		grace:   time.Duration(spec.GraceMs) * time.Millisecond,
-		retired: make(chan struct{}),
+		sup:           s,
+		id:            s.seq.Add(1),
+		owner:         spec.Owner,
+		endWithLeader: spec.EndWithLeader,
+		hosts:         spec.Hosts,
+		grace:         time.Duration(spec.GraceMs) * time.Millisecond,
+		retired:       make(chan struct{}),
 	}
 	p.tear.Init(p.grace, (*tree)(p))
 	return p
@@ -133,7 +162,8 @@ func (s *Supervisor) newProcess(spec Spec) *Process {
 type launch struct {
 	prog    string
 	argv    []string
-	starter proc.Starter // nil: the Supervisor forks and execs the leader itself
+	starter proc.Starter   // nil: the Supervisor forks and execs the leader itself
+	term    *proc.Terminal // the leader runs under a terminal of this size
 	// child holds the leader's stdin, stdout and stderr; ownStdin says whether its
 	// stdin is a pipe of this spawn (else the shared /dev/null, never closed here).
 	child    [3]*os.File
@@ -143,16 +173,26 @@ type launch struct {
 	pidfd    *int                 // set by ForkExec when the kernel has pidfds, else -1
 	cg       *cgroup              // nil: the tree runs under its process group only
 	cgRoot   *cgroupRoot          // where cg returns when the tree is gone
+	bud      *budgetCgroups       // the cgroups of its resource limits; nil for none
+	// deadline and abort bound a Starter's wait (proc.StartRequest).
+	deadline time.Time
+	abort    <-chan struct{}
 }
 
 // plan makes what the leader starts with: its stdio, its attributes (a new session,
 // the managed environment, a pidfd where the kernel has them) and its cgroup.
 func (s *Supervisor) plan(l *launch, p *Process, spec Spec, prog string) error {
-	l.prog, l.argv, l.starter = prog, spec.Argv, spec.Start
-	if err := s.stdio(l, p, spec.Stdin); err != nil {
+	l.prog, l.argv, l.starter, l.term = prog, spec.Argv, spec.Start, spec.Terminal
+	if spec.Terminal != nil {
+		if err := s.terminalStdio(l, p, *spec.Terminal); err != nil {
+			return err
+		}
+	} else if err := s.stdio(l, p, spec.Stdin); err != nil {
 		return err
 	}
-	l.sys = &syscall.SysProcAttr{Setsid: true}
+	// The leader leads a new session; under a terminal, the terminal (its fd 0) is the
+	// session's controlling terminal.
+	l.sys = &syscall.SysProcAttr{Setsid: true, Setctty: spec.Terminal != nil}
 	pidfd := -1
 	if l.pidfd = &pidfd; pidfdSupported() {
 		l.sys.PidFD = l.pidfd
@@ -163,9 +203,36 @@ func (s *Supervisor) plan(l *launch, p *Process, spec Spec, prog string) error {
 		Files: []uintptr{l.child[0].Fd(), l.child[1].Fd(), l.child[2].Fd()},
 		Sys:   l.sys,
 	}
-	l.cg, l.cgRoot = s.newCgroup(p.id)
+	if err := s.placeTree(l, p, spec); err != nil {
+		l.closeChildEnds()
+		p.closeParentEnds()
+		return err
+	}
 	if l.cg != nil {
 		l.sys.UseCgroupFD, l.sys.CgroupFD = true, l.cg.fd
+	}
+	return nil
+}
+
+// placeTree gives the tree its cgroups: those of its resource limits, and its cgroup
+// v2 directory (the limits' own, or the Supervisor's).
+func (s *Supervisor) placeTree(l *launch, p *Process, spec Spec) error {
+	s.mu.Lock()
+	v2 := s.cgRoot != nil
+	s.mu.Unlock()
+	bc, err := s.budgets.place(spec.Owner, spec.Resources, v2)
+	if err != nil {
+		return &proc.SpawnError{Op: "cgroup", Err: err}
+	}
+	l.bud = bc
+	if bc != nil && bc.v2 != nil {
+		l.cg, l.cgRoot = bc.v2, bc.sess.v2root
+		return nil
+	}
+	l.cg, l.cgRoot = s.newCgroup(p.id)
+	if bc != nil && l.cg != nil {
+		// A reused directory: its CPU time so far is another command's.
+		bc.base.cpuMs, _ = l.cg.cpuMs()
 	}
 	return nil
 }
@@ -218,6 +285,7 @@ func (l *launch) discard(p *Process) {
 	if l.cg != nil {
 		_ = l.cg.remove()
 	}
+	l.bud.discard()
 }
 
 // start starts the leader as l plans — into its cgroup, or, when that may be what
@@ -225,8 +293,9 @@ func (l *launch) discard(p *Process) {
 // leaves nothing behind and is returned as a *proc.SpawnError.
 func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
 	pid, err := l.startOnce(p)
+	limitsInV2 := l.bud != nil && l.bud.v2 != nil
 	switch {
-	case err != nil && l.cg != nil && cgroupFault(err):
+	case err != nil && l.cg != nil && !limitsInV2 && cgroupFault(err):
 		// Spawning into the cgroup may be what failed (no clone3, a restricted
 		// hierarchy): retry once without it. If that works, the cgroup was the problem.
 		_ = l.cg.remove()
@@ -247,8 +316,10 @@ func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
 		if l.cg != nil {
 			_ = l.cg.remove()
 		}
+		l.bud.discard()
 		return s.startFailure(err, spec, l.prog)
 	}
+	oomFirst(pid)
 	p.pid = pid
 	return nil
 }
@@ -256,15 +327,21 @@ func (s *Supervisor) start(l *launch, p *Process, spec Spec) error {
 // startOnce starts the leader: the Supervisor's own fork and exec, or the Starter's.
 func (l *launch) startOnce(p *Process) (int, error) {
 	if l.starter == nil {
-		return forkExec(l.prog, l.argv, &l.attr)
+		return forkExecIn(l.bud, l.prog, l.argv, &l.attr)
 	}
 	cgfd := -1
 	if l.sys.UseCgroupFD {
 		cgfd = l.sys.CgroupFD
 	}
-	st, err := startWith(l.starter, l.prog, l.argv, &l.attr, l.child, cgfd)
+	st, err := startWith(l, cgfd, p.grace)
 	if err != nil {
 		return 0, err
+	}
+	if l.term != nil {
+		if err := p.takeMaster(st); err != nil {
+			abandonStarted(st)
+			return 0, &proc.SpawnError{Op: "terminal", Err: err}
+		}
 	}
 	p.started = st
 	return st.Pid(), nil
@@ -289,7 +366,7 @@ func (s *Supervisor) startFailure(err error, spec Spec, prog string) error {
 // armed, and its leader is awaited.
 func (s *Supervisor) begin(ctx context.Context, p *Process, spec Spec, l *launch) {
 	s.pipes.refill() // for the next command, while this one runs
-	p.pidfd, p.cg, p.cgRoot = *l.pidfd, l.cg, l.cgRoot
+	p.pidfd, p.cg, p.cgRoot, p.bud = *l.pidfd, l.cg, l.cgRoot, l.bud
 	if p.started != nil {
 		p.pidfd = -1 // the Starter reports the exit
 	}
@@ -309,9 +386,16 @@ func (s *Supervisor) begin(ctx context.Context, p *Process, spec Spec, l *launch
 	s.live[p] = struct{}{}
 	s.mu.Unlock()
 
-	p.readers.Add(2)
-	go p.readLoop(p.rOut, p.stdout)
-	go p.readLoop(p.rErr, p.stderr)
+	if p.tty != nil {
+		// One stream: the terminal's. Stderr never gets a byte, and ends now.
+		p.stderr.Close()
+		p.readers.Add(1)
+		go p.readLoop(p.rOut, p.stdout)
+	} else {
+		p.readers.Add(2)
+		go p.readLoop(p.rOut, p.stdout)
+		go p.readLoop(p.rErr, p.stderr)
+	}
 	if p.wIn != nil {
 		p.stdinDone = make(chan struct{})
 		go p.writeStdin()

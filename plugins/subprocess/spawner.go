@@ -16,22 +16,29 @@ func (s *Supervisor) Spawner() bashexec.Spawner { return spawner{s} }
 
 type spawner struct{ sup *Supervisor }
 
+// Terminals reports that commands can run under a terminal (Command.Terminal).
+func (l spawner) Terminals() bool { return true }
+
 func (l spawner) Spawn(ctx context.Context, cmd bashexec.Command, lim bashexec.Limits) (bashexec.Process, error) {
 	if l.sup == nil {
 		return nil, errors.New("no subprocess supervisor")
 	}
 	p, err := l.sup.Spawn(ctx, Spec{
-		Argv:     cmd.Argv,
-		Dir:      cmd.Dir,
-		Env:      cmd.Env,
-		DshEnv:   cmd.DshEnv,
-		Stdin:    cmd.Stdin,
-		Owner:    cmd.Owner,
-		Stdout:   lim.Stdout,
-		Stderr:   lim.Stderr,
-		GraceMs:  lim.GraceMs,
-		Deadline: lim.Deadline,
-		Start:    cmd.Start,
+		Argv:      cmd.Argv,
+		Dir:       cmd.Dir,
+		Env:       cmd.Env,
+		DshEnv:    cmd.DshEnv,
+		Stdin:     cmd.Stdin,
+		Owner:     cmd.Owner,
+		Stdout:    lim.Stdout,
+		Stderr:    lim.Stderr,
+		GraceMs:   lim.GraceMs,
+		Deadline:  lim.Deadline,
+		Start:     cmd.Start,
+		Resources: lim.Resources,
+		Terminal:  cmd.Terminal,
+
+		EndWithLeader: cmd.EndWithLeader,
 	})
 	if err != nil {
 		return nil, err

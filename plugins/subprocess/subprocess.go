@@ -26,6 +26,11 @@ type Options struct {
 	// OnIsolationChange, when set, is called with the new Isolation text if cgroup
 	// isolation turns out unusable at spawn time and the Supervisor falls back.
 	OnIsolationChange func(isolation string)
+	// CgroupRoot, when set, is where the probe of resource limits looks for the cgroup
+	// hierarchies instead of this process's own cgroups: <root>/unified standing for
+	// its cgroup v2 one and <root>/<controller> for its cgroup v1 ones (for tests of a
+	// host without a controller; commands cannot start in a tree that is not cgroupfs).
+	CgroupRoot string
 	// NoCrashCleanup starts no watchdog (see the package documentation): for a
 	// short-lived Supervisor whose processes die with their own parent anyway, which
 	// saves the watchdog's start (a few milliseconds).
@@ -58,6 +63,7 @@ type Supervisor struct {
 	// of its pipe (or its start is over): from then on a crash of the harness ends the
 	// trees in its cgroup, whatever the start's later steps.
 	watchdogIn chan struct{}
+	budgets    *budgets // the cgroups of resource limits
 
 	paths sync.Map // program name + PATH → absolute path (see lookPath)
 	pipes pipePool // output pipes made ahead of need
@@ -69,7 +75,8 @@ type Supervisor struct {
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
 	closeOnce sync.Once
-	onClose   []func() // under mu; run at the end of Close
+	onClose   []func()             // under mu; run at the end of Close
+	ownerEnds []func(owner string) // under mu; run by EndOwner (owner.go)
 }
 
 // New returns a Supervisor. It sets up cgroup isolation when possible (Isolation says
@@ -112,6 +119,7 @@ func New(opts Options) *Supervisor {
 			s.watchdog = wd
 		}()
 	}
+	s.budgets = s.newBudgets()
 	return s
 }
 
@@ -134,6 +142,48 @@ func (s *Supervisor) awaitWatchdogFor(inCgroup bool) {
 	}
 	<-s.watchdogIn
 }
+
+// newBudgets probes where resource limits can be enforced, first ending what dead
+// harnesses left in the cgroup v1 hierarchies.
+func (s *Supervisor) newBudgets() *budgets {
+	mounts, fake := hostMounts(), false
+	if s.opts.CgroupRoot != "" {
+		mounts, fake = fakeCgroupMounts(s.opts.CgroupRoot), true
+	}
+	swept := map[string]bool{}
+	for _, own := range mounts.v1 {
+		if !swept[own] {
+			swept[own] = true
+			killDeadV1Instances(own, s.log)
+		}
+	}
+	v2 := ""
+	if s.cgHome != nil {
+		v2 = s.cgHome.dir
+	}
+	// The watchdog starts in the background: what needs it waits for its start.
+	notify := func(dir string) {
+		s.awaitWatchdog()
+		s.watchdog.removeDir(dir)
+	}
+	movable := func() []int {
+		s.awaitWatchdog()
+		if s.watchdog == nil {
+			return nil
+		}
+		return []int{s.watchdog.pid}
+	}
+	return newBudgets(s.log, mounts, fake, v2, notify, movable)
+}
+
+// CheckLimits reports whether this host enforces every limit r sets: nil, or a
+// *LimitError naming the first it cannot ("limits.memory cannot be enforced on this
+// host: no memory controller: …"). It readies the hierarchies the limits need.
+func (s *Supervisor) CheckLimits(r proc.ResourceLimits) error { return s.budgets.check(r) }
+
+// LimitsMechanism names what enforces the limits r sets, e.g. "cgroup v1 (memory,
+// pids, cpu)"; "" for none.
+func (s *Supervisor) LimitsMechanism(r proc.ResourceLimits) string { return s.budgets.mechanism(r) }
 
 // Isolation describes the active process-isolation mode: "cgroup v2 at <dir>" or
 // "process group only (<reason>)".
@@ -205,7 +255,13 @@ func (s *Supervisor) endLingering() {
 	trees := s.lingering
 	s.lingering = nil
 	s.mu.Unlock()
-	endTrees(trees)
+	s.endReleased(trees, maxGrace)
+}
+
+// endReleased ends trees (endTrees, the SIGKILL at most limit after the SIGTERM),
+// reaps their leaders and removes their cgroups; they are no longer lingering.
+func (s *Supervisor) endReleased(trees []lingerTree, limit time.Duration) {
+	endTrees(trees, limit)
 	for _, t := range trees {
 		t.p.release()
 		if t.p.cg != nil {
@@ -213,6 +269,7 @@ func (s *Supervisor) endLingering() {
 				s.log.Warn("subprocess: cannot remove a cgroup", "err", err)
 			}
 		}
+		t.p.bud.remove()
 	}
 }
 
@@ -224,6 +281,7 @@ func (s *Supervisor) releaseResources() {
 	s.mu.Lock()
 	home := s.cgHome
 	s.mu.Unlock()
+	s.budgets.close()
 	if home != nil {
 		if err := home.close(); err != nil {
 			s.log.Warn("subprocess: cannot remove the cgroup directory", "err", err)

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // lingerTree is a settled process whose tree may live on: its leader exited by itself
@@ -81,6 +83,7 @@ func (s *Supervisor) sweep() {
 		}
 		if !alive[i] {
 			t.p.release()
+			t.p.bud.remove()
 			continue
 		}
 		t.checks++
@@ -117,11 +120,14 @@ func treesAlive(trees []lingerTree) []bool {
 	return alive
 }
 
+// maxGrace is endTrees' bound that bounds nothing.
+const maxGrace = time.Duration(proc.MaxGraceMs) * time.Millisecond
+
 // endTrees ends lingering trees: SIGTERM to each tree (its cgroup, or its group), then,
-// once the longest grace period has passed, SIGKILL to whatever is left. A group is
-// signalled only while its leader is unreaped (see Process.signal), so no group id can
-// have been reused.
-func endTrees(trees []lingerTree) {
+// once the longest grace period (at most limit) has passed, SIGKILL to whatever is
+// left. A group is signalled only while its leader is unreaped (see Process.signal), so
+// no group id can have been reused.
+func endTrees(trees []lingerTree, limit time.Duration) {
 	if len(trees) == 0 {
 		return
 	}
@@ -134,6 +140,7 @@ func endTrees(trees []lingerTree) {
 		grace = max(grace, t.p.grace)
 		t.p.signal(syscall.SIGTERM)
 	}
+	grace = min(grace, limit)
 	waitUntil := func(d time.Duration) bool {
 		deadline := time.Now().Add(d)
 		for {

@@ -104,12 +104,23 @@ func (w *watchdogProc) track(pgid int) { w.send('+', pgid) }
 // reused (before its leader is reaped).
 func (w *watchdogProc) untrack(pgid int) { w.send('-', pgid) }
 
+// removeDir tells the watchdog to kill what is left in the cgroup v1 directory dir
+// (an instance directory of resource limits) and remove it if the harness dies.
+func (w *watchdogProc) removeDir(dir string) {
+	if w != nil && len(dir) < watchdog.MaxDir && !strings.ContainsRune(dir, '\n') {
+		w.write(append(append([]byte{'d'}, dir...), '\n'))
+	}
+}
+
 func (w *watchdogProc) send(op byte, pgid int) {
 	if w == nil {
 		return
 	}
 	var buf [24]byte
-	msg := append(strconv.AppendInt(append(buf[:0], op), int64(pgid), 10), '\n')
+	w.write(append(strconv.AppendInt(append(buf[:0], op), int64(pgid), 10), '\n'))
+}
+
+func (w *watchdogProc) write(msg []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fd < 0 {

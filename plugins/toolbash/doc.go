@@ -1,6 +1,6 @@
 // Package toolbash is the model-facing `bash` tool over the `shell` executor seam. It
-// injects tools, shell, systemPrompt and bashEnv; it looks up jobs, approval and
-// sandboxPolicy at call time. Process handling stays behind the seam, so any executor
+// injects tools, shell, systemPrompt and bashEnv; it looks up jobs, approval,
+// sandboxPolicy and roles at call time. Process handling stays behind the seam, so any executor
 // swaps in without the model seeing a difference.
 //
 // The package exports the plugin contract (Plugin, Module, Config) and the typed result
@@ -17,9 +17,32 @@
 // a relative one resolved against it — except under a remote executor (shell.Remote),
 // where the session's local cwd means nothing and the executor's own cwd on its host
 // takes that role), run_in_background (boolean; only when
-// enableRunInBackground), and, only when the executor confines, sandbox_permissions
+// enableRunInBackground), tty (boolean; only when the executor runs terminals,
+// shell.Terminals), and, only when the executor confines, sandbox_permissions
 // (workspace-write or danger-full-access) with justification. Other keys never reach
-// the executor (the tools registry names them to the model).
+// the executor (the tools registry names them to the model); tty true without
+// terminals is "tty is not available in this composition (the executor runs no
+// terminals)".
+//
+// # Terminals and hand-over
+//
+// A tty command runs under a terminal (TERM=xterm-256color, 120×40): its output, one
+// stream, is rendered as text (escape sequences removed, "\r\n" → "\n", a line
+// rewritten with "\r" keeps its last version; see terminal.go), with no "[stderr]"
+// section. With the jobs plugin and enableRunInBackground, a foreground command becomes
+// a job of the session without a restart (handover.go): a tty command whose output has
+// been quiet for inputWaitMs (config, default 1000) while it waits for input —
+//
+//	<output so far>\n[waiting for input: continuing as background job <id>; answer with job_write, read with job_output]
+//
+// — and, with onTimeout: background (config; default kill, today's rendering), a
+// command still running at its timeout:
+//
+//	<output so far>\n[still running after <timeoutMs>ms: continuing as background job <id>; read it with job_output, stop it with job_kill]
+//
+// ("(no output)" when there is none). Their typed value is a BackgroundValue with
+// handOver "input" or "timeout". A tty job (started in the background with tty, or
+// handed over) takes input through job_write; its reads are rendered the same way.
 //
 // # Validation, in this order (each an "Error: <message>" result; nothing runs)
 //
@@ -32,6 +55,7 @@
 //	sandbox_permissions is not available in this composition (no sandboxing executor to escalate)
 //	background execution is disabled for this bash tool
 //	background jobs unavailable: load the jobs plugin
+//	tty is not available in this composition (the executor runs no terminals)
 //
 // An escalation must be strictly wider than the call's effective mode (`sandbox
 // escalation to "<m>" is not strictly wider than this call's current "<eff>" mode`) and
@@ -40,6 +64,14 @@
 // unavailable → `sandbox escalation to "<m>" requires approval, but no approval channel
 // is available`; no approval service → `sandbox escalation to "<m>" requires approval,
 // but no approval service is composed`.
+//
+// A session's role may set a ceiling on the sandbox mode (the roles plugin's maxMode):
+// the session sees a schema offering only the escalations within it (Tool.Shape), its
+// calls run in at most that mode whatever the default or its override, and a wider
+// escalation is refused before anyone is asked: `sandbox escalation to "<m>" exceeds the
+// "<role>" role's ceiling "<max>"`. Under an executor that does not confine, the calls of
+// a role with a ceiling are refused: `the "<role>" role's sandbox ceiling "<max>" cannot be kept: this
+// composition's executor does not confine commands`.
 //
 // # Rendering (foreground)
 //

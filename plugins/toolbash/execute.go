@@ -10,12 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/approval"
 	"github.com/dsh-dev/dsh/plugins/jobs"
 	shellenv "github.com/dsh-dev/dsh/plugins/shellenv"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 	"github.com/dsh-dev/dsh/shell"
 )
 
@@ -25,8 +27,13 @@ type bashTool struct {
 	exec       shell.Executor
 	env        *shellenv.Registry
 	background bool
-	sandbox    string // the executor's default mode; "" when it does not confine
-	remote     bool   // the executor runs commands on another host (shell.Remote)
+	sandbox    string            // the executor's default mode; "" when it does not confine
+	remote     bool              // the executor runs commands on another host (shell.Remote)
+	shaped     map[string]shaped // the tool under each narrowing ceiling (confining only)
+	terminals  bool              // the executor runs commands under a terminal (shell.Terminals): tty is offered
+	inputWait  time.Duration
+	onTimeout  string              // OnTimeoutKill or OnTimeoutBackground
+	limits     proc.ResourceLimits // the executor's resource limits (shell.Limited)
 }
 
 // bashArgs are the validated named arguments of one call.
@@ -38,6 +45,7 @@ type bashArgs struct {
 	background    bool
 	escalate      string // sandbox_permissions
 	justification string
+	tty           bool
 }
 
 // failure is a validation or policy failure: an `Error: <message>` result.
@@ -122,6 +130,15 @@ func (t *bashTool) validate(call tools.Call) (bashArgs, *failure) {
 			return fail("background jobs unavailable: load the jobs plugin")
 		}
 	}
+	if v, given := arg(call, argTTY); given {
+		if !t.terminals {
+			if v != false {
+				return fail("tty is not available in this composition (the executor runs no terminals)")
+			}
+		} else {
+			a.tty = v == true
+		}
+	}
 	a.workdir, _ = call.Args[argWorkdir].(string)
 	return a, nil
 }
@@ -135,7 +152,11 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 	if bad != nil {
 		return bad.result(), nil
 	}
-	policy, bad, err := t.sandboxPolicy(ctx, call.Session, a)
+	c := t.ceiling(call.Session)
+	if c.binds() && t.sandbox == "" {
+		return c.unkept().result(), nil
+	}
+	policy, bad, err := t.sandboxPolicy(ctx, call.Session, a, c)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -159,11 +180,14 @@ func (t *bashTool) execute(ctx context.Context, call tools.Call) (tools.Result, 
 	if call.Session != nil {
 		req.SessionID = call.Session.ID
 	}
+	if a.tty {
+		req.Terminal = &shell.Terminal{}
+	}
 	if a.background {
-		return t.startBackground(ctx, call.Session, req)
+		return t.startBackground(ctx, call.Session, req, a.tty, c)
 	}
 	req.TimeoutMs = a.timeoutMs
-	return t.runForeground(ctx, req)
+	return t.runForeground(ctx, call.Session, req, a.tty, c)
 }
 
 // workdir applies the session's cwd: the default, and the base of a relative workdir.
@@ -187,9 +211,10 @@ func workdir(session *container.Session, policy *shell.SandboxPolicy, requested 
 	return filepath.Join(base, requested)
 }
 
-// sandboxPolicy resolves the policy of a call on a confining executor, after the
-// escalation check and approval. It returns nil for non-confining executors.
-func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session, a bashArgs) (*shell.SandboxPolicy, *failure, error) {
+// sandboxPolicy resolves the policy of a call on a confining executor, within the
+// session's ceiling c, after the escalation check and approval. It returns nil for
+// non-confining executors.
+func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session, a bashArgs, c ceiling) (*shell.SandboxPolicy, *failure, error) {
 	if t.sandbox == "" {
 		return nil, nil, nil
 	}
@@ -203,31 +228,51 @@ func (t *bashTool) sandboxPolicy(ctx context.Context, session *container.Session
 		}
 		effective = current.Mode
 	}
-	if a.escalate == "" {
-		if !haveResolver {
-			return nil, nil, nil
+	narrowed := !c.allows(effective)
+	if narrowed {
+		// Narrowed to the ceiling, whatever the default or the session's override say.
+		effective = c.max
+		if haveResolver {
+			var err error
+			if current, err = resolver.Resolve(session, effective); err != nil {
+				return nil, nil, fmt.Errorf("sandbox policy: %w", err)
+			}
 		}
-		return &current, nil, nil
+	}
+	root := ""
+	if session != nil {
+		root = session.Cwd
+	}
+	if a.escalate == "" {
+		switch {
+		case haveResolver:
+			return &current, nil, nil
+		case narrowed:
+			return &shell.SandboxPolicy{Mode: effective, WorkspaceRoot: root}, nil, nil
+		}
+		return nil, nil, nil
 	}
 	m := a.escalate
 	if shell.ModeRank(m) <= shell.ModeRank(effective) {
 		f := failure(fmt.Sprintf("sandbox escalation to %q is not strictly wider than this call's current %q mode", m, effective))
 		return nil, &f, nil
 	}
+	if !c.allows(m) {
+		f := c.exceeded(m) // refused before anyone is asked
+		return nil, &f, nil
+	}
 	if f := t.approve(ctx, session, a); f != nil {
 		return nil, f, nil
 	}
+	// Allowed once: nothing the call starts outlives it (Escalated).
 	if !haveResolver {
-		root := ""
-		if session != nil {
-			root = session.Cwd
-		}
-		return &shell.SandboxPolicy{Mode: m, WorkspaceRoot: root}, nil, nil
+		return &shell.SandboxPolicy{Mode: m, WorkspaceRoot: root, Escalated: true}, nil, nil
 	}
 	p, err := resolver.Resolve(session, m)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox policy: %w", err)
 	}
+	p.Escalated = true
 	return &p, nil, nil
 }
 
@@ -247,6 +292,7 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 		Mode:          m,
 		Justification: a.justification,
 	})
+	tools.NoteApproval(ctx, outcome)
 	switch outcome {
 	case approval.AllowedOnce:
 		return nil
@@ -262,43 +308,59 @@ func (t *bashTool) approve(ctx context.Context, session *container.Session, a ba
 }
 
 // escalation reports whether a denial under mode gets the escalation hint: the tool
-// advertises sandbox_permissions and a wider mode exists.
-func (t *bashTool) escalation(mode string) bool {
-	return t.sandbox != "" && shell.ModeRank(mode) < shell.ModeRank(shell.ModeDangerFullAccess)
+// advertises sandbox_permissions and a wider mode exists within the session's ceiling.
+func (t *bashTool) escalation(mode string, c ceiling) bool {
+	widest := shell.ModeDangerFullAccess
+	if c.binds() {
+		widest = c.max
+	}
+	return t.sandbox != "" && shell.ModeRank(mode) < shell.ModeRank(widest)
 }
 
-func (t *bashTool) runForeground(ctx context.Context, req shell.ExecRequest) (tools.Result, error) {
+// runForeground runs a call to its end — or, with the jobs plugin and background
+// enabled, until it waits for input (tty) or outlives its timeout (onTimeout:
+// background), when it continues as a job (see handover.go).
+func (t *bashTool) runForeground(ctx context.Context, session *container.Session, req shell.ExecRequest, tty bool, c ceiling) (tools.Result, error) {
+	f := foreground{t: t, session: session, tty: tty, ceiling: c}
+	if rt, ok := t.jobs(); ok && t.background {
+		f.jobs = rt
+		if t.onTimeout == OnTimeoutBackground {
+			req.Expiry = shell.ExpiryHandOver
+		}
+	}
 	spec, err := t.exec.Resolve(req)
 	if err != nil {
 		return tools.Result{}, err
 	}
+	start := time.Now()
 	execution, err := t.exec.Execute(ctx, spec)
 	if err != nil {
 		return tools.Result{}, err
 	}
-	if c, ok := execution.(outputCounter); ok {
-		tools.MeterFrom(ctx).Track(c.OutputBytes)
+	f.x, f.spec, f.start = execution, spec, start
+	if a, ok := execution.(shell.Activity); ok {
+		m := tools.MeterFrom(ctx)
+		m.Track(a.OutputBytes)
+		m.TrackLine(func() string { return lastLine(a.Tail(lastLineBytes)) })
 	}
-	// The call's ctx aborts the execution (Execute); the wait itself must not stop at
-	// the abort, so the result reports it and no process outlives the call.
-	res, err := execution.Result(context.WithoutCancel(ctx))
-	if err != nil {
-		return tools.Result{}, err
+	return f.run(ctx)
+}
+
+// result renders a foreground run that ended (started at start): a terminal's output as text.
+func (t *bashTool) result(res shell.RunResult, tty bool, c ceiling, start time.Time) tools.Result {
+	if tty {
+		res.Stdout.Text = plainText([]byte(res.Stdout.Text))
 	}
 	mode := ""
 	if res.Sandbox != nil {
 		mode = res.Sandbox.Mode
 	}
-	return tools.Result{Text: render(res, t.escalation(mode)), Value: valueOf(res)}, nil
+	v := valueOf(res)
+	v.run.executor, v.run.start, v.run.end = t.executorName(), start, time.Now()
+	return tools.Result{Text: render(res, t.escalation(mode, c)), Value: v}
 }
 
-// outputCounter is an Execution that knows how much output its command produced so far
-// (for progress reports); executors built on shell/bashexec are.
-type outputCounter interface {
-	OutputBytes() int64
-}
-
-func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest) (tools.Result, error) {
+func (t *bashTool) startBackground(ctx context.Context, session *container.Session, req shell.ExecRequest, tty bool, c ceiling) (tools.Result, error) {
 	rt, ok := t.jobs()
 	if !ok {
 		return failure("background jobs unavailable: load the jobs plugin").result(), nil
@@ -322,7 +384,7 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 			if err != nil {
 				return jobs.Hooks{}, err
 			}
-			return t.adapt(execution), nil
+			return t.adapt(execution, tty, c), nil
 		},
 	})
 	if err != nil {
@@ -334,19 +396,24 @@ func (t *bashTool) startBackground(ctx context.Context, session *container.Sessi
 	return tools.Result{Text: "started background job " + snap.ID, Value: BackgroundValue{Kind: KindBackground, JobID: snap.ID}}, nil
 }
 
-// adapt turns an execution into job hooks. Reads are consuming; once the command has
-// finished, the first read also carries its sandbox facts (denial or runner failure).
-func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
+// adapt turns an execution into job hooks. Reads are consuming; a terminal's output is
+// rendered as text; once the command has finished, the first read also carries its
+// sandbox facts (denial or runner failure). A command under a terminal takes input.
+func (t *bashTool) adapt(e shell.Execution, tty bool, c ceiling) jobs.Hooks {
 	var mu sync.Mutex
 	noted := false
-	return jobs.Hooks{
+	var screen *ttyReader
+	if tty {
+		screen = &ttyReader{}
+	}
+	h := jobs.Hooks{
 		Cancel: func() { e.Kill() },
 		Done:   e.Done(),
 		ReadOutput: func() string {
 			mu.Lock()
 			defer mu.Unlock()
 			finished := isClosed(e.Done()) // before the read: then the read holds the rest
-			text := renderRead(e.ReadOutput())
+			text := screen.render(e.ReadOutput(), finished)
 			if !finished || noted {
 				return text
 			}
@@ -355,13 +422,37 @@ func (t *bashTool) adapt(e shell.Execution) jobs.Hooks {
 			if err != nil || res.Sandbox == nil {
 				return text
 			}
-			lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode))
+			lines := sandboxMarkers(res.Sandbox, t.escalation(res.Sandbox.Mode, c))
 			if len(lines) == 0 {
 				return text
 			}
 			return withNewline(text) + strings.Join(lines, "\n")
 		},
 		Outcome: func() jobs.Outcome { return outcomeOf(e.Exit()) },
+	}
+	if a, ok := e.(shell.Activity); ok {
+		h.LastOutput = a.LastOutput
+	}
+	if in, ok := e.(shell.Input); ok && tty {
+		h.Write = inputWriter(in)
+	}
+	return h
+}
+
+// inputWriter is the Write hook of a job under a terminal.
+func inputWriter(in shell.Input) func(ctx context.Context, input string, end bool) error {
+	return func(ctx context.Context, input string, end bool) error {
+		var err error
+		if input != "" {
+			err = in.WriteInput(ctx, []byte(input))
+		}
+		if err == nil && end {
+			err = in.CloseInput(ctx)
+		}
+		if errors.Is(err, shell.ErrInputClosed) {
+			return fmt.Errorf("%w: %v", jobs.ErrInputClosed, err)
+		}
+		return err
 	}
 }
 

@@ -291,6 +291,7 @@ type setup struct {
 	approver    *fakeApprover // nil: no approval row
 	noShellRow  bool
 	extraPlugin []container.Plugin
+	extraRows   []container.Row // mounted last, in order
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -324,6 +325,7 @@ func newHarness(t testing.TB, s setup) *harness {
 	if s.approver != nil {
 		rows = append(rows, container.Row{ID: "approval", Plugin: "fake-approval"})
 	}
+	rows = append(rows, s.extraRows...)
 	if err := rt.Compose("test", rows); err != nil {
 		t.Fatal(err)
 	}

@@ -307,7 +307,7 @@ func TestRealBackgroundLimit(t *testing.T) {
 func TestRealBackgroundDisabledAndUnavailable(t *testing.T) {
 	h := newReal(t, realSetup{toolConfig: map[string]any{"enableRunInBackground": false}})
 	tool, _ := h.tools.Tool("bash")
-	if got := propertyNames(tool.InputSchema); strings.Join(got, ",") != "command,description,timeoutMs,workdir" {
+	if got := propertyNames(tool.InputSchema); strings.Join(got, ",") != "command,description,timeoutMs,workdir,tty" {
 		t.Fatalf("properties = %q", got)
 	}
 	expect(t, h.call(t, nil, "bash", bashArgs("true", `"run_in_background":true`)), "Error: background execution is disabled for this bash tool", true)

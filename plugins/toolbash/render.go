@@ -94,9 +94,11 @@ func render(res shell.RunResult, escalation bool) string {
 }
 
 // statusMarkers returns the status lines of a foreground run, in order: sandbox (runner
-// failure, or denial plus the escalation hint), timeout, then signal or nonzero exit.
+// failure, or denial plus the escalation hint), the limits it reached, timeout, then
+// signal or nonzero exit.
 func statusMarkers(res shell.RunResult, escalation bool) []string {
 	markers := sandboxMarkers(res.Sandbox, escalation)
+	markers = append(markers, limitMarkers(res.Budget)...)
 	if res.TimedOut {
 		markers = append(markers, timedOutMarker(res.TimeoutMs))
 	}
@@ -143,8 +145,12 @@ func withNewline(text string) string {
 // outcomeOf maps how a background command ended (Execution.Exit, once Done) to its
 // job outcome: a signal death is killed ("signal: SIGTERM"), any other kill is killed
 // ("killed before exit"), the rest completed ("exit code: N" — a nonzero exit is
-// reported, not failed).
-func outcomeOf(ex proc.Exit, _ bool) jobs.Outcome {
+// reported, not failed); the limits it reached then have their say (limitOutcome).
+func outcomeOf(ex proc.Exit, ok bool) jobs.Outcome {
+	return limitOutcome(exitOutcome(ex, ok), ex.Budget)
+}
+
+func exitOutcome(ex proc.Exit, _ bool) jobs.Outcome {
 	switch {
 	case ex.Signal != "":
 		return jobs.Outcome{Status: jobs.StatusKilled, Detail: "signal: " + ex.Signal}

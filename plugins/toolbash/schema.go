@@ -4,6 +4,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // outputSchema is the bash tool's MCP outputSchema: one of ForegroundValue and
@@ -23,8 +24,14 @@ var outputSchema = func() *jsonschema.Schema {
 		p.Types, p.AnyOf = nil, branches
 	}
 	fg.Properties["sandbox"].Types, fg.Properties["sandbox"].Type = nil, "object"
+	fg.Properties["usage"].Types, fg.Properties["usage"].Type = nil, "object"
+	for _, p := range fg.Properties["usage"].Properties {
+		p.Types, p.Type = nil, "integer"
+	}
+	fg.Properties["limit"].Enum = []any{string(proc.LimitMemory), string(proc.LimitProcesses), string(proc.LimitSessionMemory), string(proc.LimitSessionProcesses)}
 	bg := tools.SchemaFor[BackgroundValue]()
 	bg.Properties["kind"].Enum = []any{KindBackground}
+	bg.Properties["handOver"].Enum = []any{handOverInput, handOverTimeout}
 	return &jsonschema.Schema{
 		Type:        "object",
 		Description: `The typed result: kind "foreground" (the command ran to its end) or kind "background" (it was started as a job).`,

@@ -29,16 +29,18 @@ func TestValuesMatchTheOutputSchema(t *testing.T) {
 	}
 	zero, three := 0, 3
 	values := map[string]any{
-		"exit 0":     toolbash.ValueOf(shell.RunResult{ExitCode: &zero, TimeoutMs: 120000, Stdout: shell.StreamResult{Text: "hi\n"}}),
-		"exit 3":     toolbash.ValueOf(shell.RunResult{ExitCode: &three, Stderr: shell.StreamResult{Text: "bad"}}),
-		"signal":     toolbash.ValueOf(shell.RunResult{Signal: "SIGKILL"}),
-		"timeout":    toolbash.ValueOf(shell.RunResult{Signal: "SIGTERM", TimedOut: true, TimeoutMs: 100}),
-		"abort":      toolbash.ValueOf(shell.RunResult{Signal: "SIGTERM", Aborted: true}),
-		"truncated":  toolbash.ValueOf(shell.RunResult{ExitCode: &zero, Stdout: shell.StreamResult{Text: "tail", Truncated: true, SpillPath: "/x/stdout"}}),
-		"denied":     toolbash.ValueOf(shell.RunResult{ExitCode: &three, Sandbox: &shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}}),
-		"runner":     toolbash.ValueOf(shell.RunResult{ExitCode: &three, Sandbox: &shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}}),
-		"unconfined": toolbash.ValueOf(shell.RunResult{ExitCode: &zero, Sandbox: &shell.SandboxFacts{Mode: "danger-full-access"}}),
-		"background": toolbash.BackgroundValue{Kind: toolbash.KindBackground, JobID: "bash-1"},
+		"exit 0":      toolbash.ValueOf(shell.RunResult{ExitCode: &zero, TimeoutMs: 120000, Stdout: shell.StreamResult{Text: "hi\n"}}),
+		"exit 3":      toolbash.ValueOf(shell.RunResult{ExitCode: &three, Stderr: shell.StreamResult{Text: "bad"}}),
+		"signal":      toolbash.ValueOf(shell.RunResult{Signal: "SIGKILL"}),
+		"timeout":     toolbash.ValueOf(shell.RunResult{Signal: "SIGTERM", TimedOut: true, TimeoutMs: 100}),
+		"abort":       toolbash.ValueOf(shell.RunResult{Signal: "SIGTERM", Aborted: true}),
+		"truncated":   toolbash.ValueOf(shell.RunResult{ExitCode: &zero, Stdout: shell.StreamResult{Text: "tail", Truncated: true, SpillPath: "/x/stdout"}}),
+		"denied":      toolbash.ValueOf(shell.RunResult{ExitCode: &three, Sandbox: &shell.SandboxFacts{Mode: "read-only", Denied: true, Enforcement: "full"}}),
+		"runner":      toolbash.ValueOf(shell.RunResult{ExitCode: &three, Sandbox: &shell.SandboxFacts{Mode: "workspace-write", RunnerFailed: true, Enforcement: "partial"}}),
+		"unconfined":  toolbash.ValueOf(shell.RunResult{ExitCode: &zero, Sandbox: &shell.SandboxFacts{Mode: "danger-full-access"}}),
+		"background":  toolbash.BackgroundValue{Kind: toolbash.KindBackground, JobID: "bash-1"},
+		"handed over": toolbash.BackgroundValue{Kind: toolbash.KindBackground, JobID: "bash-2", HandOver: "input"},
+		"at timeout":  toolbash.BackgroundValue{Kind: toolbash.KindBackground, JobID: "bash-3", HandOver: "timeout"},
 	}
 	for name, v := range values {
 		raw, _ := json.Marshal(v)
@@ -52,6 +54,7 @@ func TestValuesMatchTheOutputSchema(t *testing.T) {
 		`{"kind":"background","jobId":"bash-1","exitCode":0}`,
 		`{"kind":"foreground","jobId":"bash-1"}`,
 		`{"kind":"other"}`,
+		`{"kind":"background","jobId":"bash-1","handOver":"later"}`,
 	} {
 		var instance any
 		json.Unmarshal([]byte(bad), &instance)

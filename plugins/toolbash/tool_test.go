@@ -51,6 +51,9 @@ func TestSchema(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.setup)
 			tool := bashTool(t, h)
+			if !reflect.DeepEqual(toolbash.Plugin.Tools, []string{tool.Name}) {
+				t.Errorf("the plugin declares the tools %q, and registers %q", toolbash.Plugin.Tools, tool.Name)
+			}
 			if got := propertyNames(tool.InputSchema); !reflect.DeepEqual(got, tc.props) {
 				t.Fatalf("properties = %q, want %q", got, tc.props)
 			}
@@ -87,11 +90,11 @@ func TestDescriptionTeaches(t *testing.T) {
 			}
 		}
 	}
-	d := toolbash.Description(true, "")
+	d := toolbash.Description(true, "", false, false)
 	check(d, must, true)
 	check(d, bg, true)
 	check(d, sandbox, false)
-	d = toolbash.Description(false, "workspace-write")
+	d = toolbash.Description(false, "workspace-write", false, false)
 	check(d, must, true)
 	check(d, []string{"run_in_background", "job_output"}, false)
 	check(d, []string{"must finish within the timeout"}, true)

@@ -35,6 +35,15 @@ type ForegroundValue struct {
 	// Sandbox reports how a confining executor ran the command; nil (omitted) when the
 	// executor does not confine.
 	Sandbox *SandboxValue `json:"sandbox,omitempty"`
+	// Usage is what the command used, when it ran under resource limits and the host
+	// accounts it; nil (omitted) otherwise.
+	Usage *UsageValue `json:"usage,omitempty"`
+	// Limit names the resource limit the command reached ("memory", "processes",
+	// "sessionMemory", "sessionProcesses"); "" (omitted) when none.
+	Limit string `json:"limit,omitempty"`
+
+	// run is what observers learn beyond the JSON (CommandRun).
+	run runFacts
 }
 
 // StreamValue is one captured output stream of a ForegroundValue.
@@ -69,6 +78,10 @@ type BackgroundValue struct {
 	Kind string `json:"kind"`
 	// JobID is the job's id ("bash-1"), for job_output, job_kill and job_list.
 	JobID string `json:"jobId"`
+	// HandOver says why a foreground call became this job: "input" (it waits for
+	// input: answer it with job_write) or "timeout" (it outlived its timeout); ""
+	// (omitted) for a run_in_background start.
+	HandOver string `json:"handOver,omitempty"`
 }
 
 // valueOf converts a run result to its typed value: exitCode is null after a signal,
@@ -81,6 +94,7 @@ func valueOf(res shell.RunResult) ForegroundValue {
 		TimeoutMs: res.TimeoutMs,
 		Stdout:    streamValue(res.Stdout),
 		Stderr:    streamValue(res.Stderr),
+		run:       runFacts{stdoutBytes: res.Stdout.Bytes, stderrBytes: res.Stderr.Bytes},
 	}
 	if res.Signal != "" {
 		sig := res.Signal
@@ -92,6 +106,7 @@ func valueOf(res shell.RunResult) ForegroundValue {
 	if f := res.Sandbox; f != nil {
 		v.Sandbox = &SandboxValue{Mode: f.Mode, Denied: f.Denied, Enforcement: f.Enforcement, RunnerFailed: f.RunnerFailed}
 	}
+	budgetValue(&v, res.Budget)
 	return v
 }
 

@@ -3,14 +3,17 @@ package tools
 import (
 	"context"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
-// Meter follows how much output a running call has produced, for progress reports. The
-// caller of a tool puts one in the call's context (WithMeter); a tool that produces
-// output hands it a counter (MeterFrom(ctx).Track). It is safe for concurrent use, and a
-// nil *Meter ignores everything, so a tool never needs to check for one.
+// Meter follows how a running call advances, for progress reports: how much output it
+// has produced and its last line. The caller of a tool puts one in the call's context
+// (WithMeter); a tool that produces output hands it its sources (MeterFrom(ctx).Track,
+// TrackLine). It is safe for concurrent use, and a nil *Meter ignores everything, so a
+// tool never needs to check for one.
 type Meter struct {
 	count atomic.Pointer[func() int64]
+	line  atomic.Pointer[func() string]
 }
 
 type meterKey struct{}
@@ -42,4 +45,43 @@ func (m *Meter) Bytes() (int64, bool) {
 		return (*f)(), true
 	}
 	return 0, false
+}
+
+// TrackLine makes line the source of LastLine: the last line of the output so far, as
+// text (a terminal's output already rendered as the terminal shows it).
+func (m *Meter) TrackLine(line func() string) {
+	if m != nil && line != nil {
+		m.line.Store(&line)
+	}
+}
+
+// MaxLastLine is how many characters of the last line a progress report carries.
+const MaxLastLine = 120
+
+// LastLine is the last line of the output so far, at most MaxLastLine characters (its
+// beginning), and whether the tool reports one: false without a source or while the
+// output has no line that is not blank.
+func (m *Meter) LastLine() (string, bool) {
+	if m == nil {
+		return "", false
+	}
+	f := m.line.Load()
+	if f == nil {
+		return "", false
+	}
+	line := (*f)()
+	if line == "" {
+		return "", false
+	}
+	if utf8.RuneCountInString(line) > MaxLastLine {
+		n := 0
+		for i := range line {
+			if n == MaxLastLine {
+				line = line[:i]
+				break
+			}
+			n++
+		}
+	}
+	return line, true
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -24,7 +26,12 @@ var Plugin = container.Define(container.Declaration[container.NoConfig]{
 	Aliases: []string{"@deepseek-ai/dsh-tools"},
 	Provide: container.Keys{Service},
 	Apply: func(a *container.Activation, _ container.NoConfig) error {
-		return Service.Provide(a, NewRegistry())
+		reg := NewRegistry()
+		// The waterfall's asks go to the approval service of the moment, and its
+		// decisions are logged as this row's.
+		reg.services, reg.log = a, a.Logger()
+		reg.ExplainUnavailable(a.ToolUnavailable)
+		return Service.Provide(a, reg)
 	},
 })
 
@@ -48,6 +55,13 @@ type Tool struct {
 	// result. They are pure: no I/O, safe to run on replay.
 	PresentCall   func(args map[string]any) Card
 	PresentResult func(args map[string]any, result Result) Card
+	// Shape, when set, is the tool as one session sees it: the description ("" keeps
+	// Description) and input schema (nil keeps InputSchema) that session's tool list
+	// shows (ToolsFor) — bash offers only the sandbox modes within a role's ceiling.
+	// Calls are still validated against InputSchema: the tool refuses, with its own
+	// message, what the session may not do. It is pure and cheap (every tools/list of a
+	// session runs it) and returns the same pointers while nothing changed.
+	Shape func(session *container.Session) (description string, schema *Schema)
 }
 
 // Call is one validated invocation.
@@ -59,6 +73,15 @@ type Call struct {
 	Extra map[string]any
 	// Session is the calling harness session, or nil.
 	Session *container.Session
+}
+
+// Arguments returns the call's arguments as the caller gave them: the declared ones and
+// the extra keys together (what a hook is shown as the tool's input).
+func (c Call) Arguments() map[string]any {
+	out := make(map[string]any, len(c.Args)+len(c.Extra))
+	maps.Copy(out, c.Args)
+	maps.Copy(out, c.Extra)
+	return out
 }
 
 // Result is what a tool call produces: Text for the model, Value for programs (MCP
@@ -88,14 +111,25 @@ type Card struct {
 	Signal      string   `json:"signal,omitempty"`
 }
 
-// Registry holds the registered tools. It is safe for concurrent use.
+// Registry holds the registered tools, the gates and restrictions that decide which
+// session may call them, and the observers told about every call. It is safe for
+// concurrent use.
 type Registry struct {
-	mu    sync.RWMutex
-	tools map[string]*Tool
+	mu           sync.RWMutex
+	tools        map[string]*Tool
+	gates        []*gate                          // sorted by order; replaced, never changed in place
+	restrictions []*Restriction                   // replaced, never changed in place
+	observers    []*observer                      // sorted by order; replaced, never changed in place
+	seq          int                              // gate and observer registrations so far
+	unavailable  func(tool string) (string, bool) // see ExplainUnavailable
+
+	services container.Services // where the approval service is looked up; nil: nowhere
+	log      *slog.Logger
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{tools: map[string]*Tool{}} }
+// NewRegistry returns an empty registry. Outside a composition (the tools plugin's own
+// registry looks the approval service up in it) a gate's ask is answered unavailable.
+func NewRegistry() *Registry { return &Registry{tools: map[string]*Tool{}, log: slog.Default()} }
 
 // Register adds t for as long as scope's activation lasts. A second tool with the same
 // name is an error.
@@ -150,9 +184,22 @@ func (r *Registry) Tool(name string) (Tool, bool) {
 	return *t, true
 }
 
-// Call validates args (a JSON object; empty means {}) and runs the named tool. Every
-// outcome is a Result: unknown tools, bad arguments, aborts, infrastructure errors and
-// panics become IsError results with text "Error: <message>".
+// lookup returns the named tool with the gates, restrictions and observers of the
+// moment, in one read.
+func (r *Registry) lookup(name string) (t Tool, gates []*gate, restrictions []*Restriction, observers []*observer, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	tp, ok := r.tools[name]
+	if !ok {
+		return Tool{}, nil, nil, nil, false
+	}
+	return *tp, r.gates, r.restrictions, r.observers, true
+}
+
+// Call validates args (a JSON object; empty means {}), puts the call through the
+// session's restrictions and the tool's gates, and runs the named tool. Every outcome is
+// a Result: unknown and hidden tools, bad arguments, policy refusals, aborts,
+// infrastructure errors and panics become IsError results with text "Error: <message>".
 func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, session *container.Session) Result {
 	raw, err := DecodeArgs(args)
 	if err != nil {
@@ -163,24 +210,59 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage, 
 
 // CallMap is Call with already-decoded arguments (JSON types: float64, string, bool,
 // nil, []any, map[string]any).
-func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any, session *container.Session) (res Result) {
+func (r *Registry) CallMap(ctx context.Context, name string, raw map[string]any, session *container.Session) Result {
 	if ctx.Err() != nil {
 		return Errorf("tool call aborted before dispatch")
 	}
-	t, ok := r.Tool(name)
+	t, gates, restrictions, observers, ok := r.lookup(name)
 	if !ok {
-		return Errorf("unknown tool %q", name)
+		msg, _ := r.Missing(name)
+		return Errorf("%s", msg)
+	}
+	if len(observers) == 0 {
+		return r.call(ctx, &t, gates, restrictions, raw, session, nil)
+	}
+	return r.observed(ctx, name, observers, session, func(ctx context.Context, ev *Event) Result {
+		return r.call(ctx, &t, gates, restrictions, raw, session, ev)
+	})
+}
+
+// call runs one call of t: the restrictions, validation, the waterfall, Execute. ev,
+// when observers wait for the call, records what was decided.
+func (r *Registry) call(ctx context.Context, t *Tool, gates []*gate, restrictions []*Restriction, raw map[string]any, session *container.Session, ev *Event) (res Result) {
+	name := t.Name
+	if why, hide := hidden(restrictions, session, name); hide {
+		if ev != nil {
+			ev.Args, ev.Decision = raw, Verdict{Decision: Deny, Source: why}
+		}
+		return Errorf("tool %q is not available to this session (%s)", name, why)
 	}
 	args, extra, err := t.InputSchema.validate(raw)
 	if err != nil {
 		return Errorf("%v", err)
 	}
+	call := Call{Args: args, Extra: extra, Session: session}
+	if len(gates) > 0 {
+		var refused *Result
+		if call, refused = r.decide(ctx, t, gates, call, ev); refused != nil {
+			return *refused
+		}
+		if ctx.Err() != nil {
+			return Errorf("tool call aborted before dispatch")
+		}
+	} else if ev != nil {
+		ev.Args, ev.Decision = call.Arguments(), Verdict{Decision: Allow}
+	}
+	extra = call.Extra
 	defer func() {
 		if p := recover(); p != nil {
 			res = Errorf("tool %q panicked: %v", name, p)
 		}
 	}()
-	res, err = t.Execute(ctx, Call{Args: args, Extra: extra, Session: session})
+	if ev != nil {
+		ev.Ran = true
+	}
+	res, err = t.Execute(ctx, call)
 	if ctx.Err() != nil {
 		return Result{Text: "Error: tool call aborted", IsError: true, Value: res.Value}
 	}

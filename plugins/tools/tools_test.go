@@ -49,6 +49,12 @@ type harness struct {
 
 func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	t.Helper()
+	return newHarnessLogging(t, quiet, extra...)
+}
+
+// newHarnessLogging is newHarness with the runtime logging to log.
+func newHarnessLogging(t *testing.T, log *slog.Logger, extra ...container.Plugin) *harness {
+	t.Helper()
 	h := &harness{}
 	register := container.Define(container.Declaration[container.NoConfig]{
 		Name:   "echo",
@@ -83,7 +89,7 @@ func newHarness(t *testing.T, extra ...container.Plugin) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.rt = container.NewRuntime(cat, container.Options{Logger: quiet})
+	h.rt = container.NewRuntime(cat, container.Options{Logger: log})
 	t.Cleanup(h.rt.Close)
 	rows := []container.Row{{ID: "tools", Plugin: "@deepseek-ai/dsh-tools"}, {ID: "echo", Plugin: "echo"}}
 	for _, p := range extra {
@@ -216,6 +222,11 @@ func TestFailuresAreResults(t *testing.T) {
 	res := h.registry(t).Call(context.Background(), "nope", nil, nil)
 	if res.Text != `Error: unknown tool "nope"` || !res.IsError {
 		t.Fatalf("unknown: %+v", res)
+	}
+	// A typo gets the registered name it is closest to.
+	res = h.registry(t).Call(context.Background(), "bsh", nil, nil)
+	if res.Text != `Error: unknown tool "bsh" (did you mean "bash"?)` || !res.IsError {
+		t.Fatalf("typo: %+v", res)
 	}
 	if r := tools.Errorf("bad %s", "thing"); r.Text != "Error: bad thing" || !r.IsError {
 		t.Fatalf("Errorf: %+v", r)
@@ -360,5 +371,20 @@ func TestNonObjectInputSchemaRejected(t *testing.T) {
 	}
 	if _, ok := reg.Tool("odd"); ok {
 		t.Fatal("a refused tool was registered")
+	}
+}
+
+// A call for a tool the registry does not hold asks ExplainUnavailable's function first:
+// a tool whose row is not active says why instead of reading as unknown.
+func TestUnavailableToolSaysWhy(t *testing.T) {
+	reg := tools.NewRegistry()
+	reg.ExplainUnavailable(func(tool string) (string, bool) {
+		return "row tool-bash is pending (missing shell)", tool == "bash"
+	})
+	if res := reg.Call(context.Background(), "bash", nil, nil); res.Text != `Error: tool "bash" is unavailable: row tool-bash is pending (missing shell)` || !res.IsError {
+		t.Errorf("unavailable: %+v", res)
+	}
+	if msg, unavailable := reg.Missing("grep"); msg != `unknown tool "grep"` || unavailable {
+		t.Errorf("Missing(grep) = %q, %v", msg, unavailable)
 	}
 }

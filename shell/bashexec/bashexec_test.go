@@ -186,7 +186,7 @@ func TestResolve(t *testing.T) {
 			t.Errorf("ExpiryNone: %+v %v; want no timeout", spec, err)
 		}
 		if _, err := plain.Resolve(shell.ExecRequest{Command: "x", Expiry: "later"}); err == nil ||
-			err.Error() != `bash-local: request.expiry must be "kill" or "none", got "later"` {
+			err.Error() != `bash-local: request.expiry must be "kill", "none" or "hand-over", got "later"` {
 			t.Errorf("bad expiry: %v", err)
 		}
 		n := int64(10)
@@ -397,5 +397,108 @@ func TestSpillFilesBelongToTheSession(t *testing.T) {
 	}
 	if dirs["alpha"] == dirs["beta"] || dirs["alpha"] == dirs[""] || filepath.Dir(dirs["alpha"]) != filepath.Dir(dirs["beta"]) {
 		t.Errorf("spill directories %v: want one per session, side by side", dirs)
+	}
+}
+
+// A terminal request: the default size where it leaves one zero, a copy in the spec,
+// the refusals (a size out of range, stdin bytes beside it, a spawner without
+// terminals); a hand-over expiry resolves its timeout and arms no deadline.
+func TestResolveTerminalAndHandOver(t *testing.T) {
+	ex := newExecutor(t, bashexec.DefaultConfig(), bashexec.Options{})
+	if !ex.Terminals() {
+		t.Fatal("the Supervisor's spawner runs terminals")
+	}
+	req := &shell.Terminal{Cols: 80}
+	spec, err := ex.Resolve(shell.ExecRequest{Command: "true", Terminal: req})
+	if err != nil || spec.Terminal == nil || *spec.Terminal != (shell.Terminal{Cols: 80, Rows: 40}) || spec.Terminal == req {
+		t.Errorf("terminal %+v, %v", spec.Terminal, err)
+	}
+	if spec, _ := ex.Resolve(shell.ExecRequest{Command: "true"}); spec.Terminal != nil {
+		t.Errorf("a terminal nobody asked for: %+v", spec.Terminal)
+	}
+	stdin := "x"
+	for _, c := range []struct {
+		req  shell.ExecRequest
+		want string
+	}{
+		{shell.ExecRequest{Command: "true", Terminal: &shell.Terminal{Cols: -1}}, "bash-local: request.terminal: cols and rows must be between 1 and 65535, got -1x40"},
+		{shell.ExecRequest{Command: "true", Terminal: &shell.Terminal{Rows: 65536}}, "bash-local: request.terminal: cols and rows must be between 1 and 65535, got 120x65536"},
+		{shell.ExecRequest{Command: "true", Terminal: &shell.Terminal{}, Stdin: &stdin}, "bash-local: request.stdin cannot be given with a terminal: write the input to the terminal"},
+	} {
+		if _, err := ex.Resolve(c.req); err == nil || err.Error() != c.want {
+			t.Errorf("Resolve: %v, want %q", err, c.want)
+		}
+	}
+	plain, _ := bashexec.New(pipesOnly{}, bashexec.DefaultConfig(), bashexec.Options{Name: "bash-plain"})
+	if plain.Terminals() {
+		t.Error("a spawner without terminals")
+	}
+	if _, err := plain.Resolve(shell.ExecRequest{Command: "true", Terminal: &shell.Terminal{}}); err == nil ||
+		err.Error() != "bash-plain: this executor cannot run commands under a terminal" {
+		t.Errorf("terminal without a terminal spawner: %v", err)
+	}
+
+	spec, err = ex.Resolve(shell.ExecRequest{Command: "sleep 0.3; echo late", Expiry: shell.ExpiryHandOver, TimeoutMs: f64(50)})
+	if err != nil || spec.Expiry != shell.ExpiryHandOver || spec.TimeoutMs != 50 {
+		t.Fatalf("hand-over spec %+v, %v", spec, err)
+	}
+	x, err := ex.Execute(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := x.Result(context.Background())
+	if err != nil || res.TimedOut || res.Stdout.Text != "late\n" || res.TimeoutMs != 50 {
+		t.Errorf("a hand-over command past its timeout: %+v, %v", res, err)
+	}
+}
+
+// pipesOnly is a Spawner that cannot run terminals (it is never asked to spawn).
+type pipesOnly struct{}
+
+func (pipesOnly) Spawn(context.Context, bashexec.Command, bashexec.Limits) (bashexec.Process, error) {
+	return nil, errors.New("not used")
+}
+
+// Detach takes back the deadline and the call's context, once, while the command runs;
+// what was read before stays read.
+func TestDetach(t *testing.T) {
+	proctest.NoLeftovers(t)
+	ex := newExecutor(t, bashexec.DefaultConfig(), bashexec.Options{})
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	spec, _ := ex.Resolve(shell.ExecRequest{Command: "echo one; while [ ! -e " + gate + " ]; do sleep 0.01; done; echo two", TimeoutMs: f64(300)})
+	ctx, cancel := context.WithCancel(context.Background())
+	x, err := ex.Execute(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	proctest.WaitFor(t, 10*time.Second, "the first line", func() bool { first += x.ReadOutput().Delta; return first == "one\n" })
+	if !x.(shell.Detacher).Detach() {
+		t.Fatal("Detach of a running command")
+	}
+	cancel()
+	select { // twice the timeout: neither the deadline nor the cancelled context kills it
+	case <-x.Done():
+		t.Fatal("the detached command ended")
+	case <-time.After(600 * time.Millisecond):
+	}
+	os.WriteFile(gate, nil, 0o600)
+	<-x.Done()
+	if r := x.ReadOutput(); r.Delta != "two\n" {
+		t.Errorf("after the hand-over: %q", r.Delta)
+	}
+	if e, _ := x.Exit(); proctest.Code(e) != 0 || e.Reason != proc.ReasonNone {
+		t.Errorf("exit %+v", e)
+	}
+	if x.(shell.Detacher).Detach() {
+		t.Error("Detach of a finished command")
+	}
+
+	spec, _ = ex.Resolve(shell.ExecRequest{Command: "sleep 60", TimeoutMs: f64(50)})
+	x, _ = ex.Execute(context.Background(), spec)
+	<-x.Done()
+	if x.(shell.Detacher).Detach() {
+		t.Error("Detach after the deadline killed it")
 	}
 }

@@ -7,10 +7,10 @@
 // UTF-8 hold-back, the failed-start handle, copied results — exactly as the contract
 // in package shell requires.
 //
-// Where the process runs is a Spawner's business: Local runs `bash -c` on this host
-// through the subprocess service; a remote executor brings its own Spawner. What a
-// call runs can be adjusted per call with Options.Prepare (a sandbox wraps or
-// redirects the spawn and adds its facts to the result).
+// Where the process runs is a Spawner's business: the subprocess Supervisor's
+// (sup.Spawner()) runs `bash -c` on this host; a remote executor brings its own
+// Spawner. What a call runs can be adjusted per call with Options.Prepare (a sandbox
+// wraps or redirects the spawn and adds its facts to the result).
 //
 // A new executor is its config — bashexec.Config embedded inline (`yaml:",inline"`),
 // with its own keys beside it — and one call:

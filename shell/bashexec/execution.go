@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/proc"
@@ -58,6 +59,7 @@ func (x *execution) build() {
 		TimeoutMs: x.timeoutMs,
 		Stdout:    streamResult(x.process.Stdout().Output()),
 		Stderr:    streamResult(x.process.Stderr().Output()),
+		Budget:    ex.Budget.Clone(),
 	}
 	if x.finish != nil {
 		x.finish(&x.res)
@@ -73,6 +75,7 @@ func cloneResult(r shell.RunResult) shell.RunResult {
 		s := *r.Sandbox
 		r.Sandbox = &s
 	}
+	r.Budget = r.Budget.Clone()
 	return r
 }
 
@@ -81,7 +84,7 @@ func streamResult(o proc.Output) shell.StreamResult {
 	if o.Truncated {
 		text = trimLeadingPartialRune(text)
 	}
-	return shell.StreamResult{Text: text, Truncated: o.Truncated, SpillPath: o.SpillPath}
+	return shell.StreamResult{Text: text, Truncated: o.Truncated, SpillPath: o.SpillPath, Bytes: o.Bytes}
 }
 
 // ReadOutput returns the output since the previous read: stdout, then a "[stderr]"
@@ -150,6 +153,7 @@ func (x *execution) Exit() (proc.Exit, bool) {
 		c := *ex.Code
 		ex.Code = &c
 	}
+	ex.Budget = ex.Budget.Clone()
 	return ex, ok
 }
 
@@ -226,4 +230,46 @@ func trimLeadingPartialRune(s string) string {
 		i++
 	}
 	return s[i:]
+}
+
+// LastOutput is when either stream last received bytes.
+func (x *execution) LastOutput() time.Time {
+	a, b := x.process.Stdout().LastWrite(), x.process.Stderr().LastWrite()
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Tail is the last n bytes of the stream written last (stdout when neither was).
+func (x *execution) Tail(n int) []byte {
+	s := x.process.Stdout()
+	if e := x.process.Stderr(); e.LastWrite().After(s.LastWrite()) {
+		s = e
+	}
+	return s.Since(max(s.Len()-int64(n), 0)).Data
+}
+
+// Detach takes back the deadline and the context of a process that supports it.
+func (x *execution) Detach() bool {
+	d, ok := x.process.(DetachableProcess)
+	return ok && d.Detach()
+}
+
+// terminalExecution is the execution of a command under a terminal: its input goes to
+// the terminal.
+type terminalExecution struct {
+	*execution
+	tty TerminalProcess
+}
+
+var _ shell.Input = (*terminalExecution)(nil)
+
+func (x *terminalExecution) WriteInput(ctx context.Context, p []byte) error {
+	return x.tty.WriteInput(ctx, p)
+}
+func (x *terminalExecution) CloseInput(ctx context.Context) error { return x.tty.CloseInput(ctx) }
+func (x *terminalExecution) Resize(t shell.Terminal) error        { return x.tty.Resize(t) }
+func (x *terminalExecution) WaitingForInput() (waiting, known bool) {
+	return x.tty.WaitingForInput()
 }

@@ -16,6 +16,14 @@
 //   - SpawnFailure: a failed start as Result's error and, once, as a background read.
 //   - Environment: the request's variables over the fixed ones, the DSH_* snapshot
 //     winning, stdin. Concurrency: twenty calls at once, each with its own output.
+//   - Terminal (for an executor that implements shell.Terminals): TERM and the size,
+//     one output stream, a prompt read and answered, the foreground process seen
+//     waiting for input where the executor can tell, ^C ending a sleep by SIGINT, ^D
+//     and CloseInput ending a reader's input, no input after the end.
+//   - HandOver: a hand-over expiry outlives its timeout; Detach frees a command from
+//     its call's deadline and context, and reads continue where they were.
+//   - TermOnce: each process receives one SIGTERM per teardown, by Kill and by timeout
+//     (a wrapper that forwards the signal again, as coreutils timeout does, fails it).
 //
 // It does not check what the model sees through the bash tool (renderings, the
 // truncation notice, background jobs): package toolbashtest does, and every executor
@@ -39,8 +47,8 @@
 //		toolbashtest.Run(t, target)
 //	}
 //
-// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq — what
-// any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
+// The kit runs real commands (bash, sh, sleep, head, tr, printf, touch, cat, seq,
+// mkfifo — what any POSIX host has) in directories it gets from Target.Dir, and waits with deadlines
 // rather than sleeps. It takes a few seconds.
 package shelltest
 
@@ -133,6 +141,9 @@ func Run(t *testing.T, target Target) {
 		{"SpawnFailure", k.spawnFailure},
 		{"Environment", k.environment},
 		{"Concurrency", k.concurrency},
+		{"Terminal", k.terminal},
+		{"HandOver", k.handOver},
+		{"TermOnce", k.termOnce},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

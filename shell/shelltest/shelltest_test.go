@@ -19,6 +19,7 @@ var breakers = map[string]kittest.Breaker{
 	"drops-spawn-errors": {Subtest: "SpawnFailure", Wrap: kittest.DropsSpawnErrors},
 	"rereads":            {Subtest: "ConsumingReads", Wrap: kittest.Rereads},
 	"kill-is-abort":      {Subtest: "AbortAndKill", Wrap: kittest.KillIsAbort},
+	"runs-under-timeout": {Subtest: "TermOnce", Spec: kittest.UnderTimeout},
 }
 
 // TestBrokenExecutor runs the kit against one broken executor; it is meant to fail, and

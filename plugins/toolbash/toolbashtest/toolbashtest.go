@@ -8,6 +8,12 @@
 //     error.
 //   - Background: a job's output read incrementally, its final status, job_kill, and a
 //     failed start reported in the job's output.
+//   - TTY (an executor with terminals): tty output as text (colours, cursor moves
+//     and "\r" rewrites resolved, one stream), a prompt handed over as a job within 2 s
+//     and answered with job_write, a REPL ended with ^D, ^C to a tty job, job_write
+//     refused to a job without a terminal and to a finished one.
+//   - TimeoutHandOver: with onTimeout: background, a command at its timeout continues
+//     as a job, every line shown once.
 //
 // It does not check the seam's contract (package shelltest does: every executor runs
 // both kits, with one Target), the tool's argument validation and escalation (package
@@ -48,6 +54,8 @@ func Run(t *testing.T, target Target) {
 	}
 	t.Run("Renderings", func(t *testing.T) { t.Parallel(); renderings(t, target) })
 	t.Run("Background", func(t *testing.T) { t.Parallel(); background(t, target) })
+	t.Run("TTY", func(t *testing.T) { t.Parallel(); terminal(t, target) })
+	t.Run("TimeoutHandOver", func(t *testing.T) { t.Parallel(); timeoutHandOver(t, target) })
 }
 
 // composition is the executor under test as the `bash` row of a harness: tools,
@@ -60,6 +68,12 @@ type composition struct {
 }
 
 func compose(t *testing.T, target Target, tune func(*bashexec.Config)) *composition {
+	t.Helper()
+	return composeWith(t, target, tune, nil)
+}
+
+// composeWith is compose with the tool-bash row's config.
+func composeWith(t *testing.T, target Target, tune func(*bashexec.Config), toolConfig map[string]any) *composition {
 	t.Helper()
 	ex, policy, cfg := target.Executor(t, tune)
 	dir := cfg.Cwd
@@ -74,7 +88,7 @@ func compose(t *testing.T, target Target, tune func(*bashexec.Config)) *composit
 		{ID: "prompt", Plugin: "prompt"},
 		{ID: "shell-env", Plugin: "shell-env", Config: map[string]any{"dshHome": t.TempDir()}},
 		{ID: "jobs", Plugin: "jobs"},
-		{ID: "tool-bash", Plugin: "tool-bash"},
+		{ID: "tool-bash", Plugin: "tool-bash", Config: toolConfig},
 		{ID: "bash", Plugin: "toolbashtest-executor"},
 	})
 	if err != nil {
@@ -138,10 +152,15 @@ func (c *composition) gate(name string) (path string, open func()) {
 	}
 }
 
-// startJob starts command as a background job and returns its id.
-func (c *composition) startJob(command string) string {
+// startJob starts command as a background job (with the extra arguments) and returns
+// its id.
+func (c *composition) startJob(command string, extra map[string]any) string {
 	c.t.Helper()
-	res := c.bash(command, map[string]any{"run_in_background": true})
+	args := map[string]any{"run_in_background": true}
+	for k, v := range extra {
+		args[k] = v
+	}
+	res := c.bash(command, args)
 	id, ok := strings.CutPrefix(res.Text, "started background job ")
 	if !ok || res.IsError {
 		c.t.Fatalf("background start of %q: %q", command, res.Text)
@@ -210,7 +229,7 @@ func truncation(t *testing.T, c *composition) {
 func background(t *testing.T, target Target) {
 	c := compose(t, target, nil)
 	gate, open := c.gate("gate")
-	id := c.startJob("echo start; while [ ! -e " + proctest.Quote(gate) + " ]; do sleep 0.01; done; echo end")
+	id := c.startJob("echo start; while [ ! -e "+proctest.Quote(gate)+" ]; do sleep 0.01; done; echo end", nil)
 	var got strings.Builder
 	if !proctest.Until(20*time.Second, func() bool {
 		out := c.call("job_output", map[string]any{"job_id": id})
@@ -231,7 +250,7 @@ func background(t *testing.T, target Target) {
 		t.Errorf("final job output %q", out.Text)
 	}
 
-	id = c.startJob("echo ready; sleep 60")
+	id = c.startJob("echo ready; sleep 60", nil)
 	if !proctest.Until(20*time.Second, func() bool {
 		return strings.HasPrefix(c.call("job_output", map[string]any{"job_id": id}).Text, "ready\n")
 	}) {

@@ -11,6 +11,6 @@ import (
 )
 
 func main() {
-	bashsandbox.MaybeRunLauncher() // first: the sandbox launcher re-executes this binary
+	bashsandbox.MaybeRunLauncher() // first: a sandbox box is this binary, re-executed
 	os.Exit(cli.Main(os.Args[1:], workspaceenv.Module))
 }

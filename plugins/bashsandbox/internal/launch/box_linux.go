@@ -40,6 +40,7 @@ type box struct {
 	exe     int // the dsh binary (O_PATH), for the launcher's failure mode
 	ns      bool
 	network string
+	hold    bool // commands are held at their exec to be put in their cgroup (placement)
 
 	pmu    sync.Mutex // serialises the plans' mounts
 	mounts *mounts    // namespaces only
@@ -62,6 +63,9 @@ func newBox(ctlfd int) (*box, error) {
 	if err := SetDumpable(false); err != nil {
 		return nil, errors.New("prctl(PR_SET_DUMPABLE): " + err.Error())
 	}
+	// The OOM killer chooses the box and its commands (which inherit it) before the
+	// harness (raising one's own score needs no privilege; best effort).
+	oomFirst()
 	exe, err := syscall.Open("/proc/self/exe", oPath|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, errors.New("open /proc/self/exe: " + err.Error())
@@ -131,7 +135,7 @@ func (s *box) setup(payload []byte, fds []int) error {
 		closeFDs(fds)
 		return errors.New("invalid network policy " + strconv.Quote(m.Network))
 	}
-	s.ns, s.network = m.Namespaces, m.Network
+	s.ns, s.network, s.hold = m.Namespaces, m.Network, m.Hold
 	wsfd, spillfd, err := s.setupFDs(&m, fds)
 	if err != nil {
 		return err
@@ -201,7 +205,7 @@ func (s *box) prepareCommands() error {
 		// and uses no keyring), it is inherited by each command thread and its fork —
 		// compiling a filter per command would cost more than the rest of the
 		// confinement.
-		if err := filterProcess(commandFilter(filterArches, s.network == NetworkDeny, !s.ns)); err != nil {
+		if err := filterProcess(commandFilter(filterArches, s.network == NetworkDeny, !s.ns, !s.hold)); err != nil {
 			return errors.New("seccomp: " + err.Error())
 		}
 	}
@@ -212,12 +216,22 @@ func (s *box) prepareCommands() error {
 const capSetpcap = 8
 
 // start starts one command (it runs in its own goroutine) and answers Started or
-// Failed. fds are stdin, stdout, stderr and, when m.Cgroup, the cgroup directory.
+// Failed. fds are stdin, stdout, stderr, when m.Cgroup the cgroup directory, then
+// m.CgroupV1 tasks files.
 func (s *box) start(m Start, fds []int) {
+	m.master = -1
 	if r, ok := s.admit(m, fds); !ok {
 		s.failed(m.ID, r)
 		closeFDs(fds)
 		return
+	}
+	if m.Terminal {
+		var err error
+		if fds, err = s.withTerminal(&m, fds); err != nil {
+			s.failed(m.ID, Reply{Message: "start: " + err.Error()})
+			closeFDs(fds)
+			return
+		}
 	}
 	rs, flags, rerr := s.rulesets.get(m.Policy)
 	s.leaders.begin()
@@ -236,9 +250,19 @@ func (s *box) start(m Start, fds []int) {
 // reply.
 func (s *box) admit(m Start, fds []int) (Reply, bool) {
 	want := 3
-	if m.Cgroup {
-		want = 4
+	switch {
+	case m.Terminal && (m.Cols < 1 || m.Cols > 65535 || m.Rows < 1 || m.Rows > 65535):
+		return Reply{Message: "start: invalid terminal size " + strconv.Itoa(m.Cols) + "x" + strconv.Itoa(m.Rows)}, false
+	case m.Terminal:
+		want = 0 // the box allocates the terminal, the command's stdio
 	}
+	if m.Cgroup {
+		want++
+	}
+	if m.CgroupV1 < 0 || m.CgroupV1 > maxFrameFDs {
+		return Reply{Message: "start: " + strconv.Itoa(m.CgroupV1) + " cgroup v1 descriptors"}, false
+	}
+	want += m.CgroupV1
 	if len(fds) != want {
 		return Reply{Message: "start: expected " + strconv.Itoa(want) + " descriptors, got " + strconv.Itoa(len(fds))}, false
 	}
@@ -248,9 +272,9 @@ func (s *box) admit(m Start, fds []int) (Reply, bool) {
 	if err := m.Policy.Validate(); err != nil {
 		return Reply{Message: "start: " + err.Error()}, false
 	}
-	if s.ns && len(m.Protect)+len(m.MaskFiles) > 0 {
+	if s.ns && len(m.MaskDirs)+len(m.Protect)+len(m.MaskFiles) > 0 {
 		s.pmu.Lock()
-		err := s.mounts.apply(updatePlan(s.roots, m.Protect, m.MaskFiles))
+		err := s.mounts.apply(updatePlan(s.roots, m.MaskDirs, m.Protect, m.MaskFiles))
 		s.pmu.Unlock()
 		if err != nil {
 			return Reply{Message: err.Error()}, false
@@ -267,15 +291,28 @@ func (s *box) failed(id uint64, r Reply) {
 
 // fork runs on a prepared thread: it confines the thread to the ruleset rs (unless
 // confining already failed with err), forks the command — or, when it cannot be
-// confined, the launcher's failure mode in its place — and answers (started).
+// confined, the launcher's failure mode in its place — puts it in its cgroup, and
+// answers (started).
 func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	defer closeFDs(fds)
-	pidfd := -1
-	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
-	if m.Cgroup {
-		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
+	if err == nil {
+		err = joinCgroupsV1(fds[len(fds)-m.CgroupV1:])
 	}
+	pidfd := -1
+	// Under a terminal, its slave (fd 0) is the controlling terminal of the session the
+	// command leads.
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: m.Terminal, PidFD: &pidfd}
 	attr := &syscall.ProcAttr{Dir: m.Dir, Env: m.Env, Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys}
+	cg := cgroupPlacement{procs: -1}
+	if m.Cgroup {
+		// Readied before the thread is confined: Landlock would refuse the open after.
+		var perr error
+		cg, perr = s.placement(fds[3], sys)
+		defer cg.close()
+		if err == nil {
+			err = perr
+		}
+	}
 	if err == nil {
 		err = restrictThread(rs, flags)
 	}
@@ -287,7 +324,32 @@ func (s *box) fork(m Start, fds []int, err error, rs int, flags uint32) {
 	} else {
 		f.pid, f.err = syscall.ForkExec(m.Path, m.Argv, attr)
 	}
+	if f.err == nil {
+		if perr := cg.place(f.pid); perr != nil {
+			discard(f.pid, pidfd)
+			f.err, f.placing, pidfd = perr, perr, -1
+		}
+	}
 	s.started(m, f, pidfd)
+}
+
+// joinCgroupsV1 moves the calling thread (which dies after the fork) into the cgroups
+// whose tasks files are tasks: what it forks starts there.
+func joinCgroupsV1(tasks []int) error {
+	for _, fd := range tasks {
+		if _, err := syscall.Write(fd, []byte("0")); err != nil {
+			return errors.New("join the command's cgroup: " + err.Error())
+		}
+	}
+	return nil
+}
+
+// oomFirst raises this process's OOM score to the most (what it forks inherits it).
+func oomFirst() {
+	if fd, err := syscall.Open("/proc/self/oom_score_adj", syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
+		syscall.Write(fd, []byte("1000"))
+		syscall.Close(fd)
+	}
 }
 
 // forked is how a start's fork went.
@@ -295,10 +357,14 @@ type forked struct {
 	pid      int
 	err      error
 	confined error // why confinement failed: the launcher's failure mode ran instead
+	placing  error // why the forked child could not be put in its cgroup (it was killed)
 }
 
 // started registers the leader of a start that forked and answers Started (or Failed).
 func (s *box) started(m Start, f forked, pidfd int) {
+	if m.master >= 0 {
+		defer syscall.Close(m.master) // dsh has its own copy once the reply is sent
+	}
 	if f.err != nil {
 		s.leaders.abort()
 		s.failed(m.ID, forkFailure(m, f))
@@ -317,7 +383,11 @@ func (s *box) started(m Start, f forked, pidfd int) {
 		go s.await(l)
 		return
 	}
-	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, LaunchFailed: f.confined != nil}).Encode(), dup)
+	sent := []int{dup}
+	if m.master >= 0 {
+		sent = append(sent, m.master)
+	}
+	s.conn.Send((&Reply{Type: MsgStarted, ID: m.ID, Pid: f.pid, LaunchFailed: f.confined != nil}).Encode(), sent...)
 	syscall.Close(dup)
 	go s.await(l)
 }
@@ -325,6 +395,9 @@ func (s *box) started(m Start, f forked, pidfd int) {
 // forkFailure is the Failed reply to a start whose fork failed: the exec's errno, or
 // the working directory's when that is what is wrong with it.
 func forkFailure(m Start, f forked) Reply {
+	if f.placing != nil {
+		return Reply{Message: f.placing.Error()}
+	}
 	if f.confined != nil {
 		return Reply{Message: "confine the command: " + f.confined.Error() + "; and the runner-failure stub did not start: " + f.err.Error()}
 	}

@@ -7,11 +7,13 @@ const (
 )
 
 // writableDevices are the only files read-only mode may write: pseudo-devices that
-// discard or produce bytes and cannot hold data. /dev/tty and /dev/pts/* are left out on
-// purpose: commands run without a controlling terminal, and a confined command must not
-// type into (or read from) someone's terminal. Writes to /dev/stdout, /dev/stderr and
-// /dev/fd/N reach the command's own pipes, which Landlock does not restrict.
-var writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full"}
+// discard or produce bytes and cannot hold data, and /dev/tty, which opens the
+// caller's own controlling terminal — the terminal the box allocated for a command run
+// with one, nothing (ENXIO) for the others, which have none. /dev/pts/* is left out on
+// purpose: a confined command must not type into someone's terminal. Writes to
+// /dev/stdout, /dev/stderr and /dev/fd/N reach the command's own pipes or terminal,
+// which Landlock does not restrict.
+var writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
 
 // Landlock access rights, scopes and flags (include/uapi/linux/landlock.h).
 const (
@@ -120,7 +122,7 @@ type ruleset struct {
 // ABI), and then granted:
 //   - everywhere: read files, list directories, execute (and, with the network
 //     allowed, connect to pathname UNIX sockets, ABI 9+);
-//   - /dev/null, /dev/zero, /dev/full (if present): read and write;
+//   - /dev/null, /dev/zero, /dev/full, /dev/tty (if present): read and write;
 //   - workspace-write only: everything, including cross-directory renames and links
 //     (ABI 2+), under the workspace root and the writable roots.
 //

@@ -149,7 +149,7 @@ func TestRuleset(t *testing.T) {
 		}
 		want := []pathRule{
 			{"/", read, false},
-			{"/dev/null", rwFile & sup.fs, true}, {"/dev/zero", rwFile & sup.fs, true}, {"/dev/full", rwFile & sup.fs, true},
+			{"/dev/null", rwFile & sup.fs, true}, {"/dev/zero", rwFile & sup.fs, true}, {"/dev/full", rwFile & sup.fs, true}, {"/dev/tty", rwFile & sup.fs, true},
 		}
 		if !reflect.DeepEqual(rs.rules, want) {
 			t.Errorf("ABI %d read-only rules %+v", abi, rs.rules)
@@ -162,13 +162,13 @@ func TestRuleset(t *testing.T) {
 		rw := sup.fs &^ (accessFSIoctlDev | accessFSResolveUnix) // everything but device ioctls and unix sockets
 		want = []pathRule{
 			{"/", (read | accessFSResolveUnix) & sup.fs, false},
-			{"/dev/null", rwFile & sup.fs, true}, {"/dev/zero", rwFile & sup.fs, true}, {"/dev/full", rwFile & sup.fs, true},
+			{"/dev/null", rwFile & sup.fs, true}, {"/dev/zero", rwFile & sup.fs, true}, {"/dev/full", rwFile & sup.fs, true}, {"/dev/tty", rwFile & sup.fs, true},
 			{"/w", rw, false}, {"/tmp", rw, false},
 		}
 		if !reflect.DeepEqual(rs.rules, want) {
 			t.Errorf("ABI %d workspace-write rules %+v, want %+v", abi, rs.rules, want)
 		}
-		if abi >= 2 && rs.rules[4].access&accessFSRefer == 0 {
+		if abi >= 2 && rs.rules[5].access&accessFSRefer == 0 {
 			t.Errorf("ABI %d: no cross-directory renames in the workspace", abi)
 		}
 	}

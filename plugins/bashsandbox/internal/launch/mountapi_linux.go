@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"os"
+	"strconv"
 	"syscall"
 	"unsafe"
 )
@@ -197,10 +198,28 @@ func pivot(dir string) error {
 	return syscall.Chdir("/")
 }
 
+// mountTmpfs mounts a private tmpfs of size bytes at dir (nosuid, nodev, sticky and
+// writable by all, as /tmp is): filling it fails with ENOSPC, not the host's disk.
+func mountTmpfs(dir string, size int64) error {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777"+sizeOption(size)); err != nil {
+		return errors.New("mount " + dir + ": " + err.Error())
+	}
+	return nil
+}
+
+// sizeOption is a tmpfs's size option for size bytes ("" for the kernel's default).
+func sizeOption(size int64) string {
+	if size <= 0 {
+		return ""
+	}
+	return ",size=" + strconv.FormatInt(size, 10)
+}
+
 // mountDev mounts a small tmpfs at dir (/dev) with the device trees devs, each at its
-// host path (in dir), a fresh devpts, a private shm and the usual symlinks, and makes
-// it read-only. It closes every tree of devs.
-func mountDev(dir string, devs []tree) error {
+// host path (in dir), a fresh devpts, a private shm (of shmSize bytes; 0: the kernel's
+// default, half the memory) and the usual symlinks, and makes it read-only. It closes
+// every tree of devs.
+func mountDev(dir string, devs []tree, shmSize int64) error {
 	closeRest := func(i int) {
 		for _, d := range devs[i:] {
 			syscall.Close(d.fd)
@@ -231,7 +250,7 @@ func mountDev(dir string, devs []tree) error {
 	if err := os.Mkdir(dir+"/shm", 0o1777); err != nil {
 		return err
 	}
-	if err := syscall.Mount("tmpfs", dir+"/shm", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777"); err != nil {
+	if err := syscall.Mount("tmpfs", dir+"/shm", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777"+sizeOption(shmSize)); err != nil {
 		return errors.New("mount " + dir + "/shm: " + err.Error())
 	}
 	for name, target := range map[string]string{

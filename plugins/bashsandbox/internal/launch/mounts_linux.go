@@ -12,13 +12,14 @@ import (
 // masked or anchored already. The box applies its setup plan, then each command's
 // update plan, to the same mounts.
 type mounts struct {
-	pinned   map[pinnedDir]int // the Setup's descriptors
-	trees    map[int]tree      // by number, until mounted
-	done     map[string]bool   // paths protected or masked already
-	anchored map[string]bool   // ancestors bound over themselves
-	covers   []cover           // covering tmpfs mounts not sealed yet
-	blank    int               // the masks' tmpfs root
-	blankID  [2]uint64         // the masks' empty file: device and inode
+	pinned   map[pinnedDir]int    // the Setup's descriptors
+	trees    map[int]tree         // by number, until mounted
+	done     map[string]bool      // paths protected or masked already
+	anchored map[string]bool      // ancestors bound over themselves
+	covers   []cover              // covering tmpfs mounts not sealed yet
+	masked   map[string][2]uint64 // masked directories: their cover's root, device and inode
+	blank    int                  // the masks' tmpfs root
+	blankID  [2]uint64            // the masks' empty file: device and inode
 }
 
 // tree is a detached copy of a tree of the host's, and where it was.
@@ -35,7 +36,8 @@ type cover struct {
 
 // newMounts returns the mounts of a box whose Setup came with the descriptors pinned.
 func newMounts(pinned map[pinnedDir]int) *mounts {
-	return &mounts{pinned: pinned, trees: map[int]tree{}, done: map[string]bool{}, anchored: map[string]bool{}, blank: -1}
+	return &mounts{pinned: pinned, trees: map[int]tree{}, done: map[string]bool{}, anchored: map[string]bool{},
+		masked: map[string][2]uint64{}, blank: -1}
 }
 
 // apply applies p, operation by operation, and stops at the first error. The trees
@@ -70,12 +72,16 @@ func (ms *mounts) do(o op) error {
 		return ms.mountBlank(o.path)
 	case opDev:
 		return ms.mountDev(o)
+	case opTmpfs:
+		return mountTmpfs(o.path, o.size)
 	case opProc:
 		return mountProc()
 	case opLoopback:
 		return loUp()
 	case opMaskDir:
 		return ms.maskDir(o)
+	case opMaskCgroups:
+		return ms.maskCgroups()
 	case opShowSpill:
 		return ms.showSpill(ms.take(o.tree), o.path)
 	case opSeal:
@@ -84,6 +90,10 @@ func (ms *mounts) do(o op) error {
 		return ms.protect(o)
 	case opMaskFile:
 		return ms.maskFile(o.path)
+	case opCloneFile:
+		return ms.cloneFile(o)
+	case opShowFile:
+		return ms.showFile(ms.take(o.tree), o.path)
 	}
 	return errors.New("unknown plan operation " + strconv.Itoa(int(o.kind)))
 }
@@ -182,7 +192,7 @@ func (ms *mounts) mountDev(o op) error {
 			devs = append(devs, t)
 		}
 	}
-	return mountDev(o.path, devs)
+	return mountDev(o.path, devs, o.size)
 }
 
 // dropTrees closes the trees that were cloned and not mounted.
@@ -254,10 +264,16 @@ func (ms *mounts) anchor(dirs []string) error {
 // after anchoring its ancestors inside a writable root (o.anchor): dsh goes on using
 // the host path (the spill root, the session directories), which a command must not
 // redirect by moving an ancestor away and putting a symlink in its place. A path that
-// does not exist is skipped (dsh refuses one that is missing inside a writable root).
+// does not exist is skipped (dsh refuses one that is missing inside a writable root),
+// and so is one masked already — but one replaced since it was masked (a rename or
+// rmdir in another namespace detaches the mount) is masked again.
 func (ms *mounts) maskDir(o op) error {
 	path := o.path
-	if _, err := os.Stat(path); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return nil
+	}
+	if id, ok := ms.masked[path]; ok && id == [2]uint64{uint64(st.Dev), st.Ino} {
 		return nil
 	}
 	if err := ms.anchor(o.anchor); err != nil {
@@ -267,14 +283,104 @@ func (ms *mounts) maskDir(o op) error {
 	if err != nil {
 		return errors.New("hide " + path + ": " + err.Error())
 	}
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return errors.New("hide " + path + ": " + err.Error())
+	}
 	if err := moveMount(fd, fdcwd, path, path); err != nil {
 		syscall.Close(fd)
 		return errors.New("hide " + path + ": " + err.Error())
 	}
 	ms.covers = append(ms.covers, cover{path, fd})
 	ms.done[path] = true
+	ms.masked[path] = [2]uint64{uint64(st.Dev), st.Ino}
 	return nil
 }
+
+// maskCgroups covers each cgroup v2 mount of this mount namespace with an empty tmpfs
+// (read-only once sealed), the innermost last.
+func (ms *mounts) maskCgroups() error {
+	points, err := cgroup2Mounts()
+	if err != nil {
+		return errors.New("hide the cgroup file systems: " + err.Error())
+	}
+	for _, p := range points {
+		if err := ms.maskDir(op{kind: opMaskDir, path: p}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cgroup2Mounts are the mount points of the cgroup v2 file systems of this mount
+// namespace (/proc/self/mountinfo), shorter paths first.
+func cgroup2Mounts() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rest := string(b); rest != ""; {
+		line := rest
+		if i := indexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		if point, fstype := mountinfoFields(line); fstype == "cgroup2" && point != "" {
+			out = append(out, point)
+		}
+	}
+	for i := 1; i < len(out); i++ { // shorter first: a mount inside another is covered after it
+		for j := i; j > 0 && len(out[j]) < len(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
+
+// mountinfoFields returns the mount point (field 5, unescaped) and the file system
+// type (the first field after " - ") of one /proc/self/mountinfo line.
+func mountinfoFields(line string) (point, fstype string) {
+	var fields []string
+	sep := -1
+	for line != "" {
+		for line != "" && line[0] == ' ' {
+			line = line[1:]
+		}
+		i := indexByte(line, ' ')
+		if i < 0 {
+			i = len(line)
+		}
+		if i > 0 {
+			if line[:i] == "-" && sep < 0 {
+				sep = len(fields)
+			}
+			fields = append(fields, line[:i])
+		}
+		line = line[i:]
+	}
+	if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
+		return "", ""
+	}
+	return unescapeMountinfo(fields[4]), fields[sep+1]
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space…).
+func unescapeMountinfo(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			out = append(out, (s[i+1]-'0')<<6|(s[i+2]-'0')<<3|(s[i+3]-'0'))
+			i += 3
+			continue
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // showSpill mounts tree — the session's own spill directory, read-only — at path, its
 // host path, so that the spill paths in the session's results name files a command can
@@ -286,38 +392,9 @@ func (ms *mounts) maskDir(o op) error {
 // tree is closed.
 func (ms *mounts) showSpill(tree int, path string) error {
 	defer syscall.Close(tree)
-	var in *cover
-	for i, c := range ms.covers {
-		if path != c.path && within(path, c.path) && (in == nil || len(c.path) > len(in.path)) {
-			in = &ms.covers[i]
-		}
-	}
-	if in == nil {
-		parent := parentDir(path)
-		if parent == "/tmp" || !within(parent, "/tmp") {
-			return errors.New("show the spill directory " + path + ": it is neither in a hidden directory nor under /tmp")
-		}
-		tmp, err := syscall.Open("/tmp", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return errors.New("show the spill directory: /tmp: " + err.Error())
-		}
-		dir, err := mkdirAllAt(tmp, parent[len("/tmp/"):])
-		syscall.Close(tmp)
-		if err != nil {
-			return errors.New("show the spill directory: mount point " + parent + ": " + err.Error())
-		}
-		fd, err := newTmpfs()
-		if err == nil {
-			if err = moveMount(fd, dir, "", parent); err != nil {
-				syscall.Close(fd)
-			}
-		}
-		syscall.Close(dir)
-		if err != nil {
-			return errors.New("show the spill directory: " + err.Error())
-		}
-		ms.covers = append(ms.covers, cover{parent, fd})
-		in = &ms.covers[len(ms.covers)-1]
+	in, err := ms.coverHolding(path, "the spill directory")
+	if err != nil {
+		return err
 	}
 	dir, err := mkdirAllAt(in.fd, path[len(in.path)+1:])
 	if err != nil {
@@ -325,6 +402,46 @@ func (ms *mounts) showSpill(tree int, path string) error {
 	}
 	defer syscall.Close(dir)
 	return moveMount(tree, dir, "", path)
+}
+
+// coverHolding returns the innermost cover holding path, making one over path's parent
+// when path is under /tmp (the private temp dir) and in no cover; what names path in
+// errors ("the spill directory").
+func (ms *mounts) coverHolding(path, what string) (*cover, error) {
+	var in *cover
+	for i, c := range ms.covers {
+		if path != c.path && within(path, c.path) && (in == nil || len(c.path) > len(in.path)) {
+			in = &ms.covers[i]
+		}
+	}
+	if in != nil {
+		return in, nil
+	}
+	parent := parentDir(path)
+	if parent == "/tmp" || !within(parent, "/tmp") {
+		return nil, errors.New("show " + what + " " + path + ": it is neither in a hidden directory nor under /tmp")
+	}
+	tmp, err := syscall.Open("/tmp", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errors.New("show " + what + ": /tmp: " + err.Error())
+	}
+	dir, err := mkdirAllAt(tmp, parent[len("/tmp/"):])
+	syscall.Close(tmp)
+	if err != nil {
+		return nil, errors.New("show " + what + ": mount point " + parent + ": " + err.Error())
+	}
+	fd, err := newTmpfs()
+	if err == nil {
+		if err = moveMount(fd, dir, "", parent); err != nil {
+			syscall.Close(fd)
+		}
+	}
+	syscall.Close(dir)
+	if err != nil {
+		return nil, errors.New("show " + what + ": " + err.Error())
+	}
+	ms.covers = append(ms.covers, cover{parent, fd})
+	return &ms.covers[len(ms.covers)-1], nil
 }
 
 // seal makes the covering tmpfs mounts read-only (their roots 0555), once what shows

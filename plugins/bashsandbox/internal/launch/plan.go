@@ -37,6 +37,9 @@ type op struct {
 	// path is protected or masked.
 	root   string
 	anchor []string
+	// size is the size in bytes of a tmpfs (the private /tmp, the private /dev/shm of
+	// a dev); 0 for the kernel's default.
+	size int64
 }
 
 // opKind is what an op does.
@@ -53,10 +56,14 @@ const (
 	opProc                          // mount a fresh /proc, disable nested user namespaces, make tunables read-only
 	opLoopback                      // bring the network namespace's loopback up
 	opMaskDir                       // cover the directory path with an empty tmpfs, read-only once sealed
+	opMaskCgroups                   // cover every cgroup2 mount with an empty tmpfs, read-only once sealed
 	opShowSpill                     // mount tree, the session's spill directory, at path, through the cover holding it
 	opSeal                          // make the covering tmpfs mounts read-only
 	opProtect                       // bind path read-only over itself
 	opMaskFile                      // cover the file path with the empty file
+	opCloneFile                     // copy the host's regular file at path (no symlink followed) with attrs, as tree
+	opShowFile                      // mount tree, a file of the session's own, at path, through the cover holding it
+	opTmpfs                         // mount at path a private tmpfs of size bytes (the private /tmp)
 )
 
 // pinnedDir names a descriptor that comes with the Setup.
@@ -87,10 +94,12 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // tree
 //
 //	/                    the host's tree, read-only, nosuid, nodev (submounts too)
-//	/tmp                 the session's private temp dir, read-write; beneath it, where
-//	                     no command reaches, the masks' source
+//	/tmp                 the session's private temp dir, read-write: with TmpSize a
+//	                     tmpfs of that size, else the host directory TempDir; beneath
+//	                     it, where no command reaches, the masks' source
 //	/dev                 a small tmpfs: null zero full random urandom tty bound from the
-//	                     host, a fresh devpts, a private /dev/shm, the usual symlinks
+//	                     host, a fresh devpts, a private /dev/shm (of TmpSize, when
+//	                     set), the usual symlinks
 //	/proc                a fresh procfs of the box's PID namespace (/proc/sys and
 //	                     /proc/sysrq-trigger read-only); nested user namespaces are
 //	                     disabled through it
@@ -99,9 +108,15 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //	<writable roots>     read-write, shorter paths first (a root inside another is
 //	                     mounted on top of it)
 //
-// then, with the network denied, the loopback; then the masked directories, with the
-// session's spill directory shown read-only through them, sealed; the protected paths;
-// the masked files.
+// then, with the network denied, the loopback; then every cgroup v2 mount and the
+// masked directories, with the session's spill directory and its shown files
+// read-only through them, sealed; the protected paths; the masked files.
+//
+// The cgroup v2 mounts are masked because a command that can open a cgroup's
+// directory can leave its own cgroup: clone3 with CLONE_INTO_CGROUP needs only that
+// descriptor and write permission on a cgroup.procs, which neither the read-only mount
+// nor Landlock is asked about. With no cgroup directory in sight there is no descriptor
+// to give it (the box places commands through the descriptor dsh sends, from the host).
 func setupPlan(m *Setup) plan {
 	if !m.Namespaces {
 		return nil
@@ -119,8 +134,12 @@ func setupPlan(m *Setup) plan {
 	if m.Spill != "" {
 		spill = clone(op{kind: opClonePinned, path: m.Spill, pinned: pinnedSpill, attrs: attrsSpillCopy})
 	}
+	shown := showFiles(m, clone)
 	root := clone(op{kind: opClone, path: "/", attrs: attrsRootCopy})
-	tmp := clone(op{kind: opClone, path: m.TempDir, attrs: attrsWritable})
+	privateTmp := op{kind: opTmpfs, path: "/tmp", size: m.TmpSize}
+	if m.TmpSize == 0 {
+		privateTmp = op{kind: opAttach, path: "/tmp", tree: clone(op{kind: opClone, path: m.TempDir, attrs: attrsWritable})}
+	}
 	var binds []op
 	if m.Workspace != "" {
 		t := clone(op{kind: opClonePinned, path: m.Workspace, pinned: pinnedWorkspace, attrs: attrsWritable})
@@ -129,7 +148,7 @@ func setupPlan(m *Setup) plan {
 	for _, w := range m.WritableRoots {
 		binds = append(binds, op{kind: opAttach, path: w, tree: clone(op{kind: opClone, path: w, attrs: attrsWritable}), mkdir: true})
 	}
-	dev := op{kind: opDev, path: "/dev"}
+	dev := op{kind: opDev, path: "/dev", size: m.TmpSize}
 	for _, d := range devices {
 		dev.trees = append(dev.trees, clone(op{kind: opClone, path: "/dev/" + d, attrs: attrsDevice, optional: true}))
 	}
@@ -137,7 +156,7 @@ func setupPlan(m *Setup) plan {
 		op{kind: opAttach, path: m.Stage, tree: root},
 		op{kind: opPivot, path: m.Stage},
 		op{kind: opBlank, path: "/tmp"},
-		op{kind: opAttach, path: "/tmp", tree: tmp},
+		privateTmp,
 		dev,
 		op{kind: opProc, path: "/proc"},
 	)
@@ -146,6 +165,7 @@ func setupPlan(m *Setup) plan {
 		p = append(p, op{kind: opLoopback})
 	}
 	roots := writableRoots(m)
+	p = append(p, op{kind: opMaskCgroups})
 	for _, d := range m.MaskDirs {
 		r, a := anchors(roots, d)
 		p = append(p, op{kind: opMaskDir, path: d, root: r, anchor: a})
@@ -153,18 +173,26 @@ func setupPlan(m *Setup) plan {
 	if spill >= 0 {
 		p = append(p, op{kind: opShowSpill, path: m.Spill, tree: spill})
 	}
+	p = append(p, shown...)
 	p = append(p, op{kind: opSeal})
-	return append(p, updatePlan(roots, m.Protect, m.MaskFiles)...)
+	return append(p, updatePlan(roots, nil, m.Protect, m.MaskFiles)...)
 }
 
 // updatePlan is the plan run before a command starts, in a box whose writable roots
-// are roots: the protected paths and the masked files (one may have appeared, or been
-// replaced, since the last time).
-func updatePlan(roots, protect, maskFiles []string) plan {
-	if len(protect)+len(maskFiles) == 0 {
+// are roots: the masked directories, sealed at once; the protected paths; the masked
+// files (any may have appeared, or been replaced, since the last time).
+func updatePlan(roots, maskDirs, protect, maskFiles []string) plan {
+	if len(maskDirs)+len(protect)+len(maskFiles) == 0 {
 		return nil
 	}
-	p := make(plan, 0, len(protect)+len(maskFiles))
+	p := make(plan, 0, len(maskDirs)+1+len(protect)+len(maskFiles))
+	for _, d := range maskDirs {
+		r, a := anchors(roots, d)
+		p = append(p, op{kind: opMaskDir, path: d, root: r, anchor: a})
+	}
+	if len(maskDirs) > 0 {
+		p = append(p, op{kind: opSeal})
+	}
 	for _, path := range protect {
 		r, a := anchors(roots, path)
 		p = append(p, op{kind: opProtect, path: path, root: r, anchor: a})

@@ -37,6 +37,9 @@ func TestPlans(t *testing.T) {
 		{"workspace", setupPlan(&base)},
 		{"network-allowed", setupPlan(with(func(s *Setup) { s.Network = NetworkAllow }))},
 		{"no-workspace", setupPlan(with(func(s *Setup) { s.Workspace = "" }))},
+		// A bounded private /tmp and /dev/shm: tmpfs mounts of TmpSize, no host
+		// directory behind /tmp.
+		{"tmp-size", setupPlan(with(func(s *Setup) { s.TmpSize = 1 << 30 }))},
 		// Writable roots inside the workspace and beside it; the spill root and the temp
 		// dir masked, the session's spill directory shown through the first; protected
 		// paths at a root, deep in one (their directories anchored), in the innermost of
@@ -54,10 +57,19 @@ func TestPlans(t *testing.T) {
 			s.MaskDirs = []string{ws + "/.cache/spill"}
 			s.Spill = ws + "/.cache/spill/dsh-spill-7-cd/s-1"
 		}))},
+		// The session logs' directory masked, the session's own log shown through it.
+		{"session-log", setupPlan(with(func(s *Setup) {
+			s.MaskDirs = []string{"/home/u/.dsh/sessions"}
+			s.ShowFiles = []string{"/home/u/.dsh/sessions/s-1.jsonl"}
+			s.Protect = []string{"/home/u/.dsh"}
+		}))},
 		// Before a command: what appeared since (a .git, a profile deep in a root) and
 		// the masked files, whatever the roots.
-		{"update", updatePlan([]string{ws, "/data"}, []string{ws + "/.git", "/data/a/b/profile.yaml", "/etc/dsh.yaml"}, []string{"/home/u/.dsh/serve-token"})},
-		{"update-nothing", updatePlan([]string{ws}, nil, nil)},
+		{"update", updatePlan([]string{ws, "/data"}, nil, []string{ws + "/.git", "/data/a/b/profile.yaml", "/etc/dsh.yaml"}, []string{"/home/u/.dsh/serve-token"})},
+		{"update-nothing", updatePlan([]string{ws}, nil, nil, nil)},
+		// Another dsh's directories, one beside the roots and one in the workspace
+		// (anchored), masked and sealed before the rest.
+		{"update-other-dsh", updatePlan([]string{ws, "/data"}, []string{"/var/tmp/other", ws + "/t/dsh-spill-9-ef"}, []string{ws + "/.git"}, nil)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,14 +107,14 @@ func checkPlan(t *testing.T, p plan) {
 	}
 	for _, o := range p {
 		switch o.kind {
-		case opClone, opClonePinned:
+		case opClone, opClonePinned, opCloneFile:
 			if pivoted || made[o.tree] {
 				t.Errorf("clone of %s as #%d after the pivot, or into a tree made already", o.path, o.tree)
 			}
 			made[o.tree] = true
 		case opPivot:
 			pivoted = true
-		case opAttach, opShowSpill:
+		case opAttach, opShowSpill, opShowFile:
 			mount(o.tree)
 		case opDev:
 			for _, n := range o.trees {
@@ -129,12 +141,13 @@ func (p plan) text() string {
 func (o op) text() string {
 	name := map[opKind]string{
 		opPrivate: "private", opClone: "clone", opClonePinned: "clone", opAttach: "attach", opPivot: "pivot",
-		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir",
+		opBlank: "blank", opDev: "dev", opProc: "proc", opLoopback: "loopback", opMaskDir: "mask-dir", opMaskCgroups: "mask-cgroups",
 		opShowSpill: "show-spill", opSeal: "seal", opProtect: "protect", opMaskFile: "mask-file",
+		opCloneFile: "clone-file", opShowFile: "show-file", opTmpfs: "tmpfs",
 	}[o.kind]
 	line := fmt.Sprintf("%-10s %s", name, o.path)
 	switch o.kind {
-	case opClone, opClonePinned:
+	case opClone, opClonePinned, opCloneFile:
 		line += fmt.Sprintf(" -> #%d %s", o.tree, attrsText(o.attrs))
 		if o.pinned != 0 {
 			line += " " + map[pinnedDir]string{pinnedWorkspace: "(pinned workspace)", pinnedSpill: "(pinned spill directory)"}[o.pinned]
@@ -142,7 +155,7 @@ func (o op) text() string {
 		if o.optional {
 			line += " (if present)"
 		}
-	case opAttach, opShowSpill:
+	case opAttach, opShowSpill, opShowFile:
 		line += fmt.Sprintf(" <- #%d", o.tree)
 		if o.mkdir {
 			line += " (mkdir)"
@@ -151,6 +164,11 @@ func (o op) text() string {
 		for _, n := range o.trees {
 			line += fmt.Sprintf(" #%d", n)
 		}
+		if o.size > 0 {
+			line += fmt.Sprintf(" (shm size %d)", o.size)
+		}
+	case opTmpfs:
+		line += fmt.Sprintf(" size %d", o.size)
 	case opProtect, opMaskDir:
 		if o.root == "" {
 			line += " (in no writable root)"

@@ -11,10 +11,12 @@ import (
 //
 //	dsh → box: Setup (first; fds: the pinned workspace root, if any, then the
 //	               session's spill directory, if any), Start (fds:
-//	               stdin, stdout, stderr, and the command's cgroup when it has one),
-//	               Release
-//	box → dsh: Ready or Failed (the answer to Setup), Started (fd: the leader's
-//	               pidfd) or Failed (the answer to a Start), Exited
+//	               stdin, stdout, stderr — none under a terminal —, the command's cgroup
+//	               when it has one, then the tasks files of its cgroup v1
+//	               directories), Release
+//	box → dsh: Ready or Failed (the answer to Setup), Started (fds: the leader's
+//	               pidfd, then, under a terminal, its master) or Failed (the answer to a
+//	               Start), Exited
 const (
 	MsgSetup    byte = 1
 	MsgReady    byte = 2
@@ -36,6 +38,10 @@ type Setup struct {
 	Namespaces bool
 	// Network is NetworkDeny or NetworkAllow.
 	Network string
+	// Hold: commands are held at their exec to be put in their cgroup, and clone3 is
+	// refused to them (HoldAtExec); false, they are placed by clone3, which they may
+	// then use too.
+	Hold bool
 	// Workspace is the canonical workspace root as pinned at session start (its
 	// directory travels as an O_PATH descriptor with the message); "" for none.
 	Workspace string
@@ -60,6 +66,12 @@ type Setup struct {
 	// MaskFiles are files masked with an empty read-only file wherever a command could read
 	// them (the harness's secrets, e.g. its HTTP bearer token; namespaces only).
 	MaskFiles []string
+	// ShowFiles are regular files of the session's own (its audit log) shown read-only
+	// at their paths through the masked directory holding them (namespaces only).
+	ShowFiles []string
+	// TmpSize is the size in bytes of the private /tmp and /dev/shm (namespaces only;
+	// 0: the kernel's default, half the memory).
+	TmpSize int64
 }
 
 // Start asks the box to start one command, confined to Policy.
@@ -78,8 +90,23 @@ type Start struct {
 	// MaskFiles are files that must be masked before the command starts (namespaces only;
 	// one that appeared, or was replaced, since it was last masked is masked now).
 	MaskFiles []string
-	// Cgroup: the fourth descriptor is the command's cgroup directory.
+	// MaskDirs are directories that must be masked before the command starts, like
+	// Setup's (namespaces only; other dsh processes' directories: one that appeared, or
+	// was replaced, since it was last masked is masked now).
+	MaskDirs []string
+	// Cgroup: the fourth descriptor is the command's cgroup directory (the only one,
+	// under a terminal).
 	Cgroup bool
+	// Terminal: the box allocates a terminal of Cols × Rows for the command (see
+	// terminal_linux.go) instead of receiving its stdio.
+	Terminal   bool
+	Cols, Rows int
+
+	master int // the box's: the allocated terminal's master, until the reply carries it
+	// CgroupV1 is how many descriptors follow (after the cgroup's): the tasks files of
+	// the command's cgroup v1 directories (its resource limits), which the thread that
+	// forks it joins first.
+	CgroupV1 int
 }
 
 // Reply is a message from the box: Ready, Started, Failed or Exited.
@@ -111,6 +138,7 @@ func (m *Setup) Encode() []byte {
 	w.b = append(w.b, MsgSetup)
 	w.bool(m.Namespaces)
 	w.str(m.Network)
+	w.bool(m.Hold)
 	w.str(m.Workspace)
 	w.strs(m.WritableRoots)
 	w.str(m.TempDir)
@@ -119,6 +147,8 @@ func (m *Setup) Encode() []byte {
 	w.strs(m.Protect)
 	w.str(m.Spill)
 	w.strs(m.MaskFiles)
+	w.strs(m.ShowFiles)
+	w.int(int(m.TmpSize))
 	return w.b
 }
 
@@ -137,7 +167,12 @@ func (m *Start) Encode() []byte {
 	w.strs(m.Env)
 	w.strs(m.Protect)
 	w.strs(m.MaskFiles)
+	w.strs(m.MaskDirs)
 	w.bool(m.Cgroup)
+	w.bool(m.Terminal)
+	w.int(m.Cols)
+	w.int(m.Rows)
+	w.int(m.CgroupV1)
 	return w.b
 }
 
@@ -172,6 +207,7 @@ func DecodeSetup(b []byte) (Setup, error) {
 	m := Setup{
 		Namespaces:    r.bool(),
 		Network:       r.str(),
+		Hold:          r.bool(),
 		Workspace:     r.str(),
 		WritableRoots: r.strs(),
 		TempDir:       r.str(),
@@ -180,6 +216,8 @@ func DecodeSetup(b []byte) (Setup, error) {
 		Protect:       r.strs(),
 		Spill:         r.str(),
 		MaskFiles:     r.strs(),
+		ShowFiles:     r.strs(),
+		TmpSize:       int64(r.int()),
 	}
 	return m, r.done("setup")
 }
@@ -196,7 +234,12 @@ func DecodeStart(b []byte) (Start, error) {
 	m.Env = r.strs()
 	m.Protect = r.strs()
 	m.MaskFiles = r.strs()
+	m.MaskDirs = r.strs()
 	m.Cgroup = r.bool()
+	m.Terminal = r.bool()
+	m.Cols = r.int()
+	m.Rows = r.int()
+	m.CgroupV1 = r.int()
 	return m, r.done("start")
 }
 

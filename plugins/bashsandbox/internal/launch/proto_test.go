@@ -8,9 +8,9 @@ import (
 
 func TestMessagesRoundTrip(t *testing.T) {
 	setup := Setup{
-		Namespaces: true, Network: NetworkDeny, Workspace: "/w", WritableRoots: []string{"/a", "/b c"},
+		Namespaces: true, Network: NetworkDeny, Hold: true, Workspace: "/w", WritableRoots: []string{"/a", "/b c"},
 		TempDir: "/tmp/s/tmp", Stage: "/tmp/s/stage", MaskDirs: []string{"/h"}, Protect: []string{"/w/.git", "/w/.dsh"},
-		Spill: "/h/dsh-spill-1-ab/s-x", MaskFiles: []string{"/home/u/.dsh/serve-token"},
+		Spill: "/h/dsh-spill-1-ab/s-x", MaskFiles: []string{"/home/u/.dsh/serve-token"}, ShowFiles: []string{"/home/u/.dsh/sessions/s-x.jsonl"},
 	}
 	got, err := DecodeSetup(setup.Encode())
 	if err != nil || !reflect.DeepEqual(got, setup) {
@@ -19,7 +19,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	start := Start{
 		ID: 1<<63 + 5, Policy: Policy{Mode: ModeWorkspaceWrite, WorkspaceRoot: "/w", WritableRoots: []string{"/tmp"}, Network: NetworkAllow},
 		Path: "/usr/bin/bash", Argv: []string{"bash", "-c", "echo \x00-free but \xff odd"}, Dir: "/w", Env: []string{"A=1", ""},
-		Protect: nil, MaskFiles: []string{"/k"}, Cgroup: true,
+		Protect: nil, MaskFiles: []string{"/k"}, MaskDirs: []string{"/var/tmp/other"}, Cgroup: true, Terminal: true, Cols: 120, Rows: 40,
 	}
 	gotStart, err := DecodeStart(start.Encode())
 	if err != nil || !reflect.DeepEqual(gotStart, start) {

@@ -50,7 +50,7 @@ func TestNetworkFilter(t *testing.T) {
 	for _, tc := range []struct {
 		denyNetwork, streamOnly bool
 	}{{true, false}, {true, true}, {false, false}} {
-		prog := commandFilter(filterArches, tc.denyNetwork, tc.streamOnly)
+		prog := commandFilter(filterArches, tc.denyNetwork, tc.streamOnly, false)
 		if len(prog) > 255 {
 			t.Fatalf("%d instructions", len(prog))
 		}
@@ -80,13 +80,28 @@ func TestNetworkFilter(t *testing.T) {
 			{"packet", socketNr, []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, denied(eacces)},
 			{"vsock", socketNr, []uint64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, denied(eacces)},
 			{"netlink", socketNr, []uint64{unix.AF_NETLINK, unix.SOCK_RAW, 0}, allow},
-			{"socketpair", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, allow},
+			{"tcp with a protocol but TCP", socketNr, []uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP}, denied(dgram)},
+			{"socketpair", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0}, allow},
+			{"datagram socketpair", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_DGRAM, 0}, denied(eacces)},
+			{"seqpacket socketpair", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_SEQPACKET | unix.SOCK_NONBLOCK, 0}, denied(eacces)},
+			{"socketpair of another family", unix.SYS_SOCKETPAIR, []uint64{unix.AF_TIPC, unix.SOCK_STREAM, 0}, denied(eacces)},
+			{"listen", unix.SYS_LISTEN, []uint64{3, 16}, denied(eacces)},
+			{"sendto", unix.SYS_SENDTO, []uint64{3, 0, 1, unix.MSG_NOSIGNAL}, allow},
+			{"sendto fast open", unix.SYS_SENDTO, []uint64{3, 0, 1, unix.MSG_FASTOPEN | unix.MSG_NOSIGNAL}, denied(eacces)},
+			{"sendmsg", unix.SYS_SENDMSG, []uint64{3, 0, unix.MSG_DONTWAIT}, allow},
+			{"sendmsg fast open", unix.SYS_SENDMSG, []uint64{3, 0, unix.MSG_FASTOPEN}, denied(eacces)},
+			{"sendmmsg", unix.SYS_SENDMMSG, []uint64{3, 0, 1, 0}, allow},
+			{"sendmmsg fast open", unix.SYS_SENDMMSG, []uint64{3, 0, 1, unix.MSG_FASTOPEN}, denied(eacces)},
+			{"clone3", unix.SYS_CLONE3, []uint64{0, 88}, enosys},
+			{"clone", unix.SYS_CLONE, []uint64{uint64(unix.SIGCHLD)}, allow},
 			{"io_uring_setup", unix.SYS_IO_URING_SETUP, nil, denied(enosys)},
 			{"io_uring_enter", unix.SYS_IO_URING_ENTER, nil, denied(enosys)},
 			{"io_uring_register", unix.SYS_IO_URING_REGISTER, nil, denied(enosys)},
 			{"add_key", unix.SYS_ADD_KEY, nil, enosys},
 			{"request_key", unix.SYS_REQUEST_KEY, nil, enosys},
 			{"keyctl", unix.SYS_KEYCTL, []uint64{unix.KEYCTL_READ}, enosys},
+			{"ioctl TIOCSTI", unix.SYS_IOCTL, []uint64{0, unix.TIOCSTI}, seccompRetErrno | uint32(syscall.EPERM)},
+			{"ioctl TCGETS", unix.SYS_IOCTL, []uint64{0, unix.TCGETS}, allow},
 			{"read", unix.SYS_READ, nil, allow},
 		} {
 			if got := run(t, prog, native, c.nr, c.args...); got != c.want {
@@ -101,20 +116,76 @@ func TestNetworkFilter(t *testing.T) {
 				switch c.act {
 				case actSocket:
 					args, want = []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, denied(eacces)
+				case actSocketpair:
+					args, want = []uint64{unix.AF_UNIX, unix.SOCK_DGRAM, 0}, denied(eacces)
+				case actSendFlags2:
+					args, want = []uint64{3, 0, unix.MSG_FASTOPEN}, denied(eacces)
+				case actSendFlags3:
+					args, want = []uint64{3, 0, 1, unix.MSG_FASTOPEN}, denied(eacces)
+				case actClone3:
+					want = enosys
 				case actEACCES:
 					want = denied(eacces)
 				case actENOSYS:
 					want = denied(enosys)
 				case actKeyring:
 					want = enosys
+				case actIoctl:
+					args, want = []uint64{0, unix.TIOCSTI}, seccompRetErrno|uint32(syscall.EPERM)
 				}
 				if got := run(t, prog, a.arch, c.nr, args...); got != want {
 					t.Errorf("denyNetwork %v: arch %#x call %d: %#x, want %#x", tc.denyNetwork, a.arch, c.nr, got, want)
 				}
 			}
 		}
+		if got := run(t, prog, filterArches[1].arch, filterArches[1].calls[1].nr, unix.AF_UNIX, unix.SOCK_STREAM); got != allow {
+			t.Errorf("a stream socketpair of the other architecture: %#x", got)
+		}
 		if got := run(t, prog, 0x12345678, socketNr, unix.AF_UNIX); got != allow {
 			t.Errorf("unknown architecture: %#x", got)
 		}
+	}
+}
+
+// Where the box cannot hold commands at their exec it places them with clone3, which
+// the filter then leaves alone.
+func TestFilterAllowingClone3(t *testing.T) {
+	prog := commandFilter(filterArches, true, false, true)
+	if got := run(t, prog, filterArches[0].arch, unix.SYS_CLONE3, 0, 88); got != seccompRetAllow {
+		t.Errorf("clone3: %#x", got)
+	}
+	if got := run(t, prog, filterArches[0].arch, unix.SYS_LISTEN, 3, 1); got != seccompRetErrno|uint32(syscall.EACCES) {
+		t.Errorf("listen: %#x", got)
+	}
+	for cmd, want := range map[uint32]uint32{unix.TIOCSTI: seccompRetErrno | uint32(syscall.EPERM),
+		unix.TIOCLINUX: seccompRetErrno | uint32(syscall.EPERM), unix.TCGETS: seccompRetAllow, unix.TIOCGPTN: seccompRetAllow} {
+		if got := run(t, prog, filterArches[0].arch, unix.SYS_IOCTL, 0, uint64(cmd)); got != want {
+			t.Errorf("ioctl %#x: %#x, want %#x", cmd, got, want)
+		}
+	}
+}
+
+// The native numbers of the filtered calls are this architecture's.
+func TestFilterNumbers(t *testing.T) {
+	want := map[uint32]filterAction{
+		unix.SYS_SOCKET: actSocket, unix.SYS_SOCKETPAIR: actSocketpair, unix.SYS_LISTEN: actEACCES,
+		unix.SYS_SENDTO: actSendFlags3, unix.SYS_SENDMSG: actSendFlags2, unix.SYS_SENDMMSG: actSendFlags3,
+		unix.SYS_CLONE3: actClone3, unix.SYS_IO_URING_SETUP: actENOSYS, unix.SYS_IO_URING_ENTER: actENOSYS,
+		unix.SYS_IO_URING_REGISTER: actENOSYS, unix.SYS_ADD_KEY: actKeyring, unix.SYS_REQUEST_KEY: actKeyring,
+		unix.SYS_KEYCTL: actKeyring, unix.SYS_IOCTL: actIoctl,
+	}
+	got := map[uint32]filterAction{}
+	for _, c := range filterArches[0].calls {
+		if c.nr&x32SyscallBit == 0 {
+			got[c.nr] = c.act
+		}
+	}
+	for nr, act := range want {
+		if g, ok := got[nr]; !ok || g != act {
+			t.Errorf("call %d: %v (filtered %v), want %v", nr, g, ok, act)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d native calls filtered, want %d", len(got), len(want))
 	}
 }

@@ -69,17 +69,24 @@ func (a argv) int(i int) int {
 // attacks by name, each with what its arguments are.
 var attacks = map[string]func(a argv) error{
 	// Sockets and the network.
-	"socket":       socket, // family type [protocol]
-	"socketpair":   socketpair,
-	"connect-unix": connectUnix, // path or @abstract
-	"udp":          udp,         // host:port
-	"lo-down":      loDown,      // what `ip link set lo down` asks the kernel
+	"socket":       socket,        // family type [protocol]
+	"socketpair":   socketpair,    // [type]: AF_UNIX, SOCK_STREAM by default
+	"dgram-pair":   dgramPair,     // path: a datagram socketpair's sendto to a pathname socket
+	"dgram-unix":   dgramUnix,     // path: an AF_UNIX datagram socket's sendto to it
+	"fastopen":     fastOpen,      // host:port: sendto(MSG_FASTOPEN) on an unconnected TCP socket
+	"listen":       listenUnbound, // listen(2) on a TCP socket never bound (an autobind)
+	"connect-unix": connectUnix,   // path or @abstract
+	"udp":          udp,           // host:port
+	"lo-down":      loDown,        // what `ip link set lo down` asks the kernel
 	"sethostname":  sethostname,
 	// Kernel state a command could inherit or create.
 	"keyring": readKeyring, // description: read that user key from the session keyring
 	"add-key": addKey,      // description: add a user key to the session keyring
 	"fds":     openFDs,     // the descriptors this process was started with
 	"userns":  newUserns,   // a child in a new user namespace
+	// Cgroups.
+	"clone3-cgroup": clone3Cgroup, // [linger]: clone3(CLONE_INTO_CGROUP) into the parent cgroup
+	"cgroup-procs":  cgroupProcs,  // write this process's pid to the parent cgroup's cgroup.procs
 	// Other processes.
 	"kill":   kill,   // pid
 	"ptrace": ptrace, // pid
@@ -103,13 +110,73 @@ func socket(a argv) error {
 	return err
 }
 
-func socketpair(argv) error {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+func socketpair(a argv) error {
+	typ := syscall.SOCK_STREAM
+	if a.at(0) != "" {
+		typ = a.int(0)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, typ, 0)
 	if err == nil {
 		syscall.Close(fds[0])
 		syscall.Close(fds[1])
 	}
 	return err
+}
+
+// dgramPair sends a datagram to the pathname socket at path from a socket of a
+// datagram pair (its peer is the other end, but sendto names another address).
+func dgramPair(a argv) error {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	return syscall.Sendto(fds[0], []byte("datagram from the sandbox"), 0, &syscall.SockaddrUnix{Name: a.at(0)})
+}
+
+func dgramUnix(a argv) error {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	return syscall.Sendto(fd, []byte("datagram from the sandbox"), 0, &syscall.SockaddrUnix{Name: a.at(0)})
+}
+
+// fastOpen sends data with MSG_FASTOPEN to host:port from a TCP socket that was never
+// connected: a TCP Fast Open send connects as it sends.
+func fastOpen(a argv) error {
+	addr, err := net.ResolveTCPAddr("tcp4", a.at(0))
+	if err != nil {
+		return err
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	sa := &syscall.SockaddrInet4{Port: addr.Port}
+	copy(sa.Addr[:], addr.IP.To4())
+	return syscall.Sendto(fd, []byte("fast open from the sandbox"), unix.MSG_FASTOPEN, sa)
+}
+
+// listenUnbound listens on a TCP socket that was never bound, which binds it to an
+// ephemeral port of every address; it prints the port it got.
+func listenUnbound(argv) error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Listen(fd, 1); err != nil {
+		return err
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("listening on port %d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func connectUnix(a argv) error {
@@ -197,6 +264,79 @@ func newUserns(argv) error {
 		syscall.Wait4(pid, &ws, 0, nil)
 	}
 	return err
+}
+
+// parentCgroup is the cgroup v2 directory above this process's own.
+func parentCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	rel := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			rel = p
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if f := strings.Fields(pre); ok && len(f) > 4 && strings.HasPrefix(post, "cgroup2 ") {
+			own := f[4] + rel
+			if i := strings.LastIndexByte(own, '/'); i > len(f[4]) {
+				return own[:i], nil
+			}
+			return f[4], nil
+		}
+	}
+	return "", errors.New("no cgroup2 mount")
+}
+
+// cloneArgs is struct clone_args (CLONE_ARGS_SIZE_VER2).
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
+}
+
+// clone3Cgroup starts a child in the parent cgroup with clone3(CLONE_INTO_CGROUP). The
+// child sleeps (for linger: until killed; else 30 s) and never returns to Go code.
+func clone3Cgroup(a argv) error {
+	parent, err := parentCgroup()
+	if err != nil {
+		return err
+	}
+	dir, err := syscall.Open(parent, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(dir)
+	args := &cloneArgs{flags: unix.CLONE_INTO_CGROUP, exitSignal: uint64(syscall.SIGCHLD), cgroup: uint64(dir)}
+	rounds := uintptr(3)
+	if a.at(0) == "linger" {
+		rounds = ^uintptr(0)
+	}
+	ts := &syscall.Timespec{Sec: 10}
+	pid, _, e := syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args), 0)
+	if e != 0 {
+		return e
+	}
+	if pid == 0 { // the child: raw system calls only
+		for i := uintptr(0); i < rounds; i++ {
+			syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(ts)), 0, 0)
+		}
+		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	return fmt.Errorf("started pid %d in %s", pid, parent)
+}
+
+func cgroupProcs(argv) error {
+	parent, err := parentCgroup()
+	if err != nil {
+		return err
+	}
+	return unwrap(os.WriteFile(parent+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0o644))
 }
 
 func kill(a argv) error { return syscall.Kill(a.int(0), syscall.SIGTERM) }

@@ -46,12 +46,17 @@ func TestWatchParsesMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		w.WriteString("+12\n+13\n-12\n+x\n+1\n+0\n-99\n+1234567890123\n+14")
+		w.WriteString("+12\n+13\n-12\n+x\n+1\n+0\n-99\n+1234567890123\n+" + strings.Repeat("7", 40) + "\n+14")
+		w.WriteString("\nd/sys/fs/cgroup/pids/dsh-1-ab\ndrelative\nd" + strings.Repeat("/x", MaxDir) + "\n")
 		w.WriteString("\n+15") // no newline: ignored at EOF
 		w.Close()
 	}()
-	got := watch(r)
+	got, dirs := watch(r)
 	if len(got) != 2 || !got[13] || !got[14] {
 		t.Errorf("groups %v; want 13 and 14", got)
+	}
+	// A line too long is dropped whole: a cut path could name another directory.
+	if len(dirs) != 1 || dirs[0] != "/sys/fs/cgroup/pids/dsh-1-ab" {
+		t.Errorf("dirs %q; want the pids directory alone", dirs)
 	}
 }

@@ -12,10 +12,12 @@
 // EOF gets it), it leads a session of its own (a terminal's or a process group's
 // signals for the harness do not reach it) and it lives in the harness's own cgroup,
 // not the one it guards. The harness writes "+<pgid>\n" for each command it tracks by
-// process group only, and "-<pgid>\n" before that group's id may be reused. When the
-// pipe reaches EOF — the harness closed the Supervisor, exited or died — the watchdog
-// writes cgroup.kill on the cgroup directory, SIGKILLs the groups it was told about,
-// waits (up to 5 s) for the cgroup to empty, removes it and exits. After a normal
+// process group only, "-<pgid>\n" before that group's id may be reused, and
+// "d<dir>\n" for each cgroup v1 directory it makes (those of resource limits). When
+// the pipe reaches EOF — the harness closed the Supervisor, exited or died — the
+// watchdog writes cgroup.kill on the cgroup directory, SIGKILLs the groups it was told
+// about and every process listed in the v1 directories (again, until none is left),
+// waits (up to 5 s) for the cgroups to empty, removes them and exits. After a normal
 // Close there is nothing left to kill, and it exits at once.
 //
 // # Why a package of its own, with so few imports
@@ -40,6 +42,9 @@ const Arg = "__dsh_subprocess_watchdog"
 // init dispatches the watchdog as early as the binary's initialisation allows (see the
 // package documentation).
 func init() { Main() }
+
+// MaxDir bounds the length of a directory the harness names ("d<dir>\n").
+const MaxDir = 3000
 
 // Stages, the argument after Arg.
 const (
@@ -78,7 +83,8 @@ func Main() {
 		// command reading /proc/<pid>/mem, say): it runs as the harness.
 		const prSetDumpable = 4
 		syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
-		cleanup(cgroup, watch(os.Stdin))
+		groups, dirs := watch(os.Stdin)
+		cleanup(cgroup, groups, dirs)
 		// Straight out: nothing to flush, and a race-enabled build's os.Exit would
 		// first sleep a second (the race detector's atexit_sleep_ms).
 		syscall.Exit(0)
@@ -100,21 +106,32 @@ func itoa(n int) []byte {
 }
 
 // watch reads the Supervisor's messages until EOF (or a read error) and returns the
-// process groups it was told about and not told to forget.
-func watch(in *os.File) map[int]bool {
+// process groups it was told about and not told to forget, and the cgroup v1
+// directories it was told of.
+func watch(in *os.File) (map[int]bool, []string) {
 	groups := map[int]bool{}
+	var dirs []string
 	var buf [4096]byte
 	var line []byte
+	long := false // the line is longer than any message: dropped whole
 	for {
 		n, err := in.Read(buf[:])
 		for _, c := range buf[:n] {
 			if c != '\n' {
-				if len(line) < 32 {
+				if len(line) < 32 || line[0] == 'd' && len(line) < MaxDir {
 					line = append(line, c)
+				} else {
+					long = true
 				}
 				continue
 			}
-			if len(line) > 1 {
+			if long {
+				long, line = false, line[:0]
+				continue
+			}
+			if len(line) > 1 && line[0] == 'd' && line[1] == '/' {
+				dirs = append(dirs, string(line[1:]))
+			} else if len(line) > 1 {
 				if pgid, ok := atoi(line[1:]); ok && pgid > 1 {
 					switch line[0] {
 					case '+':
@@ -127,7 +144,7 @@ func watch(in *os.File) map[int]bool {
 			line = line[:0]
 		}
 		if err != nil {
-			return groups
+			return groups, dirs
 		}
 	}
 }
@@ -146,23 +163,66 @@ func atoi(b []byte) (int, bool) {
 	return n, true
 }
 
-// cleanup ends every process of the cgroup directory (and below) and of the groups,
-// then removes the cgroup directory.
-func cleanup(cgroup string, groups map[int]bool) {
+// cleanup ends every process of the cgroup directory (and below), of the groups and
+// of the v1 directories, then removes the directories.
+func cleanup(cgroup string, groups map[int]bool, dirs []string) {
 	if cgroup != "" {
 		writeFile(cgroup+"/cgroup.kill", "1")
 	}
 	for pgid := range groups {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	if cgroup == "" {
-		return
-	}
-	for i := 0; i < 500 && populated(cgroup); i++ {
+	for i := 0; i < 500 && (cgroup != "" && populated(cgroup) || killListed(dirs)); i++ {
 		ts := syscall.Timespec{Nsec: 10_000_000}
 		syscall.Nanosleep(&ts, nil)
 	}
-	removeTree(cgroup)
+	if cgroup != "" {
+		removeTree(cgroup)
+	}
+	for _, d := range dirs {
+		removeTree(d)
+	}
+}
+
+// killListed SIGKILLs every process listed in the cgroup v1 directories (and below)
+// and reports whether it found any.
+func killListed(dirs []string) bool {
+	found := false
+	for _, d := range dirs {
+		if killProcs(d) {
+			found = true
+		}
+	}
+	return found
+}
+
+func killProcs(dir string) bool {
+	found := false
+	if fd, err := syscall.Open(dir+"/cgroup.procs", syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
+		var buf [8192]byte
+		n, _ := syscall.Read(fd, buf[:])
+		syscall.Close(fd)
+		pid := 0
+		for _, c := range buf[:max(n, 0)] {
+			if c >= '0' && c <= '9' {
+				pid = pid*10 + int(c-'0')
+				continue
+			}
+			if pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+				found = true
+			}
+			pid = 0
+		}
+	}
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && killProcs(dir+"/"+e.Name()) {
+				found = true
+			}
+		}
+	}
+	return found
 }
 
 func writeFile(path, content string) {
