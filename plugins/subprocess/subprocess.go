@@ -63,7 +63,11 @@ type Supervisor struct {
 	// of its pipe (or its start is over): from then on a crash of the harness ends the
 	// trees in its cgroup, whatever the start's later steps.
 	watchdogIn chan struct{}
-	budgets    *budgets // the cgroups of resource limits
+	// watchdogTodo holds the directories to tell the watchdog about (removeDir) that
+	// came before its start was over; nil once it is.
+	watchdogMu   sync.Mutex
+	watchdogTodo *[]string
+	budgets      *budgets // the cgroups of resource limits
 
 	paths sync.Map // program name + PATH → absolute path (see lookPath)
 	pipes pipePool // output pipes made ahead of need
@@ -107,6 +111,7 @@ func New(opts Options) *Supervisor {
 			dir = s.cgHome.dir
 		}
 		s.watchdogUp, s.watchdogIn = make(chan struct{}), make(chan struct{})
+		s.watchdogTodo = new([]string)
 		var in sync.Once
 		holding := func() { in.Do(func() { close(s.watchdogIn) }) }
 		go func() {
@@ -116,7 +121,13 @@ func New(opts Options) *Supervisor {
 			if err != nil {
 				s.log.Warn("subprocess: no crash-cleanup watchdog; if the harness is killed, its commands keep running", "err", err)
 			}
+			s.watchdogMu.Lock()
+			defer s.watchdogMu.Unlock()
 			s.watchdog = wd
+			for _, d := range *s.watchdogTodo {
+				wd.removeDir(d)
+			}
+			s.watchdogTodo = nil
 		}()
 	}
 	s.budgets = s.newBudgets()
@@ -161,9 +172,16 @@ func (s *Supervisor) newBudgets() *budgets {
 	if s.cgHome != nil {
 		v2 = s.cgHome.dir
 	}
-	// The watchdog starts in the background: what needs it waits for its start.
+	// The watchdog starts in the background: a directory made before it runs is told
+	// to it once it does (no apply waits for it), and leaving the harness's own cgroup
+	// (its pid must be known) waits for its start.
 	notify := func(dir string) {
-		s.awaitWatchdog()
+		s.watchdogMu.Lock()
+		defer s.watchdogMu.Unlock()
+		if s.watchdogTodo != nil {
+			*s.watchdogTodo = append(*s.watchdogTodo, dir)
+			return
+		}
 		s.watchdog.removeDir(dir)
 	}
 	movable := func() []int {
