@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,7 +48,7 @@ type policies struct {
 // judge is one policy that judges bash: a rules row's, or the role's.
 type judge struct {
 	label  string // `row "rules"`, `role "reader" (row "roles")`
-	prefix string // the source's prefix, as the gate's
+	source string // the source of its decisions, as the gate's; "" = the judgement's
 	policy *rules.Policy
 }
 
@@ -113,7 +114,7 @@ func (g *globalFlags) roleJudge(out *policies, rs *roles.Roles, row container.Ro
 	if role.Policy() == nil {
 		return judge{}, false, nil
 	}
-	return judge{label: fmt.Sprintf("role %q (row %q)", name, row.ID), prefix: fmt.Sprintf("role %q: ", name), policy: role.Policy()}, true, nil
+	return judge{label: fmt.Sprintf("role %q (row %q)", name, row.ID), source: fmt.Sprintf("role %q", name), policy: role.Policy()}, true, nil
 }
 
 // explain writes the decision on command, its source, and each judge's judgement.
@@ -127,7 +128,7 @@ func (ps *policies) explain(w io.Writer, command string) error {
 	for i, j := range ps.judges {
 		judgements[i] = j.policy.Judge(command)
 		if jm := judgements[i]; i == 0 || jm.Decision > decision {
-			decision, source, reason = jm.Decision, j.prefix+jm.Source, jm.Reason
+			decision, source, reason = jm.Decision, cmp.Or(j.source, jm.Source), jm.Reason
 		}
 	}
 	if len(ps.judges) == 0 {

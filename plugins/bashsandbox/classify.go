@@ -69,3 +69,12 @@ func sandboxFacts(mode, enforcement string, r shell.RunResult, launchFailed bool
 	v := classify(r.ExitCode, r.Stderr.Text, launchFailed && !r.Stderr.Truncated)
 	return &shell.SandboxFacts{Mode: mode, Denied: v.Denied, RunnerFailed: v.LauncherFailed, Enforcement: enforcement}
 }
+
+// errorStream is r as Classify reads it: under a terminal the command's stderr is the
+// terminal, so what it wrote there is in the one stream (Stdout) and is read as stderr.
+func errorStream(r shell.RunResult, terminal bool) shell.RunResult {
+	if terminal {
+		r.Stderr = r.Stdout
+	}
+	return r
+}

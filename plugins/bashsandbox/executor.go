@@ -91,8 +91,10 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 	}
 	cmd.Start = starter
 	cmd.Env = withTempDir(cmd.Env, tmp)
+	tty := spec.Terminal != nil
 	return func(res *shell.RunResult) {
-		res.Sandbox = sandboxFacts(mode, enforcement, *res, starter.launchFailed.Load())
+		failed := starter.launchFailed.Load()
+		res.Sandbox = sandboxFacts(mode, enforcement, errorStream(*res, tty && !failed), failed)
 	}, nil
 }
 

@@ -161,3 +161,31 @@ func TestConfinedTerminalWaitingForInput(t *testing.T) {
 		t.Errorf("output %q", res.Stdout.Text)
 	}
 }
+
+// Under a terminal the command's stderr is the terminal: a write the sandbox refused is
+// a denial there too (SPEC §8, §15), so the model gets the denial marker and its
+// escalation hint; a failure that is not the sandbox's is not.
+func TestConfinedTerminalDenial(t *testing.T) {
+	ex, _ := sandboxExecutor(t, "auto")
+	for command, denied := range map[string]bool{
+		"touch /etc/dsh-denied-under-tty": true,
+		"echo 'Read-only file system'":    false, // exit 0
+		"echo nothing denied; exit 3":     false,
+	} {
+		spec, err := ex.Resolve(shell.ExecRequest{Command: command, Terminal: &shell.Terminal{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := ex.Execute(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := x.Result(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Sandbox == nil || res.Sandbox.Denied != denied || res.Sandbox.RunnerFailed {
+			t.Errorf("%q: sandbox facts %+v (output %q), want denied %v", command, res.Sandbox, res.Stdout.Text, denied)
+		}
+	}
+}

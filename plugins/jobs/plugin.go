@@ -137,9 +137,9 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 		cfg = DefaultConfig()
 	}
 	// Both spellings of the id: job_id (documented) and jobId (how bash's structured
-	// result spells it, which models copy). Neither is in "required": a call gives one.
+	// result spells it, which models copy). job_id is required; jobId, its alias, stands in for it.
 	jobID := &tools.Schema{Type: "string", Description: "Required: the id the job was started with, e.g. bash-1 (jobId is accepted as the same argument)."}
-	jobIDAlias := &tools.Schema{Type: "string", Description: "Accepted spelling of job_id (as in bash's structured result); give one of the two."}
+	jobIDAlias := &tools.Schema{Type: "string", Description: "Accepted spelling of job_id (as in bash's structured result); give one of the two.", AliasOf: "job_id"}
 	return []tools.Tool{
 		{
 			Name: "job_output",
@@ -153,7 +153,7 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				{Name: "jobId", Schema: jobIDAlias},
 				{Name: "wait", Schema: &tools.Schema{Type: "boolean", Description: "Block until the job finishes (or timeout_ms passes) before reading. Default false."}},
 				{Name: "timeout_ms", Schema: &tools.Schema{Type: "number", Description: fmt.Sprintf("With wait: the longest to block, in milliseconds (default %d, capped at %d).", cfg.WaitTimeoutMs, cfg.MaxWaitTimeoutMs)}},
-			}},
+			}, Required: []string{"job_id"}},
 			OutputSchema: outputValueSchema,
 			Execute: func(ctx context.Context, call tools.Call) (tools.Result, error) {
 				return jobOutput(ctx, rt, cfg, call), nil
@@ -177,7 +177,7 @@ func jobTools(rt *Runtime, cfg *Config) []tools.Tool {
 				{Name: "job_id", Schema: jobID},
 				{Name: "jobId", Schema: jobIDAlias},
 				{Name: "reason", Schema: &tools.Schema{Type: "string", Description: "Why the job is no longer needed (for the log)."}},
-			}},
+			}, Required: []string{"job_id"}},
 			OutputSchema: killValueSchema,
 			Execute: func(_ context.Context, call tools.Call) (tools.Result, error) {
 				return jobKill(rt, call), nil

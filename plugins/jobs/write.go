@@ -32,7 +32,7 @@ func jobWriteTool(rt *Runtime, jobID, jobIDAlias *tools.Schema) tools.Tool {
 			{Name: "input", Schema: &tools.Schema{Type: "string", Description: "What to type (may be empty): text, \\n to end a line, control characters such as \\u0003 (Ctrl-C)."}},
 			{Name: "close", Schema: &tools.Schema{Type: "boolean", Description: "End the job's input after writing (Ctrl-D at the start of a line). Default false."}},
 			{Name: "wait_ms", Schema: &tools.Schema{Type: "number", Description: "The longest to wait for the job's answer, in milliseconds (default 500, at most 30000)."}},
-		}, Required: []string{"input"}}, // and job_id or jobId: parseJobID
+		}, Required: []string{"job_id", "input"}},
 		OutputSchema: outputValueSchema,
 		Execute: func(ctx context.Context, call tools.Call) (tools.Result, error) {
 			return jobWrite(ctx, rt, call), nil

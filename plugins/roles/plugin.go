@@ -54,7 +54,7 @@ func apply(a *container.Activation, cfg *Config) error {
 			if !ok || role == nil || role.policy == nil {
 				return tools.Verdict{}
 			}
-			return mem.Check(role.policy, call, fmt.Sprintf("role %q: ", name))
+			return mem.Check(role.policy, call, fmt.Sprintf("role %q", name))
 		},
 	}); err != nil {
 		return err

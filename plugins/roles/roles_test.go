@@ -163,12 +163,12 @@ func TestRoleRulesAndRulesRows(t *testing.T) {
 		text    string
 	}{
 		{reader, "git status", "bash ran"},
-		{reader, "git push origin main", `Error: command denied by policy: role "reader": rule "git push *" (readers do not publish)`},
+		{reader, "git push origin main", `Error: command denied by policy: role "reader" (readers do not publish)`},
 		{writer, "git push origin main", "bash ran"},
 		// The rules row asks (no approval service here: unavailable), whatever the role allows.
 		{reader, "make", `Error: this command needs approval (default for "make"), but no approval channel is available`},
 		{writer, "git status && git push -f", "bash ran"},
-		{reader, "git status && git push -f", `Error: command denied by policy: role "reader": rule "git push *" (readers do not publish)`},
+		{reader, "git status && git push -f", `Error: command denied by policy: role "reader" (readers do not publish)`},
 	} {
 		if res := call(reg, c.s, "bash", c.command); res.Text != c.text {
 			t.Errorf("%s: %q: got %q, want %q", c.s.Role, c.command, res.Text, c.text)
@@ -200,5 +200,33 @@ func TestConfigErrors(t *testing.T) {
 	_, err := compose(t, container.Row{ID: "a", Plugin: "roles", Config: readerConfig}, container.Row{ID: "b", Plugin: "roles", Config: readerConfig})
 	if err == nil || !strings.Contains(err.Error(), `service "roles" has more than one enabled provider`) {
 		t.Fatalf("two roles rows: %v", err)
+	}
+}
+
+// A role's policy answers as the role (SPEC §13: the source is `role "<role>"`): its
+// rules' reasons follow, the rule and the unmatched command are not named.
+func TestRoleDecisionSourceIsTheRole(t *testing.T) {
+	rt, err := compose(t, container.Row{ID: "roles", Plugin: "roles", Config: map[string]any{
+		"roles": map[string]any{"strict": map[string]any{"default": "deny", "rules": []any{
+			map[string]any{"allow": "echo *"},
+			map[string]any{"id": "no-ls", "deny": "ls *", "reason": "no listing"},
+			map[string]any{"ask": "touch *"},
+		}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := container.Lookup(rt, tools.Service)
+	strict := &container.Session{ID: "s", Role: "strict"}
+	for command, want := range map[string]string{
+		"echo hi":  "bash ran",
+		"ls -l":    `Error: command denied by policy: role "strict" (no listing)`,
+		"make":     `Error: command denied by policy: role "strict"`,
+		"touch x":  `Error: this command needs approval (role "strict"), but no approval channel is available`,
+		"$X hello": `Error: command denied by policy: role "strict"`,
+	} {
+		if res := call(reg, strict, "bash", command); res.Text != want {
+			t.Errorf("%q: got %q, want %q", command, res.Text, want)
+		}
 	}
 }

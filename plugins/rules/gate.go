@@ -34,11 +34,15 @@ func (m *Memory) Forget(sessionID string) {
 // Check is a gate's answer for a bash call: its command judged by p. Allow and deny are
 // the judgement's; an ask is an allow when the session's user already allowed all it
 // asks about for the session, else an ask that can be allowed for the session (when the
-// call has one). The source is the judgement's, after prefix (`role "reader": `).
-func (m *Memory) Check(p *Policy, call tools.Call, prefix string) tools.Verdict {
+// call has one). The source is source, or the judgement's when source is "" (a role's
+// policy answers as the role, `role "reader"`: its denials name no rule).
+func (m *Memory) Check(p *Policy, call tools.Call, source string) tools.Verdict {
 	command, _ := call.Args[commandArg].(string)
 	o := p.outcome(command)
-	v := tools.Verdict{Source: prefix + o.source, Reason: o.reason}
+	if source == "" {
+		source = o.source
+	}
+	v := tools.Verdict{Source: source, Reason: o.reason}
 	switch o.decision {
 	case Allow:
 		v.Decision = tools.Allow

@@ -45,7 +45,7 @@ func (d Decision) String() string {
 type Verdict struct {
 	Decision Decision
 	// Source names what decided, as the denial and the approval question show it:
-	// `rule "no-force-push"`, `hook "lint"`, `role "reader": rule "git push *"`. Empty
+	// `rule "no-force-push"`, `hook "lint"`, `role "reader"`. Empty
 	// means the gate itself: `gate "<name>"`.
 	Source string
 	// Reason says why, when there is more to say than the source (a rule's reason, a

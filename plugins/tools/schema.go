@@ -17,6 +17,10 @@ type Schema struct {
 	Required    []string   `json:"required,omitempty"`
 	Enum        []string   `json:"enum,omitempty"`
 	Items       *Schema    `json:"items,omitempty"`
+	// AliasOf names the property this one is another spelling of: given, it satisfies
+	// that property's place in Required (the tool reads either). Not part of the
+	// published schema.
+	AliasOf string `json:"-"`
 }
 
 // Property is one named property of an object schema.
@@ -88,7 +92,7 @@ func (s *Schema) validate(raw map[string]any) (args, extra map[string]any, err e
 	args = map[string]any{}
 	extra = map[string]any{}
 	for _, name := range s.Required {
-		if _, ok := raw[name]; !ok {
+		if !s.given(raw, name) {
 			return nil, nil, fmt.Errorf("missing required property %q", name)
 		}
 	}
@@ -108,6 +112,19 @@ func (s *Schema) validate(raw map[string]any) (args, extra map[string]any, err e
 		}
 	}
 	return args, extra, nil
+}
+
+// given says whether raw has the property name or one of its aliases.
+func (s *Schema) given(raw map[string]any, name string) bool {
+	if _, ok := raw[name]; ok {
+		return true
+	}
+	for _, p := range s.Properties {
+		if _, ok := raw[p.Name]; ok && p.Schema.AliasOf == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Schema) check(name string, v any) error {
