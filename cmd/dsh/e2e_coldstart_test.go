@@ -77,3 +77,18 @@ func TestServeFirstConfinedCallWaitsForTheBackgroundProbe(t *testing.T) {
 	s.in.Close()
 	s.cmd.Wait()
 }
+
+// awaitProbe waits until no row of c's status says the sandbox is still probing its
+// backend (dsh serve probes in the background, in a box of its own): what dsh holds is
+// then what its composition holds.
+func awaitProbe(t *testing.T, c *client) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the sandbox probe", func() bool {
+		for _, row := range readStatus(t, c.ClientSession).Rows {
+			if strings.HasPrefix(row.Detail, "sandbox: probing") {
+				return false
+			}
+		}
+		return true
+	})
+}
