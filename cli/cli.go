@@ -136,6 +136,18 @@ func addSandboxModeFlag(cmd *cobra.Command, g *globalFlags) {
 	cmd.Flags().StringVar(&g.sandboxMode, "sandbox-mode", "", "the session's sandbox mode under a confining executor: read-only, workspace-write or danger-full-access (default: the executor's defaultMode)")
 }
 
+// signalContext ends with SIGINT, SIGTERM or SIGHUP (the terminal or the session that
+// started dsh went away): each is a graceful stop, every process killed and every
+// temporary directory removed.
 func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+}
+
+// keepBrokenPipes makes a write to a closed stdout or stderr an EPIPE error instead of
+// a SIGPIPE that kills dsh without its shutdown, until the returned function is called.
+// (Notify, not Ignore: an ignored SIGPIPE would be inherited by every command.)
+func keepBrokenPipes() (restore func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGPIPE)
+	return func() { signal.Stop(ch) }
 }

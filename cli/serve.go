@@ -25,6 +25,8 @@ type serveFlags struct {
 	tokenFile      string
 	maxSessions    int
 	sessionTimeout time.Duration
+	maxCalls       int
+	approvalWait   time.Duration
 	given          func(flag string) bool // whether the command line set the flag
 }
 
@@ -41,7 +43,8 @@ func serveCmd(g *globalFlags) *cobra.Command {
 			"must be a loopback address unless --allow-remote. Both the session-based MCP revisions and the\n" +
 			"stateless 2026-07-28 revision are served. The profile file (and its bases) is watched: edits\n" +
 			"are applied without restarting, and running processes and jobs survive. Stops on SIGINT,\n" +
-			"SIGTERM or (stdio) end of input, after disposing every plugin and killing every process.",
+			"SIGTERM, SIGHUP or (stdio) the end of its input or of its output, after disposing every\n" +
+			"plugin and killing every process.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.given = func(name string) bool { return cmd.Flags().Changed(name) }
@@ -57,6 +60,8 @@ func serveCmd(g *globalFlags) *cobra.Command {
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "with --http: allow a non-loopback ADDR")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "with --http: the most harness sessions at once (MCP sessions and stateless-revision principals); beyond it: HTTP 503")
 	f.DurationVar(&o.sessionTimeout, "session-timeout", time.Hour, "with --http: end a session (and its background jobs) after this long without a request from its client; 0 never")
+	f.IntVar(&o.maxCalls, "max-calls", mcpserve.DefaultMaxCalls, "the most tool calls running at once, across every session; beyond it a call gets a tool error at once")
+	f.DurationVar(&o.approvalWait, "approval-timeout", mcpserve.DefaultApprovalTimeout, "how long an approval question (an MCP elicitation) waits for the client's answer; then it is cancelled")
 	return cmd
 }
 
@@ -85,6 +90,9 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	defer keepBrokenPipes()()
+	// The first answer does not wait for the sandbox's probe; the first confined call does.
+	bashsandbox.ProbeInBackground()
 	h, log, err := g.start(ctx, slog.LevelInfo, true)
 	if err != nil {
 		return err
@@ -112,7 +120,9 @@ func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log 
 			MaxSessions:    o.maxSessions,
 			SessionTimeout: o.sessionTimeout,
 		},
-		Tuning: g.tuning,
+		Tuning:          g.tuning,
+		MaxCalls:        o.maxCalls,
+		ApprovalTimeout: o.approvalWait,
 	}
 	if o.addr == "" {
 		srv := mcpserve.New(rt, version(), log, opts)
@@ -147,6 +157,12 @@ var httpOnly = []string{"token-file", "allow-remote", "max-sessions", "session-t
 
 // check validates the HTTP flags before anything is composed.
 func (o serveFlags) check() error {
+	if o.maxCalls < 1 {
+		return usageError{fmt.Errorf("--max-calls %d: want at least 1", o.maxCalls)}
+	}
+	if o.approvalWait <= 0 {
+		return usageError{fmt.Errorf("--approval-timeout %s: want a positive duration", o.approvalWait)}
+	}
 	if o.addr == "" {
 		for _, name := range httpOnly {
 			if o.given != nil && o.given(name) {

@@ -137,3 +137,16 @@ func TestHomeTokenRace(t *testing.T) {
 		t.Errorf("file %q, token %q", data, first)
 	}
 }
+
+// A kept token is reused only when it has the shape of a generated one.
+func TestGeneratedTokenShape(t *testing.T) {
+	for token, want := range map[string]bool{
+		strings.Repeat("a", 42): false, strings.Repeat("a", 43): true, strings.Repeat("Zz9_-", 51) + "x": true,
+		strings.Repeat("a", 257): false, strings.Repeat("a", 42) + "+": false, strings.Repeat("a", 42) + "=": false,
+		strings.Repeat("a", 42) + "é": false, "": false,
+	} {
+		if got := generatedToken(token); got != want {
+			t.Errorf("generatedToken(%q) = %v, want %v", token, got, want)
+		}
+	}
+}

@@ -56,7 +56,8 @@ func (t tokens) match(token string) int {
 
 // authenticate answers 401 (unauthorized) unless the request carries one of the tokens (compared in constant time, against every token), and hands the SDK the
 // token's principal as the TokenInfo user (the session lane then refuses a session to
-// any other principal) and its role.
+// any other principal) and its role. A 401 closes its connection: a client without a
+// valid token gets nothing more from it, and must not keep it open.
 func (f *httpFront) authenticate(next http.Handler) http.Handler {
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if i := f.auth.match(token); i >= 0 {
@@ -74,9 +75,13 @@ func (f *httpFront) authenticate(next http.Handler) http.Handler {
 		token = strings.TrimSpace(token)
 		given := strings.EqualFold(scheme, "Bearer") && token != ""
 		if !given || f.auth.match(token) < 0 {
+			w.Header().Set("Connection", "close")
+			// Nothing more is read from it, not even the rest of the body.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 			unauthorized(w, given)
 			return
 		}
+		markAuthenticated(r)
 		sdk.ServeHTTP(w, r)
 	})
 }

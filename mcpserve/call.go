@@ -2,6 +2,9 @@ package mcpserve
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,6 +22,10 @@ const reloadWait = 30 * time.Second
 // needs the user's approval returns input_required and is decided when the client
 // retries with the answer. A call in flight ends (aborted) when its scope's serving ends.
 func (s *Server) callTool(ctx context.Context, sc *scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if !s.calls.acquire() {
+		return s.calls.refusal(), nil
+	}
+	defer s.calls.release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(sc.base, cancel)
@@ -36,11 +43,19 @@ func (s *Server) callTool(ctx context.Context, sc *scope, req *mcp.CallToolReque
 		defer done()
 	}
 
+	var failed *approvalFailure
+	if _, asks := session.Prompter.(elicitPrompter); asks {
+		failed = &approvalFailure{}
+		ctx = context.WithValue(ctx, approvalFailureKey{}, failed)
+	}
 	var res tools.Result
 	if reg := s.registryWith(ctx, req.Params.Name); reg == nil {
 		res = tools.Errorf("no tools registry is composed")
 	} else {
 		res = reg.Call(ctx, req.Params.Name, req.Params.Arguments, session)
+	}
+	if failed != nil {
+		res = failed.result(res)
 	}
 	if asker != nil && asker.question != "" {
 		return asker.inputRequired(), nil
@@ -89,4 +104,37 @@ func (s *Server) registryWith(ctx context.Context, tool string) *tools.Registry 
 		reg, _ = container.Lookup(s.rt, tools.Service)
 	}
 	return reg
+}
+
+// callLimit bounds the tool calls running at once (Options.MaxCalls).
+type callLimit struct {
+	max int
+	log *slog.Logger
+
+	running atomic.Int64
+	refused atomic.Int64 // since the last warning
+	warned  atomic.Int64 // when, in Unix nanoseconds
+}
+
+func (l *callLimit) acquire() bool {
+	if l.running.Add(1) > int64(l.max) {
+		l.running.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *callLimit) release() { l.running.Add(-1) }
+
+// refusal is the answer to a call beyond the limit; a burst of them is logged once a
+// minute. The text names dsh's flag: it is what users of `dsh serve` read.
+func (l *callLimit) refusal() *mcp.CallToolResult {
+	n := l.refused.Add(1)
+	now := time.Now().UnixNano()
+	if last := l.warned.Load(); now-last >= int64(time.Minute) && l.warned.CompareAndSwap(last, now) {
+		l.refused.Add(-n)
+		l.log.Warn("tool calls refused: the call limit is reached", "maxCalls", l.max, "refused", n)
+	}
+	text := fmt.Sprintf("Error: tool call limit reached: %d calls are running in this harness (--max-calls)", l.max)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
 }

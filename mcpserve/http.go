@@ -41,11 +41,28 @@ type HTTPOptions struct {
 	// SessionTimeout ends a session-lane MCP session or a principal that has gone this
 	// long without a request, and with it the harness session and its jobs. 0: never.
 	SessionTimeout time.Duration
+
+	// The limits on connections; 0 means the Default… value. ReadHeaderTimeout bounds
+	// a request's headers, ReadTimeout its body; WriteTimeout bounds each write of a
+	// response (every event of a stream gets its own, so a stream lives as long as its
+	// client reads it); IdleTimeout closes a kept-alive connection without a request.
+	// MaxUnauthenticatedConns bounds the connections that have not yet sent a request
+	// with a valid token: beyond it the oldest of them is closed. A response without a
+	// valid token (401) closes its connection.
+	ReadHeaderTimeout       time.Duration
+	ReadTimeout             time.Duration
+	WriteTimeout            time.Duration
+	IdleTimeout             time.Duration
+	MaxUnauthenticatedConns int
 }
 
-// Serve serves streamable HTTP at Endpoint on ln until ctx ends; then it ends every
-// harness session of its clients, the calls in flight and the open streams, and returns
-// nil. It closes ln.
+// drainTimeout bounds how long Serve waits, once its context has ended, for the calls
+// in flight (aborted by then) to send their answers.
+const drainTimeout = 10 * time.Second
+
+// Serve serves streamable HTTP at Endpoint on ln until ctx ends; then it stops
+// accepting, lets the calls in flight (aborted with ctx) send their answers, ends every
+// harness session of its clients and the open streams, and returns nil. It closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.http.check(ln.Addr()); err != nil {
 		ln.Close()
@@ -54,28 +71,38 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	f := newHTTPFront(ctx, s)
 	reqCtx, cancelRequests := context.WithCancel(context.Background())
 	defer cancelRequests()
+	admit := &admission{max: s.http.maxUnauthenticated(), log: s.log}
 	srv := &http.Server{
 		Handler:           f.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.http.readHeaderTimeout(),
+		IdleTimeout:       s.http.idleTimeout(),
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(admit.listener(ln)) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	// End the sessions and the open streams first: a client holding a stream open would
-	// otherwise keep Shutdown waiting.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), drainTimeout+5*time.Second)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		// No new connections; idle ones closed; Shutdown then waits for the rest.
+		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			s.log.Debug("http shutdown", "err", err)
+		}
+		close(stopped)
+	}()
+	// Every call in flight was aborted with ctx: its answer ("tool call aborted") goes
+	// out before the sessions and streams end, never an empty response.
+	f.calls.wait(drainTimeout)
 	f.shutdown()
 	cancelRequests()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		s.log.Debug("http shutdown", "err", err)
-	}
+	<-stopped
 	<-errc
 	return nil
 }
@@ -114,6 +141,7 @@ type httpFront struct {
 	statelessLane *mcp.StreamableHTTPHandler
 
 	createMu sync.Mutex // serializes session creation against the limit
+	calls    inflight   // requests whose answers must go out before shutdown
 
 	mu         sync.Mutex
 	principals map[string]*principal
@@ -135,27 +163,56 @@ func newHTTPFront(base context.Context, s *Server) *httpFront {
 	return f
 }
 
-// handler is the whole HTTP surface: Endpoint behind the bearer token, 404 elsewhere.
+// handler is the whole HTTP surface: Endpoint behind the bearer token, 404 elsewhere;
+// every write of a response within the write timeout.
 func (f *httpFront) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(Endpoint, f.authenticate(http.HandlerFunc(f.route)))
-	return mux
+	timeout := f.s.http.writeTimeout()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dw := withWriteDeadlines(w, timeout)
+		defer dw.done()
+		mux.ServeHTTP(dw, r)
+	})
 }
 
-// route sends each request to its lane. A request is stateless-lane when its
-// Mcp-Protocol-Version header or its _meta names the 2026-07-28 revision (or later).
+// route sends each request to its lane. A POST's body is read whole first, within the
+// read timeout and before any lock (a client that stalls its upload holds up no one
+// else): a request is stateless-lane when its Mcp-Protocol-Version header or its _meta
+// names the 2026-07-28 revision (or later); a batch is refused on a revision without
+// batches; a request carrying a call is awaited at shutdown.
 func (f *httpFront) route(w http.ResponseWriter, r *http.Request) {
-	stateless, err := statelessRequest(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+	var msg message
+	if r.Method == http.MethodPost {
+		var ok bool
+		if msg, ok = f.readMessage(w, r); !ok {
+			return
+		}
+	}
+	stateless := msg.stateless
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		stateless = isStateless(v)
+	}
+	if msg.batch {
+		if refusal := f.batchRefusal(r, stateless); refusal != "" {
+			http.Error(w, refusal, http.StatusBadRequest)
+			return
+		}
+	}
+	if msg.call {
+		if !f.calls.add() {
+			http.Error(w, "the server is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		defer f.calls.done()
 	}
 	if stateless {
 		f.serveStateless(w, r)
 		return
 	}
 	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-		// A new session (or a sessionless request, which the SDK answers at once).
+		// A new session (or a sessionless request, which the SDK answers at once); its
+		// body is in memory already.
 		f.createMu.Lock()
 		if n := f.count(); n >= f.s.http.maxSessions() {
 			f.createMu.Unlock()
@@ -201,5 +258,49 @@ func (f *httpFront) shutdown() {
 	for _, p := range ps {
 		f.s.dropScope(p.scope)
 		f.s.rt.EndSession(p.session.ID)
+	}
+}
+
+// inflight counts the requests whose answers must go out before shutdown. Once wait
+// has begun it admits no more.
+type inflight struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	idle    chan struct{} // closed when n reaches 0 while closing
+}
+
+func (c *inflight) add() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.n++
+	return true
+}
+
+func (c *inflight) done() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n--
+	if c.n == 0 && c.closing {
+		close(c.idle)
+	}
+}
+
+// wait closes c to new requests and returns once none is in flight, or after timeout.
+func (c *inflight) wait(timeout time.Duration) {
+	c.mu.Lock()
+	c.closing = true
+	c.idle = make(chan struct{})
+	if c.n == 0 {
+		close(c.idle)
+	}
+	idle := c.idle
+	c.mu.Unlock()
+	select {
+	case <-idle:
+	case <-time.After(timeout):
 	}
 }

@@ -13,7 +13,7 @@ import (
 // envelope is a JSON-RPC 2.0 message as it arrives.
 type envelope struct {
 	JSONRPC string          `json:"jsonrpc"`
-	ID      any             `json:"id"`
+	ID      json.RawMessage `json:"id"`
 	Method  *string         `json:"method"`
 	Params  json.RawMessage `json:"params"`
 	Result  json.RawMessage `json:"result"`
@@ -35,7 +35,7 @@ func decodeMessage(data []byte) (jsonrpc.Message, error) {
 	if e.JSONRPC != "2.0" {
 		return nil, fmt.Errorf(`want "jsonrpc": "2.0", got %q`, e.JSONRPC)
 	}
-	id, err := jsonrpc.MakeID(e.ID)
+	id, err := decodeID(e.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +50,57 @@ func decodeMessage(data []byte) (jsonrpc.Message, error) {
 		resp.Error = e.Error
 	}
 	return resp, nil
+}
+
+// maxExactID is the largest integer id a JSON number holds exactly (2^53).
+const maxExactID = 1 << 53
+
+// checkID accepts what MCP allows as a request id: a string or an integer (one a JSON
+// number holds exactly, |n| ≤ 2^53). JSON-RPC 2.0 allows any number, though one
+// "SHOULD NOT contain fractional parts"; MCP narrows that to "MUST be a string or
+// integer", and the SDK keeps a numeric id as an integer, so an id of 1.5 (or 1.0,
+// 1e3, or 2^60) could only be answered as another id. It is refused instead, as an
+// Invalid Request, whose response has id null, as JSON-RPC prescribes when the id
+// cannot be used. null or no id (a notification) is accepted.
+func checkID(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" || raw[0] == '"' {
+		return nil
+	}
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err != nil || n > maxExactID || n < -maxExactID {
+		return fmt.Errorf(`"id" must be a string or an integer, got %.40s`, raw)
+	}
+	return nil
+}
+
+// decodeID decodes an id that checkID accepts.
+func decodeID(raw json.RawMessage) (jsonrpc.ID, error) {
+	if err := checkID(raw); err != nil {
+		return jsonrpc.ID{}, err
+	}
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return jsonrpc.ID{}, nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return jsonrpc.ID{}, typeError(err)
+		}
+		return jsonrpc.MakeID(s)
+	}
+	n, _ := strconv.ParseInt(string(raw), 10, 64)
+	return jsonrpc.MakeID(float64(n)) // exact: |n| ≤ 2^53
+}
+
+// errorLine is a JSON-RPC error response with id null (to bad input).
+func errorLine(code int64, message string) []byte {
+	data, _ := json.Marshal(struct {
+		JSONRPC string        `json:"jsonrpc"`
+		ID      *int          `json:"id"`
+		Error   jsonrpc.Error `json:"error"`
+	}{JSONRPC: "2.0", Error: jsonrpc.Error{Code: code, Message: message}})
+	return data
 }
 
 // encodeMessage encodes msg as jsonrpc.EncodeMessage does. A successful response is

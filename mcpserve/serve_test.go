@@ -1,8 +1,7 @@
 package mcpserve
 
 import (
-	"io"
-	"net/http"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -64,33 +63,53 @@ func TestFormatBytes(t *testing.T) {
 	}
 }
 
-func TestStatelessRequest(t *testing.T) {
-	post := func(body string, header ...string) *http.Request {
-		r, _ := http.NewRequest("POST", "http://x/mcp", strings.NewReader(body))
-		for i := 0; i < len(header); i += 2 {
-			r.Header.Set(header[i], header[i+1])
-		}
-		return r
-	}
+func TestParseMessage(t *testing.T) {
 	stateless := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
 	for _, tc := range []struct {
-		r    *http.Request
-		want bool
+		body string
+		want message
+		err  string
 	}{
-		{post(stateless), true},
-		{post(`{}`, "Mcp-Protocol-Version", "2026-07-28"), true},
-		{post(stateless, "Mcp-Protocol-Version", "2025-11-25"), false},
-		{post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}}`), false},
-		{post(`[` + stateless + `]`), false},
-		{post(`not json`), false},
+		{stateless, message{stateless: true, call: true}, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}}`, message{call: true}, ""},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, message{}, ""},
+		{`{"jsonrpc":"2.0","id":"a","method":"subscriptions/listen"}`, message{}, ""},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, message{}, ""},
+		{` [` + stateless + `]`, message{batch: true, call: true}, ""},
+		{`[not json`, message{batch: true}, ""},
+		{`not json`, message{}, ""},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, message{}, `"id" must be a string or an integer, got 1.5`},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1e3,"method":"ping"}]`, message{batch: true, call: true}, `got 1e3`},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, message{}, `got 9007199254740993`},
+		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, message{}, `got true`},
 	} {
-		got, err := statelessRequest(tc.r)
-		if err != nil || got != tc.want {
-			t.Errorf("%v: %v %v, want %v", tc.r.Header, got, err, tc.want)
+		got, err := parseMessage([]byte(tc.body))
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: error %v, want %q", tc.body, err, tc.err)
+			continue
 		}
-		// The body is still there for the handler.
-		if body, _ := io.ReadAll(tc.r.Body); len(body) == 0 {
-			t.Error("the body was consumed")
+		if err == nil && got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.body, got, tc.want)
+		}
+	}
+}
+
+// The SDK's log: warnings and errors unless dsh logs at debug; its routine "undelivered
+// message" warning is a debug record.
+func TestSDKLogger(t *testing.T) {
+	const undelivered = "calling notifications/tools/list_changed: rejected by transport: undelivered message: stream not connected or already closed"
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var out strings.Builder
+		sdk := sdkLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level})))
+		sdk.Info("session connected")
+		sdk.Warn(undelivered)
+		sdk.With("k", "v").Warn("a real warning")
+		got := out.String()
+		if !strings.Contains(got, `level=WARN msg="a real warning" k=v`) || strings.Contains(got, "level=WARN msg=\"calling") {
+			t.Errorf("at %v:\n%s", level, got)
+		}
+		if debug := strings.Contains(got, `level=DEBUG msg="`+undelivered); debug != (level == slog.LevelDebug) || strings.Contains(got, "session connected") != (level == slog.LevelDebug) {
+			t.Errorf("at %v:\n%s", level, got)
 		}
 	}
 }

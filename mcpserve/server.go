@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,7 +25,18 @@ type Options struct {
 	// Tuning is what the server does for speed on the serving path; the zero value does
 	// none of it. DefaultTuning is what `dsh serve` uses.
 	Tuning Tuning
+	// MaxCalls bounds the tool calls running at once, across every session and lane
+	// (0: DefaultMaxCalls): a call beyond it is answered at once with a tool error, so
+	// a client's flood (a batch of 10,000 calls) runs no more commands than that.
+	MaxCalls int
+	// ApprovalTimeout bounds how long a session-lane approval question (an elicitation)
+	// waits for the client's answer (0: DefaultApprovalTimeout); then it is cancelled,
+	// and the call ends as the user's cancel would end it.
+	ApprovalTimeout time.Duration
 }
+
+// DefaultMaxCalls is Options.MaxCalls when it is 0.
+const DefaultMaxCalls = 256
 
 // Server serves a runtime's live `tools` registry, `systemPrompt` and status over MCP,
 // through any number of *mcp.Server scopes: one per ServeStdio, one for the session lane
@@ -32,15 +44,17 @@ type Options struct {
 // stateless lane (the principal is the harness session). Its methods are safe for
 // concurrent use.
 type Server struct {
-	rt         *container.Runtime
-	newSession func() *container.Session
-	version    string
-	log        *slog.Logger // dsh's own
-	sdkLog     *slog.Logger // the SDK's, with its chatter filtered
-	http       HTTPOptions
-	tuning     Tuning
-	stateKey   []byte // signs input_required request states outside a principal
-	usedStates usedStates
+	rt              *container.Runtime
+	newSession      func() *container.Session
+	version         string
+	log             *slog.Logger // dsh's own
+	sdkLog          *slog.Logger // the SDK's, with its chatter filtered
+	http            HTTPOptions
+	tuning          Tuning
+	stateKey        []byte // signs input_required request states outside a principal
+	usedStates      usedStates
+	calls           callLimit
+	approvalTimeout time.Duration
 
 	mu       sync.Mutex
 	scopes   map[*scope]struct{}
@@ -60,6 +74,13 @@ type Server struct {
 	endTuning   func()
 }
 
+func (o Options) maxCalls() int {
+	if o.MaxCalls <= 0 {
+		return DefaultMaxCalls
+	}
+	return o.MaxCalls
+}
+
 // New returns a server for rt that reports version as its serverInfo and logs to log.
 // It follows the runtime from now on (tool-list changes, status updates); Close detaches
 // it.
@@ -68,9 +89,13 @@ func New(rt *container.Runtime, version string, log *slog.Logger, o Options) *Se
 		panic("mcpserve: Options.NewSession is nil")
 	}
 	s := &Server{rt: rt, newSession: o.NewSession, version: version, log: log, sdkLog: sdkLogger(log),
-		http: o.HTTP, tuning: o.Tuning, stateKey: randomKey(), scopes: map[*scope]struct{}{},
+		http: o.HTTP, tuning: o.Tuning, stateKey: randomKey(), calls: callLimit{max: o.maxCalls(), log: log}, scopes: map[*scope]struct{}{},
 		sessions: map[*mcp.ServerSession]*container.Session{}, notices: map[string]*noticeLog{},
 		served: map[string]servedTool{}}
+	s.approvalTimeout = o.ApprovalTimeout
+	if s.approvalTimeout <= 0 {
+		s.approvalTimeout = DefaultApprovalTimeout
+	}
 	s.endTuning = o.Tuning.start()
 	s.sync()
 	s.unsubscribe = rt.Subscribe(s.sync)

@@ -30,7 +30,7 @@ func (s *Server) session(sc *scope, req mcp.Request) *container.Session {
 	log := &noticeLog{}
 	session.Notifier = sessionNotifier{sc: sc, ss: ss, log: log}
 	if p := ss.InitializeParams(); p != nil && !isStateless(p.ProtocolVersion) && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
-		session.Prompter = elicitPrompter{ss}
+		session.Prompter = elicitPrompter{ss: ss, timeout: s.approvalTimeout, log: s.log}
 	}
 	s.sessions[ss] = session
 	s.notices[session.ID] = log

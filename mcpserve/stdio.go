@@ -9,19 +9,23 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // ServeStdio serves one client on in and out (newline-delimited JSON-RPC) until the
-// input ends or ctx does, and returns once the client's harness session has ended (its
-// processes are gone within 2 s: the shutdown that follows does not decide how long
-// they get).
+// input ends, the output breaks (the client closed it) or ctx ends; then the calls in
+// flight (aborted with ctx) send their answers first. It returns once the client's
+// harness session has ended (its processes are gone within 2 s: the shutdown that
+// follows does not decide how long they get).
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	sc := s.newScope(ctx, nil, allProtocolVersions)
 	defer s.dropScope(sc)
-	ss, err := sc.server.Connect(ctx, &stdioTransport{in: in, out: out}, nil)
+	t := &stdioTransport{in: in, out: out}
+	ss, err := sc.server.Connect(ctx, t, nil)
 	if err != nil {
 		return err
 	}
@@ -30,8 +34,13 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	defer s.awaitEnd(ss)
 	select {
 	case err := <-ended:
+		if t.conn.outputBroken() {
+			s.log.Info("the client closed dsh's output; shutting down")
+			return nil
+		}
 		return err
 	case <-ctx.Done():
+		t.conn.drain(drainTimeout)
 		_ = ss.Close()
 		<-ended
 		return nil
@@ -41,19 +50,33 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 // maxLineBytes bounds one stdio message (one line).
 const maxLineBytes = 16 << 20
 
+// Backpressure on stdio: reading stops while maxUnanswered calls wait for their answer
+// to be written, or while a write to the client has not finished for writeStall (it is
+// not reading):
+// otherwise a client that writes without reading piles up requests and answers in
+// dsh's memory.
+const (
+	maxUnanswered = 1024
+	writeStall    = 100 * time.Millisecond
+)
+
 // stdioTransport is MCP over newline-delimited JSON on a reader and a writer, hardened
 // for the edge of the process: bad input is answered, never fatal. A line that is not
 // JSON gets a -32700 error response, JSON that is not a JSON-RPC message (or an empty
-// batch) gets -32600, and a line longer than maxLine gets -32600 and is discarded; all
-// with id null, and reading goes on, so nothing already running is touched. A response
-// to a request the client cancelled (notifications/cancelled) is not sent — unless it
-// is a tools/call the cancellation reached too late, one that succeeded: an aborted call
-// reports "tool call aborted" (an error), so a success was settled first, and what it
-// answers (a background job's id) is what the client needs to know.
+// batch, or a batch on a revision without batches, or a request whose id is in use by
+// a request in flight) gets -32600, and a line longer than maxLine gets -32600 and is
+// discarded; all with id null, and reading goes on, so nothing already running is
+// touched. A response to a request the client cancelled (notifications/cancelled) is
+// not sent — unless it is a tools/call the cancellation reached too late, one that
+// succeeded: an aborted call reports "tool call aborted" (an error), so a success was
+// settled first, and what it answers (a background job's id) is what the client needs
+// to know. Reading waits while the client does not take what is written (see
+// maxUnanswered); a write that fails (the client closed its end) ends the connection.
 type stdioTransport struct {
 	in      io.Reader
 	out     io.Writer
-	maxLine int // 0: maxLineBytes
+	maxLine int        // 0: maxLineBytes
+	conn    *stdioConn // once connected
 }
 
 // Connect implements mcp.Transport.
@@ -63,16 +86,18 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		maxLine = maxLineBytes
 	}
 	in := openInput(t.in)
-	return &stdioConn{
+	t.conn = &stdioConn{
 		input:     in,
 		lineInput: bufio.NewReaderSize(in.r, 64<<10),
 		maxLine:   maxLine,
 		out:       t.out,
 		closed:    make(chan struct{}),
+		room:      make(chan struct{}, 1),
 		inflight:  map[jsonrpc.ID]bool{},
 		tools:     map[jsonrpc.ID]bool{},
 		batches:   map[jsonrpc.ID]*stdioBatch{},
-	}, nil
+	}
+	return t.conn, nil
 }
 
 type stdioConn struct {
@@ -85,11 +110,18 @@ type stdioConn struct {
 
 	writeMu sync.Mutex // one line at a time on out
 	out     io.Writer
+	broken  atomic.Bool // a write failed: the client closed its end
 
-	mu       sync.Mutex
-	inflight map[jsonrpc.ID]bool // requests read and not answered; true = cancelled
-	tools    map[jsonrpc.ID]bool // the tools/call requests among them
-	batches  map[jsonrpc.ID]*stdioBatch
+	room chan struct{} // signalled when an answer or a write is done (awaitRoom)
+
+	mu        sync.Mutex
+	inflight  map[jsonrpc.ID]bool // requests read and not answered; true = cancelled
+	tools     map[jsonrpc.ID]bool // the tools/call requests among them
+	batches   map[jsonrpc.ID]*stdioBatch
+	unwritten int           // calls read whose answer is not out yet
+	revision  string        // the session's revision once initialize was read
+	writing   time.Time     // when the write in progress began; zero when none
+	drained   chan struct{} // closed when nothing is in flight any more (drain)
 }
 
 func (c *stdioConn) SessionID() string { return "" }
@@ -106,6 +138,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		c.awaitRoom()
 		line, err := c.readLine()
 		if len(line) > 0 {
 			c.queue = c.decode(line)
@@ -156,10 +189,14 @@ func (c *stdioConn) decode(line []byte) []jsonrpc.Message {
 		c.answerBad(line, err)
 		return nil
 	}
-	c.track(msg)
+	if !c.track(msg) {
+		return nil
+	}
 	return []jsonrpc.Message{msg}
 }
 
+// decodeBatch decodes a batch, which only a session of a revision that has batches
+// may send (2025-03-26 or older): MCP removed them in 2025-06-18.
 func (c *stdioConn) decodeBatch(line []byte) []jsonrpc.Message {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(line, &raws); err != nil {
@@ -171,7 +208,6 @@ func (c *stdioConn) decodeBatch(line []byte) []jsonrpc.Message {
 		return nil
 	}
 	msgs := make([]jsonrpc.Message, 0, len(raws))
-	batch := &stdioBatch{}
 	for i, raw := range raws {
 		msg, err := decodeMessage(raw)
 		if err != nil {
@@ -181,17 +217,28 @@ func (c *stdioConn) decodeBatch(line []byte) []jsonrpc.Message {
 		msgs = append(msgs, msg)
 	}
 	c.mu.Lock()
+	refusal := batchRefusal(c.revision)
+	c.mu.Unlock()
+	if refusal != "" {
+		c.writeError(jsonrpc.CodeInvalidRequest, "Invalid Request: "+refusal)
+		return nil
+	}
+	tracked := msgs[:0]
 	for _, msg := range msgs {
+		if c.track(msg) {
+			tracked = append(tracked, msg)
+		}
+	}
+	batch := &stdioBatch{}
+	c.mu.Lock()
+	for _, msg := range tracked {
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			c.batches[req.ID] = batch
 			batch.pending++
 		}
 	}
 	c.mu.Unlock()
-	for _, msg := range msgs {
-		c.track(msg)
-	}
-	return msgs
+	return tracked
 }
 
 // answerBad answers a line that failed to decode: -32700 when it is not JSON at all,
@@ -222,20 +269,79 @@ func (c *stdioConn) writeBatch(resps []*jsonrpc.Response) error {
 
 // writeError answers bad input: a JSON-RPC error response with id null.
 func (c *stdioConn) writeError(code int64, message string) {
-	data, _ := json.Marshal(struct {
-		JSONRPC string        `json:"jsonrpc"`
-		ID      *int          `json:"id"`
-		Error   jsonrpc.Error `json:"error"`
-	}{JSONRPC: "2.0", Error: jsonrpc.Error{Code: code, Message: message}})
-	_ = c.writeLine(data)
+	_ = c.writeLine(errorLine(code, message))
 }
 
+// writeLine writes one line. A failed write means the client's end is gone (EPIPE:
+// it closed dsh's output): the connection ends, as at the end of its input.
 func (c *stdioConn) writeLine(data []byte) error {
+	if c.broken.Load() {
+		return io.ErrClosedPipe
+	}
 	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	c.writing = time.Now()
+	c.mu.Unlock()
 	// One write per line: the newline goes with the message.
 	_, err := c.out.Write(append(data, '\n'))
+	c.mu.Lock()
+	c.writing = time.Time{}
+	c.mu.Unlock()
+	c.writeMu.Unlock()
+	c.signalRoom()
+	if err != nil && !c.broken.Swap(true) {
+		c.Close()
+	}
 	return err
+}
+
+// outputBroken reports whether a write failed (the client closed dsh's output).
+func (c *stdioConn) outputBroken() bool { return c != nil && c.broken.Load() }
+
+// awaitRoom returns once reading another message cannot pile up what the client does
+// not take: fewer than maxUnanswered calls unanswered, and no write stuck for
+// writeStall. Close ends the wait.
+func (c *stdioConn) awaitRoom() {
+	for {
+		c.mu.Lock()
+		full := c.unwritten >= maxUnanswered
+		since := c.writing
+		c.mu.Unlock()
+		stuck := !since.IsZero() && time.Since(since) >= writeStall
+		if !full && !stuck {
+			return
+		}
+		select {
+		case <-c.room:
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+func (c *stdioConn) signalRoom() {
+	select {
+	case c.room <- struct{}{}:
+	default:
+	}
+}
+
+// drain waits, up to timeout, until the answer of every call read is written (or the
+// connection closed).
+func (c *stdioConn) drain(timeout time.Duration) {
+	c.mu.Lock()
+	if c.unwritten <= 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.drained = make(chan struct{})
+	drained := c.drained
+	c.mu.Unlock()
+	select {
+	case <-drained:
+	case <-c.closed:
+	case <-time.After(timeout):
+	}
 }
 
 // Close unblocks Read, which then reports the end of input.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -136,10 +137,15 @@ func TestStdioDropsTheResponseToACancelledRequest(t *testing.T) {
 	}
 }
 
-// TestStdioBatch: a batch's responses are written together, as one array.
+// TestStdioBatch: a batch's responses are written together, as one array (in a
+// session of a revision that has batches).
 func TestStdioBatch(t *testing.T) {
 	p := newPipeConn(t, 0)
 	ctx := context.Background()
+	p.send(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
+	if _, err := p.conn.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
 	p.send(t, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
 	var ids []jsonrpc.ID
 	for range 3 {
@@ -212,7 +218,7 @@ func FuzzStdioLine(f *testing.F) {
 			return
 		}
 		var out strings.Builder
-		c := &stdioConn{out: &out, maxLine: 1 << 10, inflight: map[jsonrpc.ID]bool{}, batches: map[jsonrpc.ID]*stdioBatch{}}
+		c := &stdioConn{out: &out, maxLine: 1 << 10, inflight: map[jsonrpc.ID]bool{}, batches: map[jsonrpc.ID]*stdioBatch{}, revision: "2025-03-26"}
 		trimmed := []byte(strings.TrimSpace(line))
 		if len(trimmed) > c.maxLine {
 			return // readLine's limit, tested elsewhere
@@ -278,5 +284,118 @@ func TestStdioWritesTheSDKEncoding(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
 		}
+	}
+}
+
+// A batch is refused before initialize and in a session of 2025-06-18 or later (MCP
+// removed batches then); a duplicate id of a call in flight and an id that is not a
+// string or an integer are refused; all with -32600, id null, nothing delivered.
+func TestStdioRefusals(t *testing.T) {
+	p := newPipeConn(t, 0)
+	ctx := context.Background()
+	msgs := make(chan jsonrpc.Message, 10)
+	go func() {
+		for {
+			msg, err := p.conn.Read(ctx)
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- msg
+		}
+	}()
+	read := func() jsonrpc.Message {
+		t.Helper()
+		select {
+		case msg := <-msgs:
+			return msg
+		case <-time.After(10 * time.Second):
+			t.Fatal("no message")
+		}
+		return nil
+	}
+	ping := `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`
+	p.send(t, ping)
+	if got := p.line(t); got != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: JSON-RPC batching needs an initialized session of revision 2025-03-26 or older"}}` {
+		t.Errorf("a batch before initialize: %s", got)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	read()
+	p.send(t, ping)
+	if got := p.line(t); got != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: JSON-RPC batching is not supported in 2025-06-18 and later (this session's version: 2025-11-25)"}}` {
+		t.Errorf("a batch on 2025-11-25: %s", got)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":0,"method":"ping"}`)
+	if got := p.line(t); got != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: id 0 is in use by a request in flight"}}` {
+		t.Errorf("a duplicate id: %s", got)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`)
+	if got := p.line(t); got != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: not a JSON-RPC 2.0 message: \"id\" must be a string or an integer, got 1.5"}}` {
+		t.Errorf("id 1.5: %s", got)
+	}
+	// Once answered, the id is free again.
+	if err := p.conn.Write(ctx, &jsonrpc.Response{ID: mustID(t, float64(0)), Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	p.line(t)
+	p.send(t, `{"jsonrpc":"2.0","id":0,"method":"ping"}`)
+	if msg := read(); msg.(*jsonrpc.Request).Method != "ping" {
+		t.Errorf("id 0 after its answer: %v", msg)
+	}
+}
+
+func mustID(t *testing.T, v any) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// A client that writes without reading: reading stops at maxUnanswered calls in flight
+// and goes on as answers go out.
+func TestStdioStopsReadingWhileAnswersPileUp(t *testing.T) {
+	p := newPipeConn(t, 0)
+	ctx := context.Background()
+	go func() {
+		var b strings.Builder
+		for i := range maxUnanswered + 10 {
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", i+1)
+		}
+		io.WriteString(p.in, b.String())
+	}()
+	var ids []jsonrpc.ID
+	for range maxUnanswered {
+		msg, err := p.conn.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, msg.(*jsonrpc.Request).ID)
+	}
+	next := make(chan jsonrpc.Message, 1)
+	go func() {
+		msg, _ := p.conn.Read(ctx)
+		next <- msg
+	}()
+	select {
+	case msg := <-next:
+		t.Fatalf("read %v with %d calls unanswered", msg, maxUnanswered)
+	case <-time.After(200 * time.Millisecond):
+	}
+	go func() {
+		for p.lines.Scan() {
+		}
+	}()
+	if err := p.conn.Write(ctx, &jsonrpc.Response{ID: ids[0], Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-next:
+		if msg == nil {
+			t.Fatal("no message after an answer")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading did not resume after an answer")
 	}
 }

@@ -68,10 +68,14 @@ func (t Tuning) ApplyProcs() {
 // procs is how many processors FewerProcs leaves of the n Go would use.
 func procs(n int) int { return max(1, n/4) }
 
-// start applies the knobs a Server owns; stop undoes them.
+// start applies the knobs a Server owns; stop undoes them. The ballast is set up in
+// the background: its goroutines' stacks and the collection after take about 2 ms,
+// which the first answer (initialize) must not wait for.
 func (t Tuning) start() (stop func()) {
-	if t.StackBallast {
-		return stackBallast()
+	if !t.StackBallast {
+		return func() {}
 	}
-	return func() {}
+	ballast := make(chan func(), 1)
+	go func() { ballast <- stackBallast() }()
+	return func() { (<-ballast)() }
 }

@@ -232,3 +232,70 @@ func pairedRatio(a, b []time.Duration) float64 {
 	slices.Sort(r)
 	return r[len(r)/2]
 }
+
+// BenchmarkServeColdStart: a fresh `dsh serve` per iteration, from its exec to the
+// answer of initialize (init-ms) and to the result of a first tools/call of `true`
+// (first-ms), medians. With DSH_BENCH_VS the two binaries start in turns, A first in
+// even iterations, and their medians are reported side by side; DSH_BENCH_PROFILE
+// chooses the profile (e.g. sandbox):
+//
+//	DSH_BENCH_VS=./dsh-before go test -run '^$' -bench ServeColdStart -benchtime 40x ./cmd/dsh/
+func BenchmarkServeColdStart(b *testing.B) {
+	bins := []string{benchBin()}
+	if vs := os.Getenv("DSH_BENCH_VS"); vs != "" {
+		bins = append(bins, vs)
+	}
+	initT := make([][]time.Duration, len(bins))
+	firstT := make([][]time.Duration, len(bins))
+	for i := 0; b.Loop(); i++ {
+		for k := range bins {
+			k := (k + i) % len(bins)
+			ti, tf := coldStart(b, bins[k])
+			initT[k] = append(initT[k], ti)
+			firstT[k] = append(firstT[k], tf)
+		}
+	}
+	names := []string{"", "vs-"}
+	for k := range bins {
+		b.ReportMetric(float64(proctest.Median(initT[k]).Microseconds())/1000, names[k]+"init-ms")
+		b.ReportMetric(float64(proctest.Median(firstT[k]).Microseconds())/1000, names[k]+"first-ms")
+	}
+}
+
+// coldStart starts bin's `dsh serve`, times its initialize answer and its first
+// tools/call result from the exec, and ends it (untimed).
+func coldStart(b *testing.B, bin string) (initDone, firstDone time.Duration) {
+	b.Helper()
+	args := []string{"serve", "--workspace", b.TempDir(), "--log-level", "warn"}
+	if p := os.Getenv("DSH_BENCH_PROFILE"); p != "" {
+		args = append(args, "--profile", p)
+	}
+	cmd := exec.Command(bin, args...)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	r := bufio.NewReader(out)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	expect := func(prefix string) {
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				b.Fatalf("%s: %v", bin, err)
+			}
+			if bytes.HasPrefix(line, []byte(prefix)) {
+				return
+			}
+		}
+	}
+	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`+"\n")
+	expect(`{"jsonrpc":"2.0","id":1,`)
+	initDone = time.Since(start)
+	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","description":"Benchmark"}}}`+"\n")
+	expect(`{"jsonrpc":"2.0","id":2,`)
+	return initDone, time.Since(start)
+}

@@ -90,13 +90,15 @@ type client struct {
 
 type clientOptions struct {
 	elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	wrap   []string // runs dsh under this command line (setpriv …)
 	env    []string // added to the server's environment
 }
 
 func startServe(t *testing.T, o clientOptions, args ...string) *client {
 	t.Helper()
 	c := &client{stderr: &syncBuffer{}, logs: &recorder{}, changes: &recorder{}}
-	c.cmd = exec.Command(dshBin, append([]string{"serve"}, args...)...)
+	argv := append(append(append([]string(nil), o.wrap...), dshBin, "serve"), args...)
+	c.cmd = exec.Command(argv[0], argv[1:]...)
 	c.cmd.Stderr = c.stderr
 	if len(o.env) > 0 {
 		c.cmd.Env = append(os.Environ(), o.env...)

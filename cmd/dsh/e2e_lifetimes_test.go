@@ -282,6 +282,7 @@ func TestServeSwapClosesTheRetiredBox(t *testing.T) {
 	write("extends: sandbox\n")
 	c := startServe(t, clientOptions{}, "--workspace", ws, "--profile", profile)
 	dsh := c.cmd.Process.Pid
+	awaitProbe(t, c) // its box is not the session's
 	held := boxFDs(dsh)
 	release := filepath.Join(ws, "release")
 	if text, _, _ := c.call(t, "bash", bash("until [ -e "+release+" ]; do sleep 0.02; done; echo done", "run_in_background", true)); text != "started background job bash-1" {

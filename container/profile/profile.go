@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
@@ -203,7 +202,7 @@ func (l *Loader) loadRef(st *loadState, ref profileRef) ([]container.Row, error)
 		}
 		provider = rawbytes.Provider(data)
 	} else {
-		provider = file.Provider(ref.path)
+		provider = regularFile(ref.path)
 	}
 	pf, err := parseProfile(label, &digesting{Provider: provider, label: label, h: st.digest})
 	if err != nil {

@@ -3,11 +3,14 @@ package profile
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -40,6 +43,13 @@ type ReloadOptions struct {
 // recorded in Status.LastReloadError until a later reload succeeds. Each outcome is
 // logged — a good one with the rows it mounted, restarted and disposed — and recorded
 // as Status.LastReload.
+//
+// A watched directory that is renamed, removed or replaced (the watch follows the old
+// directory, which sends no events for the new one) is watched again at its path: at
+// once when its own rename or removal is seen, else within dirCheck, which compares
+// each watched directory with what its path names now. While a directory the profile
+// needs cannot be watched, the reloader polls and Status.LastReloadError says so: edits
+// would not be seen, and a status without an error would be a lie.
 type Reloader struct {
 	rt       *container.Runtime
 	loader   *Loader
@@ -54,6 +64,8 @@ type Reloader struct {
 	good     *Profile   // the profile that is running
 	files    map[string]bool
 	dirs     map[string]bool
+	ids      map[string]dirID // what each watched directory was when its watch began
+	watchErr error            // why a needed directory is not watched (nil: all are)
 
 	recheck chan struct{} // asks the loop for another (debounced) check
 	retry   *time.Timer   // re-checks while a needed directory cannot be watched
@@ -82,7 +94,7 @@ func NewReloader(rt *container.Runtime, loader *Loader, current *Profile, opts R
 	r := &Reloader{
 		rt: rt, loader: loader, spec: current.Path, name: current.Name, debounce: opts.Debounce,
 		log: opts.Logger.With("profile", current.Path), onReload: opts.OnReload, watcher: w,
-		good: current, files: map[string]bool{}, dirs: map[string]bool{},
+		good: current, files: map[string]bool{}, dirs: map[string]bool{}, ids: map[string]dirID{},
 		recheck: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.rewatch(nil)
@@ -113,6 +125,8 @@ func (r *Reloader) Close() error {
 func (r *Reloader) loop() {
 	defer close(r.done)
 	timer := time.NewTimer(0) // one check at start: the file may have changed before the watch began
+	check := time.NewTicker(dirCheck)
+	defer check.Stop()
 	for {
 		select {
 		case <-r.stop:
@@ -122,10 +136,17 @@ func (r *Reloader) loop() {
 			if !ok {
 				return
 			}
-			if ev.Op == fsnotify.Chmod || !r.watched(filepath.Clean(ev.Name)) {
+			// A mode change counts: a profile made readable again must clear its error.
+			// So does an event on a watched directory itself (renamed or removed: its
+			// watch has ended, and the next check watches its path again).
+			if !r.watched(filepath.Clean(ev.Name)) {
 				continue
 			}
 			timer.Reset(r.debounce)
+		case <-check.C:
+			if r.replacedDirs() {
+				timer.Reset(r.debounce)
+			}
 		case err, ok := <-r.watcher.Errors:
 			if !ok {
 				return
@@ -141,10 +162,12 @@ func (r *Reloader) loop() {
 	}
 }
 
+// watched reports whether name is a file the profile reads or a directory watched for
+// it.
 func (r *Reloader) watched(name string) bool {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
-	return r.files[name]
+	return r.files[name] || r.dirs[name]
 }
 
 // Reload loads and composes the profile now, as if a change had been seen. It returns
@@ -169,10 +192,11 @@ func (r *Reloader) Reload() (err error) {
 	}
 	if err == nil && p.Digest == r.good.Digest {
 		// What is on disk is what runs (perhaps again, after a failed edit was undone).
-		if r.rt.Status().LastReloadError != "" {
+		if last := r.rt.Status().LastReloadError; last != "" && (r.watchErr == nil || last != r.watchErr.Error()) {
 			r.log.Info("profile reload undone: the file is what runs again")
 			r.rt.RecordReload(container.Reload{At: time.Now(), Result: container.ReloadUndone})
 		}
+		r.rt.SetLastReloadError(r.watchErr) // a directory it cannot watch stays an error
 		return nil
 	}
 	var changes container.Changes
@@ -187,6 +211,7 @@ func (r *Reloader) Reload() (err error) {
 	r.good = p
 	r.rewatch(nil) // stop watching directories only the old profile needed
 	r.rt.RecordReload(container.Reload{At: time.Now(), Result: container.ReloadApplied, Changes: changes})
+	r.rt.SetLastReloadError(r.watchErr) // a directory it cannot watch stays an error
 	r.log.Info("profile reloaded", "files", len(p.Files),
 		"mounted", rowList(changes.Mounted), "restarted", rowList(changes.Restarted), "disposed", rowList(changes.Disposed))
 	warnStuck(r.log, r.rt, p.Rows)
@@ -210,6 +235,10 @@ func (r *Reloader) askRecheck() {
 
 // unwatchRetry is how often a directory that could not be watched is tried again.
 const unwatchRetry = time.Second
+
+// dirCheck is how often the watched directories are compared with what their paths
+// name now: a directory replaced under a renamed parent sends no event of its own.
+const dirCheck = 2 * time.Second
 
 // retryLater asks for a check after unwatchRetry. Called with reloadMu held.
 func (r *Reloader) retryLater() {
@@ -262,22 +291,65 @@ func (r *Reloader) rewatch(attempted []string) (added bool) {
 		}
 	}
 	sort.Strings(add)
+	var watchErr error
 	for _, d := range add {
-		if err := r.watcher.Add(d); err != nil {
-			// A base's directory that does not exist yet: retried after the next reload.
+		// The identity first: a directory replaced between the two is seen by dirCheck.
+		id, idErr := dirIdentity(d)
+		if err := addWatch(r.watcher, d); err != nil {
 			r.log.Warn("cannot watch profile directory", "dir", d, "err", err)
 			delete(dirs, d)
+			if _, statErr := os.Stat(d); !errors.Is(statErr, fs.ErrNotExist) && watchErr == nil {
+				// A directory that does not exist yet is the load's error to report.
+				watchErr = fmt.Errorf("cannot watch %s for changes (%w): edits to the profile are not applied until it can be watched (retrying every %s)", d, err, unwatchRetry)
+			}
 			continue
+		}
+		if idErr == nil {
+			r.ids[d] = id
 		}
 		added = true
 	}
 	for d := range watching {
 		if !dirs[d] {
 			_ = r.watcher.Remove(d) // fails harmlessly if the directory is gone
+			delete(r.ids, d)
 		}
 	}
-	r.files, r.dirs = files, dirs
+	r.files, r.dirs, r.watchErr = files, dirs, watchErr
 	return added
+}
+
+// addWatch starts watching a directory (a variable for the tests).
+var addWatch = (*fsnotify.Watcher).Add
+
+// dirID is a directory's identity: its device and inode.
+type dirID struct{ dev, ino uint64 }
+
+func dirIdentity(dir string) (dirID, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return dirID{}, err
+	}
+	return dirID{dev: uint64(st.Dev), ino: st.Ino}, nil
+}
+
+// replacedDirs ends the watch of every watched directory whose path now names another
+// directory, or nothing, and reports whether there was one: the next reload watches
+// the path again.
+func (r *Reloader) replacedDirs() bool {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	replaced := false
+	for d, id := range r.ids {
+		if now, err := dirIdentity(d); err == nil && now == id {
+			continue
+		}
+		r.log.Info("profile directory replaced; watching its path again", "dir", d)
+		_ = r.watcher.Remove(d)
+		delete(r.ids, d)
+		replaced = true
+	}
+	return replaced
 }
 
 // watching returns the directories being watched. It asks the watcher, not r.dirs: a
@@ -286,6 +358,11 @@ func (r *Reloader) watching() map[string]bool {
 	watching := map[string]bool{}
 	for _, d := range r.watcher.WatchList() {
 		watching[d] = true
+	}
+	for d := range r.ids {
+		if !watching[d] {
+			delete(r.ids, d) // its watch ended with the directory
+		}
 	}
 	return watching
 }

@@ -5,8 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/container/profile"
@@ -28,8 +31,14 @@ type reloadRig struct {
 
 func newReloadRig(t *testing.T, content string) *reloadRig {
 	t.Helper()
-	g := &reloadRig{t: t, dir: t.TempDir(), j: &journal{}, values: &journal{}}
-	g.path = filepath.Join(g.dir, "harness.yaml")
+	return newReloadRigAt(t, filepath.Join(t.TempDir(), "harness.yaml"), content)
+}
+
+// newReloadRigAt is newReloadRig with the profile at path (its directory is created).
+func newReloadRigAt(t *testing.T, path, content string) *reloadRig {
+	t.Helper()
+	g := &reloadRig{t: t, dir: filepath.Dir(path), path: path, j: &journal{}, values: &journal{}}
+	mustNil(t, os.MkdirAll(g.dir, 0o755))
 	writeFile(t, g.path, content)
 	see := func(a *container.Activation, c *testConfig) { g.values.Add("%s=%s", a.ID(), c.Value) }
 	g.rt = newRuntime(t,
@@ -341,4 +350,98 @@ func TestReloadFollowsSymlinkedProfile(t *testing.T) {
 	g.waitValue("prov", "linked")
 	writeFile(t, target, strings.Replace(rigProfile, "value: one", "value: edited-target", 1))
 	g.waitValue("prov", "edited-target")
+}
+
+// A named pipe at the profile's path never blocks the reloader: the open does not wait
+// for a writer, the reload fails naming the file type (the last good composition keeps
+// running), a regular file written there again reloads, and Close returns.
+func TestReloadFIFOAtProfilePath(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	mustNil(t, os.Remove(g.path))
+	mustNil(t, syscall.Mkfifo(g.path, 0o644))
+	waitFor(t, 10*time.Second, "the named-pipe error", func() bool {
+		return strings.Contains(g.rt.Status().LastReloadError, g.path+": not a regular file (a named pipe): a profile must be a regular file")
+	})
+	for id, st := range states(g.rt) {
+		if st != container.StateActive {
+			t.Fatalf("%s is %s after the named pipe", id, st)
+		}
+	}
+	mustNil(t, os.Remove(g.path))
+	g.edit("after-fifo")
+	g.waitErrorCleared()
+	// A directory and a device are refused the same way.
+	mustNil(t, os.Remove(g.path))
+	mustNil(t, os.Symlink("/dev/zero", g.path))
+	waitFor(t, 10*time.Second, "the device error", func() bool {
+		return strings.Contains(g.rt.Status().LastReloadError, "not a regular file (a character device)")
+	})
+	mustNil(t, os.Remove(g.path))
+	mustNil(t, syscall.Mkfifo(g.path, 0o644))
+	closed := make(chan error, 1)
+	go func() { closed <- g.rl.Close() }()
+	select {
+	case err := <-closed:
+		mustNil(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close blocked with a named pipe at the profile path")
+	}
+}
+
+// The profile's directory renamed away and a new one made at its path: the watch
+// follows the path, not the old directory.
+func TestReloadAfterDirectoryRenamed(t *testing.T) {
+	g := newReloadRigAt(t, filepath.Join(t.TempDir(), "conf", "harness.yaml"), rigProfile)
+	mustNil(t, os.Rename(g.dir, g.dir+".old"))
+	mustNil(t, os.Mkdir(g.dir, 0o755))
+	g.edit("new-dir")
+	g.edit("new-dir-again")
+	// An edit of the old directory's file is not the profile any more.
+	writeFile(t, filepath.Join(g.dir+".old", "harness.yaml"), strings.Replace(rigProfile, "value: one", "value: stale", 1))
+	g.edit("still-new")
+	if g.values.Count("prov=stale") != 0 {
+		t.Fatal("the renamed directory's file was applied")
+	}
+}
+
+// A parent of the profile's directory renamed and replaced (the directory's own name
+// does not change, so it sends no event): the periodic check watches the path again.
+func TestReloadAfterParentReplaced(t *testing.T) {
+	top := filepath.Join(t.TempDir(), "top")
+	g := newReloadRigAt(t, filepath.Join(top, "conf", "harness.yaml"), rigProfile)
+	mustNil(t, os.Rename(top, top+".old"))
+	mustNil(t, os.MkdirAll(g.dir, 0o755))
+	g.edit("replaced-parent")
+	g.waitErrorCleared()
+	g.edit("replaced-parent-again")
+}
+
+// A directory the profile needs that cannot be watched is a reload error in status
+// (edits there would go unseen), retried until it can be watched.
+func TestReloadReportsUnwatchableDirectory(t *testing.T) {
+	g := newReloadRig(t, rigProfile)
+	baseDir := filepath.Join(g.dir, "bases")
+	mustNil(t, os.Mkdir(baseDir, 0o755))
+	writeFile(t, filepath.Join(baseDir, "base.yaml"), strings.Replace(rigProfile, "value: one", "value: based", 1))
+	var mu sync.Mutex
+	refuse := true
+	restore := profile.SetAddWatch(func(w *fsnotify.Watcher, dir string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse && dir == baseDir {
+			return syscall.ENOSPC
+		}
+		return w.Add(dir)
+	})
+	defer restore()
+	g.renameSave("extends: bases/base.yaml\n")
+	g.waitValue("prov", "based")
+	want := "cannot watch " + baseDir + " for changes (no space left on device): edits to the profile are not applied until it can be watched (retrying every 1s)"
+	waitFor(t, 10*time.Second, "the watch error", func() bool { return g.rt.Status().LastReloadError == want })
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	g.waitErrorCleared()
+	writeFile(t, filepath.Join(baseDir, "base.yaml"), strings.Replace(rigProfile, "value: one", "value: watched", 1))
+	g.waitValue("prov", "watched")
 }

@@ -1,11 +1,13 @@
 package bashsandbox
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/prompt"
@@ -135,20 +137,18 @@ func apply(a *container.Activation, cfg *Config) error {
 		return err
 	}
 	// Probe the backend now (once per process; cached), so that status tells what the
-	// calls will meet rather than the first confined call finding out.
-	be := chooseBackend(cfg.Namespaces)
-	if err := sb.checkStatic(be); err != nil {
+	// calls will meet rather than the first confined call finding out — in the
+	// background when a server asked for it (ProbeInBackground).
+	if !probed(cfg.Namespaces) && probeInBackground.Load() {
+		a.SetDetail("sandbox: probing the backend (confined calls wait for it)")
+		a.Go(func(context.Context) {
+			if err := settleBackend(a, sup, sb, cfg, chooseBackend(cfg.Namespaces)); err != nil {
+				log.Error("bash-sandbox: " + err.Error())
+				a.SetDetail(err.Error())
+			}
+		})
+	} else if err := settleBackend(a, sup, sb, cfg, chooseBackend(cfg.Namespaces)); err != nil {
 		return err
-	}
-	detail := be.detail(cfg.DefaultMode, cfg.Network)
-	if ld := limitsDetail(sup, sb.resources, sb.unenforced, !be.usable || be.namespaces()); ld != "" {
-		detail += "; " + ld
-	}
-	a.SetDetail(detail)
-	if be.usable {
-		log.Info("bash-sandbox: " + detail)
-	} else {
-		log.Warn("bash-sandbox: " + detail)
 	}
 	if prev, ok := container.ReplacedConfig[*Config](a); ok && prev != nil {
 		for _, w := range widenings(&prev.SandboxConfig, &cfg.SandboxConfig) {
@@ -166,6 +166,37 @@ func apply(a *container.Activation, cfg *Config) error {
 	}
 	return prompts.Add(a, promptSection(resolver, a))
 }
+
+// settleBackend checks what the backend be cannot enforce under cfg (an error fails the
+// row) and shows be in the row's status.
+func settleBackend(a *container.Activation, sup *subprocess.Supervisor, sb *confiner, cfg *Config, be backend) error {
+	if err := sb.checkStatic(be); err != nil {
+		return err
+	}
+	detail := be.detail(cfg.DefaultMode, cfg.Network)
+	if ld := limitsDetail(sup, sb.resources, sb.unenforced, !be.usable || be.namespaces()); ld != "" {
+		detail += "; " + ld
+	}
+	a.SetDetail(detail)
+	if be.usable {
+		a.Logger().Info("bash-sandbox: " + detail)
+	} else {
+		a.Logger().Warn("bash-sandbox: " + detail)
+	}
+	return nil
+}
+
+// probeInBackground is set by ProbeInBackground.
+var probeInBackground atomic.Bool
+
+// ProbeInBackground makes the rows applied from now on, when the backend has not been
+// probed yet in this process, probe it in the background instead of before their apply
+// returns: a server answers its first client without waiting for the probe (a box and
+// a command in it, 10–20 ms), and the first confined call waits for the probe instead.
+// The row's status says "probing" until then; what the backend cannot enforce is then
+// logged as an error and shown in the status (confined calls refuse it) instead of
+// failing the row.
+func ProbeInBackground() { probeInBackground.Store(true) }
 
 // New returns the confining executor for cfg (as a shell.Executor) and its policy
 // resolver (the `sandboxPolicy` service), over the processes of sup. It is what the

@@ -85,6 +85,20 @@ func Probe() ProbeResult {
 	return r
 }
 
+// probed reports whether chooseBackend(namespaces) has what it needs already: it
+// would not run a probe.
+func probed(namespaces string) bool {
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	switch {
+	case probe.override != nil:
+		return true
+	case probe.result == nil:
+		return false
+	}
+	return namespaces != NamespacesOff || !probe.result.Usable || probe.landlock != nil
+}
+
 // probeOnce lets one Probe run at a time (the others wait for its result).
 var probeOnce sync.Mutex
 

@@ -295,6 +295,9 @@ func jobList(rt *Runtime, call tools.Call) tools.Result {
 	if jobs == nil {
 		jobs = []Snapshot{}
 	}
+	for i := range jobs {
+		jobs[i].Label = oneLine(jobs[i].Label) // the listing's line, in the value too
+	}
 	return tools.Result{Text: listText(jobs), Value: ListValue{Jobs: jobs}}
 }
 

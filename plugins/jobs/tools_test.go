@@ -268,3 +268,21 @@ func mustTool(t *testing.T, r *tools.Registry, name string) tools.Tool {
 	}
 	return tool
 }
+
+// A 100 KB command is one line of 200 characters in job_list, text and value alike, and
+// in the completion notice.
+func TestJobListCapsLabels(t *testing.T) {
+	h := compose(t, nil)
+	s, _ := session("s1")
+	label := strings.Repeat("é", 150) + "\n" + strings.Repeat("x", 100_000)
+	w := newWork()
+	if _, err := h.jobs.Start(jobs.Spec{Kind: "bash", Label: label, Owner: s, Run: w.run}); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("é", 150) + " " + strings.Repeat("x", 49) + "…"
+	res := h.call(t, s, "job_list", `{}`)
+	expect(t, res, "bash-1 [bash] running — "+want, false)
+	if v := res.Value.(jobs.ListValue); len(v.Jobs) != 1 || v.Jobs[0].Label != want {
+		t.Errorf("value = %+v", v)
+	}
+}

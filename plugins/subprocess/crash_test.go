@@ -3,6 +3,8 @@ package subprocess_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -188,6 +190,13 @@ func TestHelperProcess(t *testing.T) {
 		sup.Close()
 		fmt.Fprintf(&report, "still-open %v\n", unix.Fstat(7, &st) == nil)
 		finish()
+	case "start":
+		logs := &proctest.Buffer{}
+		sup := subprocess.New(subprocess.Options{SpillRoot: spillRoot, Logger: logs.Logger()})
+		fmt.Fprintf(&report, "isolation %s\n", sup.Isolation())
+		sup.Close()
+		fmt.Fprintf(&report, "logs %s\n", strings.ReplaceAll(strings.TrimSpace(logs.String()), "\n", " | "))
+		finish()
 	default:
 		t.Fatalf("unknown helper mode %q", mode)
 	}
@@ -307,6 +316,10 @@ func TestWatchdogProcess(t *testing.T) {
 // them and removes the cgroup, and says so at WARN with the count. A directory whose
 // lock a live process holds is left alone, whatever its pid says (another pid
 // namespace's harness).
+//
+// The harness that starts is a helper process in a parent cgroup of this test's own: a
+// dsh started meanwhile elsewhere (another package's tests) sweeps its own parent, and
+// would otherwise take the planted directories first.
 func TestStartKillsWhatDeadInstancesLeft(t *testing.T) {
 	proctest.NoLeftovers(t)
 	probe := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
@@ -315,7 +328,18 @@ func TestStartKillsWhatDeadInstancesLeft(t *testing.T) {
 	if !ok {
 		t.Skipf("cgroup isolation unavailable: %s", probe.Isolation())
 	}
-	base := filepath.Dir(root)
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	base := filepath.Join(filepath.Dir(root), "dshtest-"+hex.EncodeToString(suffix)) // no dsh's "dsh-" prefix
+	if err := os.Mkdir(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// After every process in it is gone (the cleanups below run first).
+		proctest.WaitFor(t, 10*time.Second, "the test's parent cgroup to be removable", func() bool {
+			return os.Remove(base) == nil || os.IsNotExist(os.Remove(base))
+		})
+	})
 	// commandIn starts a process in a new cgroup dir/c<n>.
 	commandIn := func(dir string, n int) *exec.Cmd {
 		t.Helper()
@@ -356,9 +380,12 @@ func TestStartKillsWhatDeadInstancesLeft(t *testing.T) {
 		os.Remove(locked)
 	})
 
-	logs := &proctest.Buffer{}
-	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: logs.Logger()})
-	defer sup.Close()
+	t.Cleanup(func() { os.Remove(filepath.Join(dead, "c3")); os.Remove(dead) }) // if the test fails
+	// The helper moves itself into base, then execs the test binary as the harness.
+	_, report := startHelper(t, "start", "sh", "-c", `echo $$ > "$1/cgroup.procs" && shift && exec "$@"`, "sh", base)
+	if iso := field(t, report, "isolation"); !strings.HasPrefix(iso, "cgroup v2 at "+base+"/dsh-") {
+		t.Fatalf("the helper's isolation: %s", iso)
+	}
 	for _, cmd := range []*exec.Cmd{a, b} {
 		if !proctest.Gone(cmd.Process.Pid) {
 			t.Errorf("pid %d of the dead harness still runs after New", cmd.Process.Pid)
@@ -368,7 +395,7 @@ func TestStartKillsWhatDeadInstancesLeft(t *testing.T) {
 		t.Errorf("the dead harness's cgroup %s is still there: %v", dead, err)
 	}
 	want := `level=WARN msg="subprocess: killed the commands that dead dsh instances left running" cgroups=2 instances=1`
-	if !strings.Contains(logs.String(), want) {
+	if logs := field(t, report, "logs"); !strings.Contains(logs, want) {
 		t.Errorf("logs:\n%s\nwant %s", logs, want)
 	}
 	if proctest.Gone(c.Process.Pid) {

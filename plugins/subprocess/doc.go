@@ -49,9 +49,10 @@
 //
 // # Crash cleanup
 //
-// New starts a watchdog: the harness binary re-executed with a hidden argument,
-// dispatched from the init function of a package with a minimal import set, so it runs
-// before the rest of the binary is initialised, in every binary that links subprocess.
+// New starts a watchdog, in the background (the first spawn waits until it runs): the
+// harness binary re-executed with a hidden argument, dispatched from the init function
+// of a package with a minimal import set, so it runs before the rest of the binary is
+// initialised, in every binary that links subprocess.
 // It is detached (no child of the harness), leads its own session, holds none of the
 // harness's stdio and lives outside the cgroup it guards. It reads a pipe whose only
 // write end the harness holds: when that closes because the harness died (SIGKILL, a

@@ -31,6 +31,7 @@ func (s *Supervisor) Sweep() { s.sweep() }
 
 // WatchdogPid is the crash-cleanup watchdog's pid (0 if it did not start).
 func (s *Supervisor) WatchdogPid() int {
+	s.awaitWatchdog()
 	if s.watchdog == nil {
 		return 0
 	}

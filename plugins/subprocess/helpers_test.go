@@ -31,6 +31,7 @@ func newSup(t *testing.T, disableCgroups bool) *subprocess.Supervisor {
 	t.Helper()
 	s := subprocess.New(subprocess.Options{DisableCgroups: disableCgroups, SpillRoot: t.TempDir()})
 	t.Cleanup(s.Close)
+	s.WatchdogPid() // waits for the watchdog's start, so what it opens is in place
 	return s
 }
 

@@ -52,12 +52,9 @@ type budgets struct {
 	// by what they were made for.
 	spares map[spareKind][]*budgetCgroups
 	closed bool
-	// movable are the pids of the harness's own processes (itself, its watchdog), which
-	// leaveOwnCgroup may move.
-	movable []string
-	// watchdogPid, when set, is the pid of the watchdog in charge, movable too: a
-	// supervised watchdog is replaced when it dies.
-	watchdogPid func() int
+	// movable are the pids of the harness's own processes besides itself (its watchdog),
+	// which leaveOwnCgroup may move (nil: none); it may wait for the watchdog's start.
+	movable func() []int
 }
 
 // hierarchy is one cgroup hierarchy resource limits use.
@@ -77,18 +74,15 @@ type hierarchy struct {
 
 // newBudgets probes where limits can be enforced (mounts; v2inst is the Supervisor's
 // cgroup v2 directory) and applies the reserve under limits around the harness.
-// movable are the pids of the harness's processes besides its own (its watchdog).
-func newBudgets(log *slog.Logger, mounts cgroupMounts, fake bool, v2inst string, notify func(string), movable ...int) *budgets {
+// movable lists the pids of the harness's processes besides its own (its watchdog).
+func newBudgets(log *slog.Logger, mounts cgroupMounts, fake bool, v2inst string, notify func(string), movable func() []int) *budgets {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	b := &budgets{
 		log: log, mounts: mounts, fake: fake, v2inst: v2inst, notify: notify,
 		name:  fmt.Sprintf("dsh-%d-%s", os.Getpid(), hex.EncodeToString(suffix)),
 		byCtl: map[string]*hierarchy{}, why: map[string]string{}, sessions: map[string]*sessionCgroups{},
-		spares: map[spareKind][]*budgetCgroups{}, movable: []string{strconv.Itoa(os.Getpid())},
-	}
-	for _, pid := range movable {
-		b.movable = append(b.movable, strconv.Itoa(pid))
+		spares: map[spareKind][]*budgetCgroups{}, movable: movable,
 	}
 	b.applyEnclosing()
 	return b
@@ -289,7 +283,7 @@ func enableV2(dir, c string) error {
 // kernel does for a cgroup that holds processes.
 var v2EnableFault func(dir string) error
 
-// leaveOwnCgroup moves the harness's processes (itself and its watchdog, b.movable)
+// leaveOwnCgroup moves the harness's processes (itself and b.movable: its watchdog)
 // from its cgroup v2 directory own into a leaf of their own below it
 // (<own>/dsh-<pid>-<random>-harness), so that own holds no process and can give
 // controllers to its children: what a unit with systemd's Delegate=yes expects of the
@@ -301,9 +295,11 @@ func (b *budgets) leaveOwnCgroup(own string) error {
 		return errors.New("cannot read " + own + "/cgroup.procs")
 	}
 	pids := strings.Fields(string(procs))
-	movable := slices.Clip(b.movable)
-	if b.watchdogPid != nil {
-		movable = append(movable, strconv.Itoa(b.watchdogPid()))
+	movable := []string{strconv.Itoa(os.Getpid())}
+	if b.movable != nil {
+		for _, pid := range b.movable() {
+			movable = append(movable, strconv.Itoa(pid))
+		}
 	}
 	for _, p := range pids {
 		if !slices.Contains(movable, p) {

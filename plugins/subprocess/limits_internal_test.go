@@ -102,7 +102,7 @@ var allLimits = proc.ResourceLimits{Memory: 64 << 20, Processes: 50, CPUs: 1.5, 
 func TestLimitsV2Files(t *testing.T) {
 	fakeKernel(t)
 	root := fakeHost(t, []string{"unified"}, map[string]string{"unified/cgroup.subtree_control": "memory pids"})
-	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
 	t.Cleanup(b.close)
 	if err := b.check(allLimits); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestLimitsV2Files(t *testing.T) {
 func TestLimitsV1Files(t *testing.T) {
 	fakeKernel(t)
 	root := fakeHost(t, []string{"memory", "pids", "cpu", "cpuacct"}, nil)
-	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
 	t.Cleanup(b.close)
 	if m := b.mechanism(allLimits); m != "cgroup v1 (memory, pids, cpu)" {
 		t.Errorf("mechanism %q", m)
@@ -254,7 +254,7 @@ func TestLimitsEnclosing(t *testing.T) {
 	root := fakeHost(t, []string{"memory", "pids"}, map[string]string{
 		"pids/pids.max": "100\n", "pids/pids.current": "20\n", "memory/memory.limit_in_bytes": "134217728\n",
 	})
-	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
 	t.Cleanup(b.close)
 	if got := read(t, filepath.Join(root, "pids", b.name, "pids.max")); got != "60" {
 		t.Fatalf("the instance's pids.max %s, want 60 (80 free, 20 kept)", got)
@@ -278,7 +278,7 @@ func TestLimitsEnclosing(t *testing.T) {
 func TestLimitsCheck(t *testing.T) {
 	fakeKernel(t)
 	root := fakeHost(t, []string{"unified", "memory"}, map[string]string{"unified/cgroup.controllers": "io"})
-	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil)
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
 	t.Cleanup(b.close)
 	if err := b.check(proc.ResourceLimits{Memory: 1 << 30}); err != nil {
 		t.Errorf("memory (v1): %v", err)
@@ -355,7 +355,7 @@ func TestLimitsV2LeavesItsOwnCgroup(t *testing.T) {
 	t.Cleanup(func() { v2EnableFault = nil })
 	own := strconv.Itoa(os.Getpid())
 	root := fakeHost(t, []string{"unified"}, map[string]string{"unified/cgroup.procs": own + "\n4242\n"})
-	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, 4242)
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, func() []int { return []int{4242} })
 	t.Cleanup(b.close)
 	if err := b.check(proc.ResourceLimits{Memory: 1 << 30}); err != nil {
 		t.Fatal(err)
@@ -366,7 +366,7 @@ func TestLimitsV2LeavesItsOwnCgroup(t *testing.T) {
 	}
 	// Another process in the cgroup: refused.
 	root = fakeHost(t, []string{"unified"}, map[string]string{"unified/cgroup.procs": own + "\n777\n"})
-	b = newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, 4242)
+	b = newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, func() []int { return []int{4242} })
 	t.Cleanup(b.close)
 	err := b.check(proc.ResourceLimits{Memory: 1 << 30})
 	if err == nil || !strings.Contains(err.Error(), "offers it but cannot delegate it: its cgroup holds processes other than the harness's (pid 777)") {

@@ -87,6 +87,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if err := s.plan(&l, p, spec, prog); err != nil {
 		return nil, err
 	}
+	s.awaitWatchdogFor(l.cg != nil) // it covers every command from the first on
 	l.deadline, l.abort = spec.Deadline, ctx.Done()
 	if ctx.Err() != nil {
 		l.discard(p)
@@ -370,7 +371,10 @@ func (s *Supervisor) begin(ctx context.Context, p *Process, spec Spec, l *launch
 		p.pidfd = -1 // the Starter reports the exit
 	}
 	if p.cg == nil {
-		// Without a cgroup, the group is what the watchdog can kill if the harness dies.
+		// Without a cgroup, the group is what the watchdog can kill if the harness dies
+		// (a start planned in a cgroup may have fallen back to none: the watchdog's
+		// start may still be under way).
+		s.awaitWatchdog()
 		p.watchdog = s.watchdog
 		s.watchdog.track(p.pid)
 	}

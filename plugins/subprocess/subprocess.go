@@ -57,8 +57,17 @@ type Supervisor struct {
 	sweepTimer *time.Timer // the next sweep, if one is scheduled
 	sweepAt    time.Time   // when it runs
 	spool      *proc.Spool
-	watchdog   *watchdogProc // nil if it could not start
-	budgets    *budgets      // the cgroups of resource limits
+	watchdog   *watchdogProc // nil if it could not start; set before watchdogUp closes
+	watchdogUp chan struct{} // closed once the watchdog's start is over (nil: none)
+	// watchdogIn is closed once the watchdog's first stage runs, holding the read end
+	// of its pipe (or its start is over): from then on a crash of the harness ends the
+	// trees in its cgroup, whatever the start's later steps.
+	watchdogIn chan struct{}
+	// watchdogTodo holds the directories to tell the watchdog about (removeDir) that
+	// came before its start was over; nil once it is.
+	watchdogMu   sync.Mutex
+	watchdogTodo *[]string
+	budgets      *budgets // the cgroups of resource limits
 
 	paths sync.Map // program name + PATH → absolute path (see lookPath)
 	pipes pipePool // output pipes made ahead of need
@@ -76,7 +85,9 @@ type Supervisor struct {
 
 // New returns a Supervisor. It sets up cgroup isolation when possible (Isolation says
 // which mode is active and why), killing what dead harnesses left running in their
-// cgroups, and starts the crash-cleanup watchdog.
+// cgroups, and starts the crash-cleanup watchdog: in the background (it re-executes
+// the binary twice, a few milliseconds the harness need not wait for before its first
+// answer), and the first spawn waits until it covers the new tree (awaitWatchdogFor).
 func New(opts Options) *Supervisor {
 	s := &Supervisor{opts: opts, log: opts.Logger, live: map[*Process]struct{}{}}
 	if s.log == nil {
@@ -99,14 +110,48 @@ func New(opts Options) *Supervisor {
 		if s.cgHome != nil {
 			dir = s.cgHome.dir
 		}
-		wd, err := startWatchdog(dir, s.log)
-		if err != nil {
-			s.log.Warn("subprocess: no crash-cleanup watchdog; if the harness is killed, its commands keep running", "err", err)
-		}
-		s.watchdog = wd
+		s.watchdogUp, s.watchdogIn = make(chan struct{}), make(chan struct{})
+		s.watchdogTodo = new([]string)
+		var in sync.Once
+		holding := func() { in.Do(func() { close(s.watchdogIn) }) }
+		go func() {
+			defer close(s.watchdogUp)
+			defer holding()
+			wd, err := startWatchdog(dir, s.log, holding)
+			if err != nil {
+				s.log.Warn("subprocess: no crash-cleanup watchdog; if the harness is killed, its commands keep running", "err", err)
+			}
+			s.watchdogMu.Lock()
+			defer s.watchdogMu.Unlock()
+			s.watchdog = wd
+			for _, d := range *s.watchdogTodo {
+				wd.removeDir(d)
+			}
+			s.watchdogTodo = nil
+		}()
 	}
 	s.budgets = s.newBudgets()
 	return s
+}
+
+// awaitWatchdog returns once the watchdog's start is over (it runs, or could not
+// start): before the first fork of a tree without a cgroup (the watchdog must know its
+// group), and before anything uses s.watchdog.
+func (s *Supervisor) awaitWatchdog() {
+	if s.watchdogUp != nil {
+		<-s.watchdogUp
+	}
+}
+
+// awaitWatchdogFor returns once the watchdog covers a tree that has a cgroup (inCgroup)
+// or not: a cgroup's trees are covered as soon as the first stage holds the pipe (see
+// watchdogIn), a few milliseconds before the start is over.
+func (s *Supervisor) awaitWatchdogFor(inCgroup bool) {
+	if !inCgroup || s.watchdogIn == nil {
+		s.awaitWatchdog()
+		return
+	}
+	<-s.watchdogIn
 }
 
 // newBudgets probes where resource limits can be enforced, first ending what dead
@@ -127,11 +172,26 @@ func (s *Supervisor) newBudgets() *budgets {
 	if s.cgHome != nil {
 		v2 = s.cgHome.dir
 	}
-	b := newBudgets(s.log, mounts, fake, v2, s.watchdog.removeDir)
-	if s.watchdog != nil {
-		b.watchdogPid = s.watchdog.currentPid
+	// The watchdog starts in the background: a directory made before it runs is told
+	// to it once it does (no apply waits for it), and leaving the harness's own cgroup
+	// (its pid must be known) waits for its start.
+	notify := func(dir string) {
+		s.watchdogMu.Lock()
+		defer s.watchdogMu.Unlock()
+		if s.watchdogTodo != nil {
+			*s.watchdogTodo = append(*s.watchdogTodo, dir)
+			return
+		}
+		s.watchdog.removeDir(dir)
 	}
-	return b
+	movable := func() []int {
+		s.awaitWatchdog()
+		if s.watchdog == nil {
+			return nil
+		}
+		return []int{s.watchdog.currentPid()} // the one in charge: a dead one is replaced
+	}
+	return newBudgets(s.log, mounts, fake, v2, notify, movable)
 }
 
 // CheckLimits reports whether this host enforces every limit r sets: nil, or a
@@ -248,6 +308,7 @@ func (s *Supervisor) releaseResources() {
 	// Every process has settled: its files are retired, and now withdrawn.
 	s.spool.Close()
 	// Nothing is left for the watchdog to clean up: it exits.
+	s.awaitWatchdog()
 	s.watchdog.stop()
 	s.pipes.close()
 	s.nullOnce.Do(func() {})

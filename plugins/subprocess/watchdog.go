@@ -37,13 +37,14 @@ type watchdogProc struct {
 }
 
 // startWatchdog starts the watchdog for the cgroup directory cgroupDir ("" without
-// cgroups) and its supervision, and returns once it runs.
-func startWatchdog(cgroupDir string, log *slog.Logger) (*watchdogProc, error) {
+// cgroups) and its supervision, and returns once it runs. holding, if not nil, is
+// called as soon as the first stage runs with the pipe's read end (see detachWatchdog).
+func startWatchdog(cgroupDir string, log *slog.Logger, holding func()) (*watchdogProc, error) {
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		return nil, &opError{op: "eventfd", err: err}
 	}
-	fd, pid, err := spawnWatchdog(cgroupDir, log)
+	fd, pid, err := spawnWatchdog(cgroupDir, log, holding)
 	if err != nil {
 		unix.Close(wake)
 		return nil, err
@@ -55,12 +56,12 @@ func startWatchdog(cgroupDir string, log *slog.Logger) (*watchdogProc, error) {
 }
 
 // spawnWatchdog starts a watchdog and returns the write end of its pipe and its pid.
-func spawnWatchdog(cgroupDir string, log *slog.Logger) (fd, pid int, err error) {
+func spawnWatchdog(cgroupDir string, log *slog.Logger, holding func()) (fd, pid int, err error) {
 	var in [2]int
 	if err := unix.Pipe2(in[:], unix.O_CLOEXEC); err != nil {
 		return -1, 0, &opError{op: "pipe", err: err}
 	}
-	pid, err = detachWatchdog(in[0], cgroupDir)
+	pid, err = detachWatchdog(in[0], cgroupDir, holding)
 	unix.Close(in[0])
 	if err != nil {
 		unix.Close(in[1])
@@ -73,8 +74,10 @@ func spawnWatchdog(cgroupDir string, log *slog.Logger) (fd, pid int, err error) 
 }
 
 // detachWatchdog runs the watchdog's first stage with stdin, which starts the watchdog,
-// reports its pid and exits; it returns that pid.
-func detachWatchdog(stdin int, cgroupDir string) (int, error) {
+// reports its pid and exits; it returns that pid. holding, if not nil, is called once
+// the first stage runs: it holds stdin, and starts the watchdog with it even if the
+// harness dies now.
+func detachWatchdog(stdin int, cgroupDir string, holding func()) (int, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -95,6 +98,9 @@ func detachWatchdog(stdin int, cgroupDir string) (int, error) {
 	devnull.Close()
 	if err != nil {
 		return 0, &opError{op: "exec", path: "/proc/self/exe", err: err}
+	}
+	if holding != nil {
+		holding()
 	}
 	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
 	out, rerr := io.ReadAll(r)
@@ -220,7 +226,7 @@ func (w *watchdogProc) supervise() {
 			if delay > 0 && !w.await(-1, delay) {
 				return
 			}
-			fd, pid, err := spawnWatchdog(w.cgroupDir, w.log)
+			fd, pid, err := spawnWatchdog(w.cgroupDir, w.log, nil)
 			if err == nil {
 				w.takeOver(fd, pid)
 				break
