@@ -286,6 +286,15 @@ func (p *Process) awaitStartLine(ctx context.Context) (*Process, error) {
 	switch {
 	case errors.Is(serr, errNotStarted):
 		return p, nil
+	case errors.As(serr, new(*LostError)):
+		// Lost after the exec request went out: the command may be running, and ends
+		// with the loss as a running one does (its process group, if it registered, is
+		// killed once a connection is up again).
+		select {
+		case <-p.tear.Done():
+		case <-ctx.Done():
+		}
+		return p, nil
 	case serr != nil:
 		return nil, serr
 	case start != startDone:
