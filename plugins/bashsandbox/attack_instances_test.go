@@ -136,10 +136,13 @@ func TestConfinedOtherDshHidden(t *testing.T) {
 // The registry of dsh processes: a record whose process holds its lock is read; one
 // nobody holds (its process died) is removed; a half-written last line is not read.
 func TestInstanceRegistry(t *testing.T) {
-	dir := bashsandbox.InstancesDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Skip(err)
+	// A registry of its own: the host's is swept by every dsh that starts meanwhile
+	// (other packages' tests), which removes a record whose lock is not held yet.
+	dir := filepath.Join(t.TempDir(), "registry")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
 	}
+	defer bashsandbox.SetInstancesDir(dir)()
 	live, dead := filepath.Join(dir, "1-test-live-"+strconv.Itoa(os.Getpid())), filepath.Join(dir, "1-test-dead-"+strconv.Itoa(os.Getpid()))
 	for _, p := range []string{live, dead} {
 		if err := os.WriteFile(p, []byte(p+"-dir\n"+p+"-partial"), 0o600); err != nil {
