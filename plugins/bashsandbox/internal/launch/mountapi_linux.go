@@ -102,7 +102,7 @@ func moveMount(fd, dirfd int, name, what string) error {
 	empty := [1]byte{}
 	_, _, e := syscall.Syscall6(sysMoveMount, uintptr(fd), uintptr(unsafe.Pointer(&empty[0])), uintptr(dirfd), uintptr(unsafe.Pointer(p)), flags, 0)
 	if e != 0 {
-		return errors.New("move_mount " + what + ": " + e.Error())
+		return &syscallError{"move_mount " + what, e}
 	}
 	return nil
 }
@@ -370,3 +370,12 @@ func loUp() error {
 	}
 	return nil
 }
+
+// syscallError is "<op>: <errno>", the errno kept for errors.Is.
+type syscallError struct {
+	op    string
+	errno syscall.Errno
+}
+
+func (e *syscallError) Error() string { return e.op + ": " + e.errno.Error() }
+func (e *syscallError) Unwrap() error { return e.errno }

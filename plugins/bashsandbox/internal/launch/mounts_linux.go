@@ -289,6 +289,9 @@ func (ms *mounts) maskDir(o op) error {
 	}
 	if err := moveMount(fd, fdcwd, path, path); err != nil {
 		syscall.Close(fd)
+		if errors.Is(err, syscall.ENOENT) && syscall.Stat(path, &st) == syscall.ENOENT {
+			return nil // removed since the Stat (another dsh ended): skipped as if missing
+		}
 		return errors.New("hide " + path + ": " + err.Error())
 	}
 	ms.covers = append(ms.covers, cover{path, fd})
