@@ -15,7 +15,7 @@ import (
 // The crash-cleanup watchdog starts in the background, after dsh's first answer, yet it
 // covers the first command: a client that sends its first call together with
 // initialize, and a SIGKILL of dsh as soon as that command runs, leave nothing running —
-// with cgroups and with process groups only.
+// with cgroups and with process groups only (there, once dsh has the command in hand).
 func TestServeSIGKILLRightAfterTheFirstCommandEndsIt(t *testing.T) {
 	for _, isolation := range []string{"cgroup", "process-group"} {
 		t.Run(isolation, func(t *testing.T) {
@@ -36,7 +36,15 @@ func TestServeSIGKILLRightAfterTheFirstCommandEndsIt(t *testing.T) {
 			// No waiting for any answer: the call reaches dsh with initialize.
 			s.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 			s.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			s.call(t, 1, "echo $$ > "+pidFile+"; exec sleep 600")
+			command := "echo $$ > " + pidFile + "; exec sleep 600"
+			if isolation == "process-group" {
+				// Without a cgroup the watchdog learns the group right after the fork, before
+				// dsh reads the command's output: the pid file is written once dsh has read
+				// more than a pipe holds (a SIGKILL between the fork and that is the one
+				// window process groups leave; a cgroup has none).
+				command = "head -c 300000 /dev/zero; " + command
+			}
+			s.call(t, 1, command)
 			pid := readPidFile(t, pidFile)
 			if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
