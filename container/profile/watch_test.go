@@ -133,6 +133,8 @@ func TestReloadAppliesNewConfig(t *testing.T) {
 	g := newReloadRig(t, rigProfile)
 	g.edit("two")
 	waitFor(t, 10*time.Second, "dependent back", func() bool { return rowStatus(t, g.rt, "dep").State == container.StateActive })
+	// The reload is recorded once it is over, just after the cascade's last apply.
+	waitFor(t, 10*time.Second, "the reload recorded", func() bool { return g.rt.Status().LastReload != nil })
 	wantEntries(t, g.j.Take(), "dispose dep", "dispose prov", "apply prov", "apply dep from prov")
 	if err := g.lastResult(); err != nil {
 		t.Fatal(err)
