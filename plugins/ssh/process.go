@@ -299,6 +299,9 @@ func (p *Process) awaitStartLine(ctx context.Context) (*Process, error) {
 		return nil, serr
 	case start != startDone:
 		<-p.tear.Done()
+		if ex, _ := p.tear.Exit(); errors.As(ex.Err, new(*LostError)) {
+			return p, nil // lost before its start line: ended with the loss, as above
+		}
 		return nil, p.spawnFailure()
 	}
 	return p, nil
