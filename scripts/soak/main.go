@@ -132,29 +132,8 @@ func run(bin string, duration, window time.Duration, sessions, principals, churn
 			}
 		})
 	}
-	wg.Go(func() {
-		for n := 1; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(reload):
-			}
-			tmp := profilePath + ".tmp"
-			os.WriteFile(tmp, []byte(profile(n, executor)), 0o644)
-			os.Rename(tmp, profilePath)
-		}
-	})
-	ticker := time.NewTicker(window)
-	for w := 1; ; w++ {
-		select {
-		case <-ctx.Done():
-		case <-ticker.C:
-			fmt.Printf("%-6d %s %7d %5d  %s\n", w, s.measure().row(), s.calls.Swap(0), s.errs.Swap(0), s.lat.take())
-			continue
-		}
-		break
-	}
-	ticker.Stop()
+	wg.Go(func() { reloadEvery(ctx, reload, profilePath, executor) })
+	s.report(ctx, window)
 	wg.Wait()
 	// Every session has ended (a principal's 5 s after its last request): what their
 	// jobs, boxes and spill files held is released.
@@ -391,4 +370,33 @@ func (l *latencies) take() string {
 		parts = append(parts, fmt.Sprintf("%s %.1f/%.1f/%.0f", kind, ms(d[len(d)/2]), ms(d[len(d)*95/100]), ms(d[len(d)-1])))
 	}
 	return strings.Join(parts, "  ")
+}
+
+// reloadEvery rewrites the profile at path every interval (its executor's config too,
+// with executor) until ctx ends.
+func reloadEvery(ctx context.Context, interval time.Duration, path string, executor bool) {
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+		tmp := path + ".tmp"
+		os.WriteFile(tmp, []byte(profile(n, executor)), 0o644)
+		os.Rename(tmp, path)
+	}
+}
+
+// report prints a line of figures every window until ctx ends.
+func (s *soak) report(ctx context.Context, window time.Duration) {
+	ticker := time.NewTicker(window)
+	defer ticker.Stop()
+	for w := 1; ; w++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			fmt.Printf("%-6d %s %7d %5d  %s\n", w, s.measure().row(), s.calls.Swap(0), s.errs.Swap(0), s.lat.take())
+		}
+	}
 }
