@@ -76,11 +76,11 @@ inspect() { mcp-inspector --cli --server-url "$url" --protocol-era modern --form
 token=$(cat "$HOME/.dsh/serve-token")
 tools=$(inspect --header "Authorization: Bearer $token" --method tools/list)
 for t in bash job_output job_list job_kill; do
-  grep -q "\"name\":\"$t\"" <<<"$tools" || fail "modern tools/list lacks $t: $tools"
+  grep -q "\"name\":\"$t\"" <<<"$tools" || fail "stateless-lane tools/list lacks $t: $tools"
 done
 result=$(inspect --header "Authorization: Bearer $token" --method tools/call --tool-name bash \
   --tool-args-json '{"command":"echo hello from the inspector","description":"Say hello"}')
-grep -q '"text":"hello from the inspector\\n"' <<<"$result" || fail "modern tools/call bash: $result"
+grep -q '"text":"hello from the inspector\\n"' <<<"$result" || fail "stateless-lane tools/call bash: $result"
 grep -q '"io.modelcontextprotocol/serverInfo":{"name":"dsh"' <<<"$result" || fail "not a 2026-07-28 response: $result"
 
 # 4. A wrong token is refused (401: the Inspector reports auth_required; with
@@ -89,4 +89,4 @@ if refused=$(inspect --header "Authorization: Bearer wrong-$token" --stored-auth
   fail "a wrong token was accepted: $refused"
 fi
 grep -q '"code":"auth_required"' <<<"$refused" || fail "a wrong token: $refused"
-echo "inspector-smoke: ok (the README's stdio and HTTP commands; modern mode: tools/list, tools/call bash; a wrong token refused)"
+echo "inspector-smoke: ok (the README's stdio and HTTP commands; the stateless lane (the Inspector's --protocol-era modern): tools/list, tools/call bash; a wrong token refused)"
