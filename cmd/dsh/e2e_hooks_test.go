@@ -67,7 +67,7 @@ plugins:
 	return path
 }
 
-// Hooks through `dsh serve`: exit 2 denies with the SPEC's text and the hook's stderr
+// Hooks through `dsh serve`: exit 2 denies with the documented text and the hook's stderr
 // (nothing runs); the JSON deny, ask (approval, over elicitation) and allow; an
 // updatedInput that rewrites the command (validated again); a hook that exits 1 or
 // times out, under onError deny and pass; a PostToolUse exit 2's line; the payload and

@@ -220,7 +220,7 @@ func schemaJSON(p *mcp.ElicitParams) string {
 	return string(data)
 }
 
-// TestPolicyEndToEnd: on each lane, a deny rule refuses with the SPEC's text and runs
+// TestPolicyEndToEnd: on each lane, a deny rule refuses with the documented text and runs
 // nothing; an ask accepted once runs once and asks again; accepted for the session it
 // no longer asks in that session (about anything its rule matches) but asks in another;
 // declined, cancelled and no channel refuse with their texts; the imported Claude Code

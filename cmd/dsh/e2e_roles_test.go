@@ -115,7 +115,7 @@ func escalations(t *testing.T, bash *mcp.Tool) []string {
 // TestRolesOverHTTP: two principals with roles from their token lines, on both lanes:
 // each lists only its role's tools, the reader's bash schema offers no mode above its
 // ceiling (and the auditor's none at all, while its prompt states read-only), a call to a
-// hidden tool is refused with the SPEC's text, an escalation past the ceiling is refused
+// hidden tool is refused with the documented text, an escalation past the ceiling is refused
 // without asking, and a roles reload that changes what a session sees sends it
 // tools/list_changed.
 func TestRolesOverHTTP(t *testing.T) {

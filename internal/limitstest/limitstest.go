@@ -166,7 +166,7 @@ func hold(mib string) string {
 	return `perl -e '$x = "a"; $x x= (` + mib + ` << 20); $| = 1; print "held\n"; sleep 60'`
 }
 
-// Run checks the limits of target, one subtest per limit: the SPEC's markers and typed
+// Run checks the limits of target, one subtest per limit: the documented markers and typed
 // values for memory, processes and the session's shared memory, a job killed by its
 // memory limit, the CPU quota's accounting, and the description naming the limits.
 func Run(t *testing.T, target Target) {
@@ -339,7 +339,7 @@ func Row(t testing.TB, rt *container.Runtime) container.RowStatus {
 }
 
 // WithoutController checks that the limit key (of value) on a host without its
-// controller fails the executor's row with the SPEC's message.
+// controller fails the executor's row with the documented message.
 func WithoutController(t *testing.T, target Target, key string, value any) {
 	t.Helper()
 	rt := ComposeWithoutControllers(t, target, map[string]any{key: value})

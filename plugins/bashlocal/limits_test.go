@@ -17,7 +17,7 @@ var limitsTarget = limitstest.Target{
 	Workspace: func(t testing.TB) string { return t.TempDir() },
 }
 
-// The limits of SPEC §12 through the bash tool: memory, processes, the session's
+// The resource limits (docs/limits.md) through the bash tool: memory, processes, the session's
 // shared memory, a job's memory, the CPU quota.
 func TestLimits(t *testing.T) { limitstest.Run(t, limitsTarget) }
 

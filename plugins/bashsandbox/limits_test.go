@@ -23,7 +23,7 @@ var limitsTarget = limitstest.Target{
 	Workspace: func(t testing.TB) string { return workspace(t) },
 }
 
-// The limits of SPEC §12 through the bash tool, for confined commands: memory,
+// The resource limits (docs/limits.md) through the bash tool, for confined commands: memory,
 // processes, the session's shared memory, a job's memory, the CPU quota.
 func TestLimits(t *testing.T) { limitstest.Run(t, limitsTarget) }
 

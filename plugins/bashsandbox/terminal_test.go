@@ -163,7 +163,7 @@ func TestConfinedTerminalWaitingForInput(t *testing.T) {
 }
 
 // Under a terminal the command's stderr is the terminal: a write the sandbox refused is
-// a denial there too (SPEC §8, §15), so the model gets the denial marker and its
+// a denial there too (docs/sandbox.md, docs/interactive.md), so the model gets the denial marker and its
 // escalation hint; a failure that is not the sandbox's is not.
 func TestConfinedTerminalDenial(t *testing.T) {
 	ex, _ := sandboxExecutor(t, "auto")

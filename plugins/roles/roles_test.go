@@ -203,7 +203,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// A role's policy answers as the role (SPEC §13: the source is `role "<role>"`): its
+// A role's policy answers as the role (docs/policy.md: the source is `role "<role>"`): its
 // rules' reasons follow, the rule and the unmatched command are not named.
 func TestRoleDecisionSourceIsTheRole(t *testing.T) {
 	rt, err := compose(t, container.Row{ID: "roles", Plugin: "roles", Config: map[string]any{

@@ -9,7 +9,7 @@ import (
 	"github.com/dsh-dev/dsh/shell"
 )
 
-// What the bash tool says of resource limits (SPEC §12): the markers of a limit a
+// What the bash tool says of resource limits (docs/limits.md): the markers of a limit a
 // command reached, the typed value's usage and limit, a job's outcome, and the
 // description's line naming the limits. Every function here is pure.
 
