@@ -22,6 +22,7 @@ const reloadWait = 30 * time.Second
 // needs the user's approval returns input_required and is decided when the client
 // retries with the answer. A call in flight ends (aborted) when its scope's serving ends.
 func (s *Server) callTool(ctx context.Context, sc *scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	defer s.ballast.arm()
 	if !s.calls.acquire() {
 		return s.calls.refusal(), nil
 	}

@@ -71,7 +71,7 @@ type Server struct {
 	views  map[*container.Session][]viewTool // what each session's last tools/list showed
 
 	unsubscribe func()
-	endTuning   func()
+	ballast     *ballastLife
 }
 
 func (o Options) maxCalls() int {
@@ -96,7 +96,7 @@ func New(rt *container.Runtime, version string, log *slog.Logger, o Options) *Se
 	if s.approvalTimeout <= 0 {
 		s.approvalTimeout = DefaultApprovalTimeout
 	}
-	s.endTuning = o.Tuning.start()
+	s.ballast = o.Tuning.ballast()
 	s.sync()
 	s.unsubscribe = rt.Subscribe(s.sync)
 	return s
@@ -106,7 +106,7 @@ func New(rt *container.Runtime, version string, log *slog.Logger, o Options) *Se
 // serving calls in flight: their contexts do.
 func (s *Server) Close() {
 	s.unsubscribe()
-	s.endTuning()
+	s.ballast.end()
 }
 
 // scope is one *mcp.Server and whom it serves: the principal of a stateless-lane server,

@@ -3,6 +3,8 @@ package mcpserve
 import (
 	"os"
 	"runtime"
+	"sync"
+	"time"
 )
 
 // Tuning is everything dsh does on the serving path for speed alone, in one place. Each
@@ -34,7 +36,7 @@ type Tuning struct {
 	// against without (GOMAXPROCS=2), 0.967 in a run under a load average of 5–13.
 	FewerProcs bool
 	// StackBallast keeps (24 + 2 × GOMAXPROCS) goroutines parked on 14 KB frames while
-	// the Server lives (416 KB with one P). Go starts a goroutine with the average stack
+	// the Server lives (416 KB with one P), from just after its first tools/call. Go starts a goroutine with the average stack
 	// in use at the last collection; dsh's own goroutines are shallow, so the SDK's
 	// goroutine for a request started at 2 KB and grew 2→4→8→16 KB, copying its stack
 	// at each step. The ballast makes that average, and so every new goroutine's stack,
@@ -68,14 +70,49 @@ func (t Tuning) ApplyProcs() {
 // procs is how many processors FewerProcs leaves of the n Go would use.
 func procs(n int) int { return max(1, n/4) }
 
-// start applies the knobs a Server owns; stop undoes them. The ballast is set up in
-// the background: its goroutines' stacks and the collection after take about 2 ms,
-// which the first answer (initialize) must not wait for.
-func (t Tuning) start() (stop func()) {
-	if !t.StackBallast {
-		return func() {}
+// ballastDelay is how long after the Server's first tools/call returned its stack
+// ballast is set up: long enough for that call's result to be written first.
+const ballastDelay = 50 * time.Millisecond
+
+// ballastLife is the stack ballast of one Server (Tuning.StackBallast). It is set up
+// after the Server's first tools/call (arm): its goroutines' stacks and the collection
+// after take about 2 ms, which neither the first answer (initialize) nor the first
+// result should wait for. end undoes it.
+type ballastLife struct {
+	on    bool
+	once  sync.Once
+	mu    sync.Mutex
+	ended bool
+	timer *time.Timer // sets it up; nil until armed
+	undo  chan func() // the set-up ballast's undo
+}
+
+func (t Tuning) ballast() *ballastLife { return &ballastLife{on: t.StackBallast} }
+
+// arm sets the ballast up ballastDelay from now, once.
+func (b *ballastLife) arm() {
+	if !b.on {
+		return
 	}
-	ballast := make(chan func(), 1)
-	go func() { ballast <- stackBallast() }()
-	return func() { (<-ballast)() }
+	b.once.Do(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.ended {
+			return
+		}
+		b.undo = make(chan func(), 1)
+		b.timer = time.AfterFunc(ballastDelay, func() { b.undo <- stackBallast() })
+	})
+}
+
+// end undoes the ballast, or keeps it from being set up.
+func (b *ballastLife) end() {
+	b.mu.Lock()
+	b.ended = true
+	timer, undo := b.timer, b.undo
+	b.mu.Unlock()
+	if timer == nil || timer.Stop() {
+		return
+	}
+	(<-undo)()
 }

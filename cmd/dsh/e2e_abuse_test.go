@@ -28,7 +28,8 @@ import (
 // to stop. Each test checks dsh's answer and that nothing it started is left.
 
 // treeOf lists what must be gone once dsh (pid) has exited: its descendants and its
-// crash-cleanup watchdog (no descendant: it names dsh's cgroup directory).
+// crash-cleanup watchdogs (no descendants: found by dsh's cgroup directory in their
+// arguments, or by the pipe dsh holds to them).
 func treeOf(pid int) []int {
 	procs := proctest.Processes()
 	children := map[int][]int{}
@@ -50,6 +51,11 @@ func treeOf(pid int) []int {
 		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/cmdline")
 		if strings.Contains(string(cmd), "__dsh_subprocess_watchdog") && strings.Contains(string(cmd), string(mark)) && !slices.Contains(out, p.Pid) {
 			out = append(out, p.Pid)
+		}
+	}
+	for _, w := range pipeWatchdogs(pid) {
+		if !slices.Contains(out, w) {
+			out = append(out, w)
 		}
 	}
 	return out

@@ -194,6 +194,10 @@ plugins:
 // watchdog whose input is a pipe pid holds the other end of.
 func watchdogsOf(t *testing.T, pid int) []int {
 	t.Helper()
+	return pipeWatchdogs(pid)
+}
+
+func pipeWatchdogs(pid int) []int {
 	pipes := map[string]bool{}
 	entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	for _, e := range entries {

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/dsh-dev/dsh/cli"
+	_ "github.com/dsh-dev/dsh/cmd/dsh/internal/prestart" // the crash-cleanup watchdog, first of all
 	"github.com/dsh-dev/dsh/mcpserve"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )

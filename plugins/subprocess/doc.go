@@ -52,7 +52,9 @@
 // New starts a watchdog, in the background (the first spawn waits until it runs): the
 // harness binary re-executed with a hidden argument, dispatched from the init function
 // of a package with a minimal import set, so it runs before the rest of the binary is
-// initialised, in every binary that links subprocess.
+// initialised, in every binary that links subprocess. A main may start it earlier
+// still, from an init of its own (package early, which dsh's main uses for serve and
+// call): the first Supervisor then takes that one over and names its cgroup to it.
 // It is detached (no child of the harness), leads its own session, holds none of the
 // harness's stdio and lives outside the cgroup it guards. It reads a pipe whose only
 // write end the harness holds: when that closes because the harness died (SIGKILL, a

@@ -85,9 +85,10 @@ type Supervisor struct {
 
 // New returns a Supervisor. It sets up cgroup isolation when possible (Isolation says
 // which mode is active and why), killing what dead harnesses left running in their
-// cgroups, and starts the crash-cleanup watchdog: in the background (it re-executes
-// the binary twice, a few milliseconds the harness need not wait for before its first
-// answer), and the first spawn waits until it covers the new tree (awaitWatchdogFor).
+// cgroups, and starts the crash-cleanup watchdog — or takes over the one the binary's
+// main started early (package early) — in the background (it re-executes the binary
+// twice, a few milliseconds the harness need not wait for before its first answer),
+// and the first spawn waits until it covers the new tree (awaitWatchdogFor).
 func New(opts Options) *Supervisor {
 	s := &Supervisor{opts: opts, log: opts.Logger, live: map[*Process]struct{}{}}
 	if s.log == nil {

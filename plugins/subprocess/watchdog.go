@@ -25,34 +25,72 @@ import (
 type watchdogProc struct {
 	cgroupDir string // what it guards ("" without cgroups)
 	log       *slog.Logger
-	wake      int           // an eventfd: stop wakes supervise through it
+	stopping  chan struct{} // closed by stop: supervise returns
 	done      chan struct{} // closed when supervise returns
 
-	mu     sync.Mutex
-	pid    int
-	fd     int                 // the pipe's write end (non-blocking, close-on-exec); changed by supervise only
+	mu   sync.Mutex
+	pid  int
+	fd   int // the pipe's write end (non-blocking, close-on-exec); changed by supervise only
+	pipe *os.File
+	// pipe is fd registered with the runtime's poller, which reports the pipe's error
+	// (no reader left) when the watchdog dies: supervise waits there, not in a blocking
+	// poll(2) that would hold a processor (with one P, every goroutine) until the
+	// runtime took it back. Closing it closes fd.
 	groups map[int]struct{}    // the process groups it was told to kill, and not told to forget
 	dirs   map[string]struct{} // the cgroup v1 directories it was told to empty and remove
 	warned bool                // a lost message was logged (once per watchdog)
 }
 
 // startWatchdog starts the watchdog for the cgroup directory cgroupDir ("" without
-// cgroups) and its supervision, and returns once it runs. holding, if not nil, is
-// called as soon as the first stage runs with the pipe's read end (see detachWatchdog).
+// cgroups) and its supervision, and returns once it runs: the one the binary's main
+// started early (watchdog.Prestart), or else a new one. holding, if not nil, is called
+// as soon as the watchdog's first stage runs with the pipe's read end (see forkStage).
 func startWatchdog(cgroupDir string, log *slog.Logger, holding func()) (*watchdogProc, error) {
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	fd, pid, err := takeEarlyWatchdog(cgroupDir, log, holding)
 	if err != nil {
-		return nil, &opError{op: "eventfd", err: err}
+		fd, pid, err = spawnWatchdog(cgroupDir, log, holding)
 	}
-	fd, pid, err := spawnWatchdog(cgroupDir, log, holding)
 	if err != nil {
-		unix.Close(wake)
 		return nil, err
 	}
-	w := &watchdogProc{cgroupDir: cgroupDir, log: log, wake: wake, done: make(chan struct{}),
-		pid: pid, fd: fd, groups: map[int]struct{}{}, dirs: map[string]struct{}{}}
+	w := &watchdogProc{cgroupDir: cgroupDir, log: log, stopping: make(chan struct{}), done: make(chan struct{}),
+		pid: pid, fd: fd, pipe: os.NewFile(uintptr(fd), "watchdog"),
+		groups: map[int]struct{}{}, dirs: map[string]struct{}{}}
 	go w.supervise()
 	return w, nil
+}
+
+// errNoEarly: the binary's main started no watchdog early, or another Supervisor took it.
+var errNoEarly = errors.New("no early watchdog")
+
+// takeEarlyWatchdog takes over the watchdog watchdog.Prestart started: it names the
+// cgroup directory to it — before holding, so that a crash from then on finds it —
+// and returns the pipe's write end and the watchdog's pid, as spawnWatchdog does.
+func takeEarlyWatchdog(cgroupDir string, log *slog.Logger, holding func()) (fd, pid int, err error) {
+	e, ok := watchdog.Take()
+	if !ok {
+		return -1, 0, errNoEarly
+	}
+	if cgroupDir != "" && len(cgroupDir) < watchdog.MaxDir && !strings.ContainsRune(cgroupDir, '\n') {
+		err = writeAll(e.In, []byte("c"+cgroupDir+"\n"), 0)
+	}
+	if err == nil && holding != nil {
+		holding()
+	}
+	_ = unix.SetNonblock(e.Out, true) // pollable: the read in awaitStage can time out
+	pid, perr := awaitStage(e.Stage, os.NewFile(uintptr(e.Out), "watchdog stage"))
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		unix.Close(e.In)
+		log.Warn("subprocess: the early crash-cleanup watchdog did not start; starting another", "err", err)
+		return -1, 0, err
+	}
+	if err := unix.SetNonblock(e.In, true); err != nil {
+		log.Warn("subprocess: the crash-cleanup pipe stays blocking", "err", err)
+	}
+	return e.In, pid, nil
 }
 
 // spawnWatchdog starts a watchdog and returns the write end of its pipe and its pid.
@@ -61,8 +99,14 @@ func spawnWatchdog(cgroupDir string, log *slog.Logger, holding func()) (fd, pid 
 	if err := unix.Pipe2(in[:], unix.O_CLOEXEC); err != nil {
 		return -1, 0, &opError{op: "pipe", err: err}
 	}
-	pid, err = detachWatchdog(in[0], cgroupDir, holding)
+	stage, out, err := forkStage(in[0], cgroupDir)
 	unix.Close(in[0])
+	if err == nil {
+		if holding != nil {
+			holding()
+		}
+		pid, err = awaitStage(stage, out)
+	}
 	if err != nil {
 		unix.Close(in[1])
 		return -1, 0, err
@@ -73,23 +117,22 @@ func spawnWatchdog(cgroupDir string, log *slog.Logger, holding func()) (fd, pid 
 	return in[1], pid, nil
 }
 
-// detachWatchdog runs the watchdog's first stage with stdin, which starts the watchdog,
-// reports its pid and exits; it returns that pid. holding, if not nil, is called once
-// the first stage runs: it holds stdin, and starts the watchdog with it even if the
-// harness dies now.
-func detachWatchdog(stdin int, cgroupDir string, holding func()) (int, error) {
+// forkStage starts the watchdog's first stage with stdin, which starts the watchdog,
+// reports its pid on the returned pipe and exits. Once it returns the first stage runs
+// and holds stdin: it starts the watchdog with it even if the harness dies now.
+func forkStage(stdin int, cgroupDir string) (stage int, out *os.File, err error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	defer r.Close()
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
+		r.Close()
 		w.Close()
-		return 0, err
+		return 0, nil, err
 	}
 	// /proc/self/exe is this very binary even if its file was replaced or deleted since.
-	stage, err := syscall.ForkExec("/proc/self/exe", []string{os.Args[0], watchdog.Arg, watchdog.StageDetach, cgroupDir}, &syscall.ProcAttr{
+	stage, err = syscall.ForkExec("/proc/self/exe", []string{os.Args[0], watchdog.Arg, watchdog.StageDetach, cgroupDir}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
 		Files: []uintptr{uintptr(stdin), w.Fd(), devnull.Fd()},
@@ -97,13 +140,18 @@ func detachWatchdog(stdin int, cgroupDir string, holding func()) (int, error) {
 	w.Close()
 	devnull.Close()
 	if err != nil {
-		return 0, &opError{op: "exec", path: "/proc/self/exe", err: err}
+		r.Close()
+		return 0, nil, &opError{op: "exec", path: "/proc/self/exe", err: err}
 	}
-	if holding != nil {
-		holding()
-	}
-	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
-	out, rerr := io.ReadAll(r)
+	return stage, r, nil
+}
+
+// awaitStage reads the watchdog's pid from the first stage's output out (which it
+// closes) and reaps the first stage.
+func awaitStage(stage int, out *os.File) (int, error) {
+	defer out.Close()
+	_ = out.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, rerr := io.ReadAll(out)
 	if rerr != nil {
 		_ = unix.Kill(stage, unix.SIGKILL)
 	}
@@ -113,9 +161,9 @@ func detachWatchdog(stdin int, cgroupDir string, holding func()) (int, error) {
 			break
 		}
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(got)))
 	if rerr != nil || err != nil || pid <= 0 {
-		return 0, fmt.Errorf("the watchdog did not start (first stage: %v, output %q, read: %v)", ws, out, rerr)
+		return 0, fmt.Errorf("the watchdog did not start (first stage: %v, output %q, read: %v)", ws, got, rerr)
 	}
 	return pid, nil
 }
@@ -201,14 +249,14 @@ const (
 )
 
 // supervise waits for the watchdog to die — its end of the pipe closes, which the write
-// end reports (POLLERR) — and then logs it, starts a new watchdog and tells it every
+// end reports as an error — and then logs it, starts a new watchdog and tells it every
 // process group the old one knew, so that a crash of the harness after the restart
-// still ends every command. It returns when stop wakes it.
+// still ends every command. It returns when stop is called.
 func (w *watchdogProc) supervise() {
 	defer close(w.done)
 	quick := 0 // watchdogs in a row that died soon after their start
 	started := time.Now()
-	for w.await(w.fd, -1) {
+	for w.awaitDeath() {
 		w.mu.Lock()
 		dead := w.pid
 		w.mu.Unlock()
@@ -223,7 +271,7 @@ func (w *watchdogProc) supervise() {
 			delay = min(restartDelayMin<<min(quick-2, 16), restartDelayMax)
 		}
 		for {
-			if delay > 0 && !w.await(-1, delay) {
+			if delay > 0 && !w.pause(delay) {
 				return
 			}
 			fd, pid, err := spawnWatchdog(w.cgroupDir, w.log, nil)
@@ -238,27 +286,75 @@ func (w *watchdogProc) supervise() {
 	}
 }
 
-// await waits until the pipe's reader is gone (true), stop is called (false) or, with
-// timeout ≥ 0 and fd < 0, timeout passes (true).
-func (w *watchdogProc) await(fd int, timeout time.Duration) bool {
-	ms := -1
-	if timeout >= 0 {
-		ms = int(timeout / time.Millisecond)
+// pause waits for d; false if stop was called meanwhile.
+func (w *watchdogProc) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.stopping:
+		return false
 	}
-	pfds := []unix.PollFd{{Fd: int32(w.wake), Events: unix.POLLIN}, {Fd: int32(fd)}}
-	for {
-		n, err := unix.Poll(pfds, ms)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue // a signal; Go's handlers restart nothing else here
-		case err != nil:
-			w.log.Error("subprocess: cannot watch the crash-cleanup watchdog", "err", proc.ErrnoText(err))
-			return false
-		case pfds[0].Revents != 0:
-			return false
-		case n == 0 || pfds[1].Revents != 0: // POLLERR: no reader is left
+}
+
+// awaitDeath waits until the pipe's reader is gone (true) or stop is called (false).
+// The wait parks in the runtime's poller; a pipe it cannot poll is checked twice a
+// second instead.
+func (w *watchdogProc) awaitDeath() bool {
+	w.mu.Lock()
+	pipe := w.pipe
+	w.mu.Unlock()
+	gone := make(chan error, 1)
+	if rc, err := pipe.SyscallConn(); err == nil {
+		go func() { gone <- rc.Read(func(fd uintptr) bool { return readerGone(int(fd)) }) }()
+	} else {
+		gone <- err
+	}
+	select {
+	case err := <-gone:
+		if err == nil {
 			return true
 		}
+	case <-w.stopping:
+		_ = pipe.SetReadDeadline(time.Now()) // ends the read above
+		<-gone
+		return false
+	}
+	return w.checkDeath(pipe)
+}
+
+// checkDeath is awaitDeath for a pipe the poller cannot wait on.
+func (w *watchdogProc) checkDeath(pipe *os.File) bool {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	rc, err := pipe.SyscallConn()
+	for {
+		select {
+		case <-tick.C:
+		case <-w.stopping:
+			return false
+		}
+		gone := err != nil
+		if err == nil {
+			_ = rc.Control(func(fd uintptr) { gone = readerGone(int(fd)) })
+		}
+		if gone {
+			return true
+		}
+	}
+}
+
+// readerGone reports whether the pipe whose write end is fd has no reader left (an
+// error or hang-up is pending on it), without waiting.
+func readerGone(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd)}} // errors and hang-ups are reported whatever Events asks
+	for {
+		n, err := unix.Poll(pfd, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err == nil && n > 0 && pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0
 	}
 }
 
@@ -267,8 +363,9 @@ func (w *watchdogProc) await(fd int, timeout time.Duration) bool {
 // must know, before any other message can reach it.
 func (w *watchdogProc) takeOver(fd, pid int) {
 	w.mu.Lock()
-	old := w.fd
+	old := w.pipe
 	w.fd, w.pid, w.warned = fd, pid, false
+	w.pipe = os.NewFile(uintptr(fd), "watchdog")
 	var msg []byte
 	for pgid := range w.groups {
 		msg = append(strconv.AppendInt(append(msg, '+'), int64(pgid), 10), '\n')
@@ -279,7 +376,7 @@ func (w *watchdogProc) takeOver(fd, pid int) {
 	err := writeAll(fd, msg, time.Second)
 	groups := len(w.groups)
 	w.mu.Unlock()
-	unix.Close(old)
+	_ = old.Close()
 	if err != nil {
 		w.log.Warn("subprocess: cannot tell the new crash-cleanup watchdog every command; a crash of the harness may leave some running", "pid", pid, "err", proc.ErrnoText(err))
 		return
@@ -300,15 +397,10 @@ func (w *watchdogProc) stop() {
 	if w == nil {
 		return
 	}
-	var one [8]byte
-	one[0] = 1 // any non-zero increment makes the eventfd readable
-	if _, err := unix.Write(w.wake, one[:]); err != nil {
-		w.log.Error("subprocess: cannot stop watching the crash-cleanup watchdog", "err", proc.ErrnoText(err))
-	}
+	close(w.stopping)
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	unix.Close(w.fd)
+	_ = w.pipe.Close()
 	w.fd = -1
-	unix.Close(w.wake)
 }

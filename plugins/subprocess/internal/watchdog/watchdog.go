@@ -11,7 +11,8 @@
 // /dev/null (it never holds the harness's stdio, so a client waiting for the harness's
 // EOF gets it), it leads a session of its own (a terminal's or a process group's
 // signals for the harness do not reach it) and it lives in the harness's own cgroup,
-// not the one it guards. The harness writes "+<pgid>\n" for each command it tracks by
+// not the one it guards. The harness writes "c<dir>\n" to name the cgroup directory it
+// guards when that was not known at the start (a watchdog started by Prestart), "+<pgid>\n" for each command it tracks by
 // process group only, "-<pgid>\n" before that group's id may be reused, and
 // "d<dir>\n" for each cgroup v1 directory it makes (those of resource limits); a
 // watchdog that replaces a dead one is first told every group and directory the dead
@@ -24,14 +25,15 @@
 // # Why a package of its own, with so few imports
 //
 // Its init function dispatches the watchdog, like the sandbox launcher: Go initialises
-// a package as soon as its imports are, and this package imports only os, syscall and
-// unsafe, so it runs right after package os, before the rest of the binary (MCP, HTTP,
+// a package as soon as its imports are, and this package imports only os, sync, syscall
+// and unsafe, so it runs right after package os, before the rest of the binary (MCP, HTTP,
 // YAML, fx…) is initialised at all. Every binary that links the subprocess package
 // links this one, so re-executing such a binary with Arg always reaches the watchdog.
 package watchdog
 
 import (
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -44,7 +46,7 @@ const Arg = "__dsh_subprocess_watchdog"
 // package documentation).
 func init() { Main() }
 
-// MaxDir bounds the length of a directory the harness names ("d<dir>\n").
+// MaxDir bounds the length of a directory the harness names ("d<dir>\n", "c<dir>\n").
 const MaxDir = 3000
 
 // Stages, the argument after Arg.
@@ -84,13 +86,75 @@ func Main() {
 		// command reading /proc/<pid>/mem, say): it runs as the harness.
 		const prSetDumpable = 4
 		syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
-		groups, dirs := watch(os.Stdin)
+		groups, dirs, told := watch(os.Stdin)
+		if told != "" {
+			cgroup = told
+		}
 		cleanup(cgroup, groups, dirs)
 		// Straight out: nothing to flush, and a race-enabled build's os.Exit would
 		// first sleep a second (the race detector's atexit_sleep_ms).
 		syscall.Exit(0)
 	}
 	syscall.Exit(2)
+}
+
+// Early is a watchdog Prestart started, for a Supervisor to take over: In is the write
+// end of its pipe (close-on-exec, blocking), Stage the pid of its first stage (a child
+// of the harness: the taker reaps it), Out the read end (close-on-exec) on which the
+// first stage reports the watchdog's pid.
+type Early struct{ In, Stage, Out int }
+
+var early struct {
+	sync.Mutex
+	w     Early
+	ready bool
+}
+
+// Prestart starts a watchdog now, guarding nothing until the harness names its
+// cgroup directory ("c<dir>\n"), for the first Supervisor to take (Take). Called
+// first thing in a process that will spawn commands, the watchdog's two
+// re-executions run beside the rest of the binary's initialisation instead of beside
+// its first command. Untaken, it guards nothing and exits with the harness (its first
+// stage stays an unreaped zombie until then). A failure leaves nothing to take.
+func Prestart() {
+	var in, out [2]int
+	if syscall.Pipe2(in[:], syscall.O_CLOEXEC) != nil {
+		return
+	}
+	if syscall.Pipe2(out[:], syscall.O_CLOEXEC) != nil {
+		syscall.Close(in[0])
+		syscall.Close(in[1])
+		return
+	}
+	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	stage := 0
+	if err == nil {
+		stage, err = syscall.ForkExec("/proc/self/exe", []string{os.Args[0], Arg, StageDetach, ""}, &syscall.ProcAttr{
+			Dir:   "/",
+			Env:   []string{},
+			Files: []uintptr{uintptr(in[0]), uintptr(out[1]), uintptr(null)},
+		})
+		syscall.Close(null)
+	}
+	syscall.Close(in[0])
+	syscall.Close(out[1])
+	if err != nil {
+		syscall.Close(in[1])
+		syscall.Close(out[0])
+		return
+	}
+	early.Lock()
+	defer early.Unlock()
+	early.w, early.ready = Early{In: in[1], Stage: stage, Out: out[0]}, true
+}
+
+// Take returns the watchdog Prestart started, once; false if there is none.
+func Take() (Early, bool) {
+	early.Lock()
+	defer early.Unlock()
+	w, ok := early.w, early.ready
+	early.ready = false
+	return w, ok
 }
 
 func itoa(n int) []byte {
@@ -107,11 +171,10 @@ func itoa(n int) []byte {
 }
 
 // watch reads the Supervisor's messages until EOF (or a read error) and returns the
-// process groups it was told about and not told to forget, and the cgroup v1
-// directories it was told of.
-func watch(in *os.File) (map[int]bool, []string) {
-	groups := map[int]bool{}
-	var dirs []string
+// process groups it was told about and not told to forget, the cgroup v1 directories
+// it was told of and the cgroup directory it was told to guard ("" if none).
+func watch(in *os.File) (groups map[int]bool, dirs []string, cgroup string) {
+	groups = map[int]bool{}
 	var buf [4096]byte
 	var line []byte
 	long := false // the line is longer than any message: dropped whole
@@ -119,7 +182,7 @@ func watch(in *os.File) (map[int]bool, []string) {
 		n, err := in.Read(buf[:])
 		for _, c := range buf[:n] {
 			if c != '\n' {
-				if len(line) < 32 || line[0] == 'd' && len(line) < MaxDir {
+				if len(line) < 32 || (line[0] == 'd' || line[0] == 'c') && len(line) < MaxDir {
 					line = append(line, c)
 				} else {
 					long = true
@@ -130,9 +193,12 @@ func watch(in *os.File) (map[int]bool, []string) {
 				long, line = false, line[:0]
 				continue
 			}
-			if len(line) > 1 && line[0] == 'd' && line[1] == '/' {
+			switch {
+			case len(line) > 1 && line[0] == 'd' && line[1] == '/':
 				dirs = append(dirs, string(line[1:]))
-			} else if len(line) > 1 {
+			case len(line) > 1 && line[0] == 'c' && line[1] == '/':
+				cgroup = string(line[1:])
+			case len(line) > 1:
 				if pgid, ok := atoi(line[1:]); ok && pgid > 1 {
 					switch line[0] {
 					case '+':
@@ -145,7 +211,7 @@ func watch(in *os.File) (map[int]bool, []string) {
 			line = line[:0]
 		}
 		if err != nil {
-			return groups, dirs
+			return groups, dirs, cgroup
 		}
 	}
 }
