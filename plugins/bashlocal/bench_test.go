@@ -144,7 +144,9 @@ func BenchmarkOutput1GBPaired(b *testing.B) {
 // Supervisor, in every iteration, and reports the median of each and their ratio
 // (target ≤ 1.03): with limits of every kind (memory, processes, cpus, and the
 // session's), with each controller's alone, and with none (what the measurement's own
-// noise is).
+// noise is). With every kind, it also alternates the kernel's floor in the same loop
+// (cgroupFloor: a raw exec inside and outside such cgroups) and reports its ratio,
+// floor-limits/none, and dsh's own over it, limits/floor.
 //
 //	go test -run '^$' -bench BenchmarkLimitsTrue -count 3 ./plugins/bashlocal/
 func BenchmarkLimitsTrue(b *testing.B) {
@@ -159,11 +161,11 @@ func BenchmarkLimitsTrue(b *testing.B) {
 		// No limit on either side: the noise of the measurement itself.
 		{"none", bashexec.LimitsConfig{}},
 	} {
-		b.Run(tc.name, func(b *testing.B) { limitsPaired(b, tc.limits) })
+		b.Run(tc.name, func(b *testing.B) { limitsPaired(b, tc.limits, tc.name == "all") })
 	}
 }
 
-func limitsPaired(b *testing.B, limits bashexec.LimitsConfig) {
+func limitsPaired(b *testing.B, limits bashexec.LimitsConfig, withFloor bool) {
 	sup := subprocess.New(subprocess.Options{SpillRoot: b.TempDir()})
 	b.Cleanup(sup.Close)
 	plain, err := bashlocal.New(sup, &bashlocal.Config{Config: bashexec.DefaultConfig()})
@@ -188,7 +190,11 @@ func limitsPaired(b *testing.B, limits bashexec.LimitsConfig) {
 		}
 		return time.Since(t0)
 	}
-	var with, without []time.Duration
+	var floor *cgroupFloor
+	if withFloor {
+		floor = newCgroupFloor(b)
+	}
+	var with, without, floorIn, floorOut []time.Duration
 	for i := 0; b.Loop(); i++ {
 		// Alternate which goes first, so that neither always follows the other's
 		// clean-up.
@@ -199,11 +205,20 @@ func limitsPaired(b *testing.B, limits bashexec.LimitsConfig) {
 			without = append(without, run(plain))
 			with = append(with, run(limited))
 		}
+		if floor != nil {
+			floorIn = append(floorIn, floor.run(b, i%2 == 0))
+			floorOut = append(floorOut, floor.run(b, i%2 != 0))
+		}
 	}
 	w, wo := proctest.Median(with), proctest.Median(without)
 	b.ReportMetric(float64(w.Nanoseconds()), "limits-median-ns")
 	b.ReportMetric(float64(wo.Nanoseconds()), "none-median-ns")
 	b.ReportMetric(float64(w)/float64(wo), "limits/none")
+	if floor != nil {
+		ratio := float64(proctest.Median(floorIn)) / float64(proctest.Median(floorOut))
+		b.ReportMetric(ratio, "floor-limits/none")
+		b.ReportMetric(float64(w)/float64(wo)/ratio, "limits/floor")
+	}
 }
 
 func num(v float64) *float64 { return &v }

@@ -210,7 +210,8 @@ func countersOf(v2 bool, ctls []string) []string {
 		case c == ctlMemory && v2:
 			files = append(files, "memory.events", "memory.peak")
 		case c == ctlMemory:
-			files = append(files, "memory.oom_control", "memory.max_usage_in_bytes")
+			// usage_in_bytes and failcnt are also what reset reads and writes.
+			files = append(files, "memory.oom_control", "memory.max_usage_in_bytes", "memory.usage_in_bytes", "memory.failcnt")
 		case c == ctlPids:
 			files = append(files, "pids.events")
 		case c == ctlCPUAcct:
@@ -223,11 +224,15 @@ func countersOf(v2 bool, ctls []string) []string {
 	return files
 }
 
-// keep opens files of d, to be read with a pread each (an open of a control file
-// costs more than its read); files it cannot open are read by path.
+// keep opens files of d, to be read with a pread each and written (reset) with a
+// pwrite (an open of a control file costs more than its read); files it cannot open
+// are read and written by path.
 func (d *cgDir) keep(files []string) {
 	for _, f := range files {
-		fd, err := unix.Open(d.path+"/"+f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(d.path+"/"+f, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fd, err = unix.Open(d.path+"/"+f, unix.O_RDONLY|unix.O_CLOEXEC, 0) // read-only files
+		}
 		if err != nil {
 			continue
 		}
@@ -271,7 +276,16 @@ func (d cgDir) keyed(name, key string) (int64, bool) {
 }
 
 func (d cgDir) write(file, value string) error {
-	if err := writeSmallFile(d.path+"/"+file, value); err != nil {
+	var err error
+	if fd, ok := d.open[file]; ok {
+		_, err = unix.Pwrite(fd, []byte(value), 0)
+		if err == unix.EBADF { // opened read-only
+			err = writeSmallFile(d.path+"/"+file, value)
+		}
+	} else {
+		err = writeSmallFile(d.path+"/"+file, value)
+	}
+	if err != nil {
 		return &opError{op: "write " + strconv.Quote(value) + " to", path: d.path + "/" + file, err: err}
 	}
 	return nil

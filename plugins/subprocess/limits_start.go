@@ -45,10 +45,14 @@ func joinCgroups(tasks, homes []*os.File) (leave func(), err error) {
 	return func() { back(len(tasks)) }, nil
 }
 
+// writeZero writes "0" to a tasks file: through the File itself, as Fd would first
+// ask the kernel whether the descriptor is non-blocking (a syscall per write).
 func writeZero(f *os.File) error {
-	_, err := unix.Write(int(f.Fd()), []byte("0"))
+	_, err := f.Write(zero)
 	return err
 }
+
+var zero = []byte("0")
 
 // forkExecIn is forkExec from a thread in the cgroup v1 directories of bc (none: nil).
 func forkExecIn(bc *budgetCgroups, prog string, argv []string, attr *syscall.ProcAttr) (int, error) {
