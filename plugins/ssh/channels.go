@@ -177,6 +177,15 @@ func (h *Host) flushOrphansLocked() {
 	go h.killOrphans(h.conns[0], orphans)
 }
 
+// kill orders the group killed on c: by its pid, or by its tag (see group).
+func (o group) kill(h *Host, c *conn) (string, error) {
+	id := h.nextID()
+	if o.pid == 0 {
+		return c.order(id, fmt.Sprintf("e %d %s=%s - %d\n", id, commandVar, o.tag, o.graceMs))
+	}
+	return c.kill(id, o.pid, o.birth, o.graceMs)
+}
+
 // killOrphans kills the process groups of commands whose connection broke.
 func (h *Host) killOrphans(c *conn, orphans []group) {
 	defer h.wg.Done()
@@ -187,7 +196,7 @@ func (h *Host) killOrphans(c *conn, orphans []group) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcome, err := c.kill(h.nextID(), o.pid, o.birth, o.graceMs)
+			outcome, err := o.kill(h, c)
 			if err != nil {
 				mu.Lock()
 				failed = append(failed, o)

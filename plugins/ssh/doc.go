@@ -48,7 +48,8 @@
 // re-executes under `setsid -w`), enters the working directory (or reports the errno),
 // removes every DSH_* variable of the remote login environment, exports NO_COLOR=1
 // TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0, the caller's variables and
-// the managed DSH_* snapshot (each value a single-quoted word: never evaluated),
+// the managed DSH_* snapshot (each value a single-quoted word: never evaluated), its
+// session's tag and its own (__dsh_owner, __dsh_cmd: what finds its processes again),
 // registers itself with its connection's control shell (a file in a private directory
 // under the remote $TMPDIR, else /tmp), prints a start line carrying its pid and start
 // time, and execs `bash --norc -c <command>`.

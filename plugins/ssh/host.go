@@ -136,6 +136,9 @@ type group struct {
 	pid     int
 	birth   string
 	graceMs int64
+	// tag, for a command whose start line never came (pid 0): the processes whose
+	// environment holds it are its (commandVar).
+	tag string
 }
 
 // New checks cfg, reads the key and the known_hosts file, and returns a Host that has

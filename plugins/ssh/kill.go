@@ -88,7 +88,8 @@ func (p *Process) orphaned(lerr *LostError) (group, bool) {
 	}
 	p.lost = lerr
 	if p.start != startDone {
-		return group{}, false
+		// Its start line may not have come before the loss: found by its tag.
+		return group{tag: p.tag, graceMs: p.graceMs}, true
 	}
 	return group{pid: p.pid, birth: p.birth, graceMs: p.graceMs}, true
 }

@@ -23,8 +23,12 @@ import (
 //     group is out of reach: there is no remote cgroup.
 
 // ownerVar is the variable that carries a command's session tag (ownerTag) on the
-// remote host.
-const ownerVar = "__dsh_owner"
+// remote host; commandVar carries the command's own (Process.tag), by which a command
+// whose start line a lost connection kept from dsh is found again.
+const (
+	ownerVar   = "__dsh_owner"
+	commandVar = "__dsh_cmd"
+)
 
 // ownerTag is owner's tag ("" for no owner): a keyed hash of the session id, so that
 // it names the session on this Host only and reveals nothing of the id.
@@ -89,7 +93,7 @@ func (h *Host) endLeftovers(owner string) {
 		c, tag := h.conns[0], h.ownerTag(owner)
 		orders = append(orders, func() {
 			id := h.nextID()
-			_, _ = c.order(id, fmt.Sprintf("e %d %s - %d\n", id, tag, leftoverGraceMs))
+			_, _ = c.order(id, fmt.Sprintf("e %d %s=%s - %d\n", id, ownerVar, tag, leftoverGraceMs))
 		})
 	}
 	delete(h.owners, owner)

@@ -54,6 +54,7 @@ type Process struct {
 	c       *conn
 	ch      xssh.Channel
 	marker  []byte
+	tag     string // commandVar's value in its environment (random, like the marker)
 	dir     string
 	owner   string // Spec.Owner
 	graceMs int64
@@ -138,7 +139,7 @@ func (h *Host) Start(ctx context.Context, spec Spec) (*Process, error) {
 			return nil, serr
 		}
 	}
-	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, h.ownerTag(spec.Owner), spec)); err != nil {
+	if err := p.exec(ctx, spec.Deadline, execPayload(marker, ss.ctl.registry, h.ownerTag(spec.Owner), p.tag, spec)); err != nil {
 		return nil, err
 	}
 	return p.awaitStartLine(ctx)
@@ -195,15 +196,17 @@ func (h *Host) openSession(ctx context.Context, deadline time.Time) (session, er
 }
 
 // execPayload is the exec request of a command: the script and its arguments (see
-// execScript), with its owner's tag (ownerTag; "" for none) exported as ownerVar.
-func execPayload(marker, registry, tag string, spec Spec) []byte {
-	args := make([]string, 0, 6+len(spec.Env)+len(spec.DshEnv))
+// execScript), with its owner's tag (ownerTag; "" for none) exported as ownerVar and
+// its own (cmdTag) as commandVar.
+func execPayload(marker, registry, tag, cmdTag string, spec Spec) []byte {
+	args := make([]string, 0, 7+len(spec.Env)+len(spec.DshEnv))
 	args = append(args, marker, registry, strconv.FormatInt(spec.GraceMs, 10), spec.Dir, spec.Command)
 	args = appendEnv(args, spec.Env)
 	args = appendEnv(args, spec.DshEnv)
 	if tag != "" {
 		args = append(args, ownerVar+"="+tag)
 	}
+	args = append(args, commandVar+"="+cmdTag)
 	return xssh.Marshal(struct{ Command string }{commandLine(execScript, args...)})
 }
 
@@ -212,7 +215,7 @@ func execPayload(marker, registry, tag string, spec Spec) []byte {
 // and the server of its channel's requests start.
 func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) {
 	p := &Process{
-		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), dir: spec.Dir, owner: spec.Owner, graceMs: spec.GraceMs, stdin: spec.Stdin,
+		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), tag: newMarker()[len("dsh-ssh-"):], dir: spec.Dir, owner: spec.Owner, graceMs: spec.GraceMs, stdin: spec.Stdin,
 		stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
 		stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
 		started:   make(chan struct{}),

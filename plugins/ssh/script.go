@@ -66,10 +66,11 @@ exec "$BASH" --norc -c "$__dsh_c"`
 //   - `x <id> <pid> - <graceMs>` kills what a registered command that has ended left in
 //     its process group, as `k` does (its start time from the registration), and
 //     unregisters it; the reply is `k <id> none` at once for a command not registered.
-//   - `e <id> <tag> - <graceMs>` kills every process whose environment (as
-//     /proc/<pid>/environ shows it) holds `__dsh_owner=<tag>` — a session's processes,
-//     also those that left their command's group — SIGTERM, then after graceMs SIGKILL,
-//     awaited (up to 2 s); the reply is as for `k`.
+//   - `e <id> <name>=<tag> - <graceMs>` kills every process whose environment (as
+//     /proc/<pid>/environ shows it) holds `<name>=<tag>` — `__dsh_owner=<tag>`: a
+//     session's processes, also those that left their command's group;
+//     `__dsh_cmd=<tag>`: one command's — SIGTERM, then after graceMs SIGKILL, awaited
+//     (up to 2 s); the reply is as for `k`.
 //
 // Commands register themselves (execScript) in the control shell's registry directory,
 // which it creates under $TMPDIR (or /tmp) and names in its ready line. When its input
@@ -111,7 +112,7 @@ printf 'k %s done\n' "$i"
 tagged() {
 local f v q=
 for f in /proc/[0-9]*/environ; do
-while IFS= read -r -d '' v; do [ "$v" = "__dsh_owner=$1" ] && { f=${f#/proc/}; q="$q ${f%/environ}"; break; }; done 2>/dev/null <"$f"
+while IFS= read -r -d '' v; do [ "$v" = "$1" ] && { f=${f#/proc/}; q="$q ${f%/environ}"; break; }; done 2>/dev/null <"$f"
 done
 ps=${q# }
 }
