@@ -13,6 +13,7 @@
 // owner session (others get `job <id> belongs to another session`); Start checks, in
 // order, the kind and label, the per-owner limit (maxConcurrentJobsPerOwner) and the
 // harness-wide one (maxJobsTotal) before it runs anything; the first outcome wins; a
-// session's end cancels, awaits and deletes its jobs; each owned job's completion is
-// announced once. The tools' texts are exact (see the tool definitions).
+// session's end cancels, awaits and deletes its jobs; a session keeps at most
+// maxFinishedJobsPerOwner finished ones (the oldest are forgotten); each owned job's
+// completion is announced once. The tools' texts are exact (see the tool definitions).
 package jobs

@@ -42,6 +42,8 @@ type Config struct {
 	MaxConcurrentJobsPerOwner int `yaml:"maxConcurrentJobsPerOwner"`
 	// MaxJobsTotal bounds the live jobs of all sessions together.
 	MaxJobsTotal int `yaml:"maxJobsTotal"`
+	// MaxFinishedJobsPerOwner bounds the finished jobs one session's records keep.
+	MaxFinishedJobsPerOwner int `yaml:"maxFinishedJobsPerOwner"`
 	// WaitTimeoutMs is how long job_output {wait: true} blocks when timeout_ms is absent.
 	WaitTimeoutMs int `yaml:"waitTimeoutMs"`
 	// MaxWaitTimeoutMs caps timeout_ms (larger requests are clamped).
@@ -50,7 +52,7 @@ type Config struct {
 
 // DefaultConfig returns the config with its defaults applied.
 func DefaultConfig() *Config {
-	return &Config{MaxConcurrentJobsPerOwner: 10, MaxJobsTotal: 256, WaitTimeoutMs: 30000, MaxWaitTimeoutMs: 600000}
+	return &Config{MaxConcurrentJobsPerOwner: 10, MaxJobsTotal: 256, MaxFinishedJobsPerOwner: 100, WaitTimeoutMs: 30000, MaxWaitTimeoutMs: 600000}
 }
 
 // Validate checks that every value is positive and the default wait is within the cap.
@@ -58,7 +60,7 @@ func (c *Config) Validate() error {
 	for _, f := range []struct {
 		key string
 		v   int
-	}{{"maxConcurrentJobsPerOwner", c.MaxConcurrentJobsPerOwner}, {"maxJobsTotal", c.MaxJobsTotal}, {"waitTimeoutMs", c.WaitTimeoutMs}, {"maxWaitTimeoutMs", c.MaxWaitTimeoutMs}} {
+	}{{"maxConcurrentJobsPerOwner", c.MaxConcurrentJobsPerOwner}, {"maxJobsTotal", c.MaxJobsTotal}, {"maxFinishedJobsPerOwner", c.MaxFinishedJobsPerOwner}, {"waitTimeoutMs", c.WaitTimeoutMs}, {"maxWaitTimeoutMs", c.MaxWaitTimeoutMs}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%s must be a positive integer", f.key)
 		}
@@ -78,7 +80,7 @@ func apply(a *container.Activation, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, MaxTotal: cfg.MaxJobsTotal, Logger: a.Logger()})
+	rt := NewRuntime(Options{MaxConcurrentPerOwner: cfg.MaxConcurrentJobsPerOwner, MaxTotal: cfg.MaxJobsTotal, MaxFinishedPerOwner: cfg.MaxFinishedJobsPerOwner, Logger: a.Logger()})
 	// Registered first so it runs last: the tools are gone before the jobs are disposed.
 	a.Defer(rt.Close)
 	if err := Service.Provide(a, rt); err != nil {

@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -210,6 +212,12 @@ type Options struct {
 	// MaxTotal bounds the live jobs of all owners together: each job holds processes,
 	// pipes and a watcher however few owners there are. Default 256.
 	MaxTotal int
+	// MaxFinishedPerOwner bounds the finished jobs kept per owner (unowned jobs count
+	// as one owner): past it, the oldest finished ones are forgotten (their ids become
+	// unknown), those whose end the owner was told first, so that an owner that never
+	// ends — a stateless-lane principal — holds no more records over time. A job a read
+	// waits on is kept. Default 100.
+	MaxFinishedPerOwner int
 	// DisposeTimeout bounds the wait for cancelled jobs when an owner or the runtime is
 	// disposed; jobs still running then are recorded as killed and forgotten. Default 30s.
 	DisposeTimeout time.Duration
@@ -261,6 +269,9 @@ func NewRuntime(opts Options) *Runtime {
 	}
 	if opts.MaxTotal <= 0 {
 		opts.MaxTotal = 256
+	}
+	if opts.MaxFinishedPerOwner <= 0 {
+		opts.MaxFinishedPerOwner = 100
 	}
 	if opts.DisposeTimeout <= 0 {
 		opts.DisposeTimeout = 30 * time.Second
@@ -481,10 +492,47 @@ func (r *Runtime) settle(j *job, o Outcome) {
 	notify := r.noticeDueLocked(j)
 	snap := j.snapshotLocked()
 	watching := r.watching
+	r.pruneLocked(j.ownerID)
 	r.mu.Unlock()
 	r.announce(watching, Finished, snap)
 	if notify {
 		r.deliver(j, snap)
+	}
+}
+
+// pruneLocked forgets owner's oldest finished jobs past Options.MaxFinishedPerOwner:
+// those it was told of (read or noticed) first, then the others; never one a read
+// waits on, nor one being disposed (its disposal deletes it).
+func (r *Runtime) pruneLocked(owner string) {
+	var done []*job
+	for _, j := range r.jobs {
+		if j.ownerID == owner && j.status.Terminal() {
+			done = append(done, j)
+		}
+	}
+	excess := len(done) - r.opts.MaxFinishedPerOwner
+	if excess <= 0 {
+		return
+	}
+	slices.SortFunc(done, func(a, b *job) int {
+		if a.reported != b.reported {
+			if a.reported {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	for _, j := range done {
+		if excess == 0 {
+			return
+		}
+		if j.readers > 0 || j.disposing {
+			continue
+		}
+		delete(r.jobs, j.id)
+		close(j.abandon)
+		excess--
 	}
 }
 

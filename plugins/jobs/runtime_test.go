@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -474,4 +475,41 @@ func TestConcurrentStartsRespectTotalLimit(t *testing.T) {
 	if started != limit || refused != 40-limit {
 		t.Fatalf("started %d, refused %d", started, refused)
 	}
+}
+
+// An owner that never ends (a stateless-lane principal) keeps only its newest finished
+// jobs: the oldest are forgotten, live ones and other owners' never.
+func TestFinishedJobsArePrunedPerOwner(t *testing.T) {
+	rt := newRuntime(t, jobs.Options{MaxFinishedPerOwner: 2})
+	a, _ := session("a")
+	b, _ := session("b")
+	wb, _ := start(t, rt, "bash", "b's", b) // bash-1
+	wb.finish(jobs.Outcome{Status: jobs.StatusCompleted})
+	live, _ := start(t, rt, "bash", "live", a) // bash-2
+	for i := range 4 {                         // bash-3 … bash-6
+		w, snap := start(t, rt, "bash", fmt.Sprint("job ", i), a)
+		w.finish(jobs.Outcome{Status: jobs.StatusCompleted, Detail: "exit code: 0"})
+		if _, err := rt.Wait(context.Background(), a, snap.ID, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "b's job to finish", func() bool {
+		s, err := rt.Get(b, "bash-1")
+		return err == nil && s.Status.Terminal()
+	})
+	var ids []string
+	for _, s := range rt.List(a) {
+		ids = append(ids, s.ID)
+	}
+	slices.Sort(ids)
+	if want := []string{"bash-2", "bash-5", "bash-6"}; !slices.Equal(ids, want) {
+		t.Errorf("a's jobs %v; want %v (the live one and the two newest finished)", ids, want)
+	}
+	if _, err := rt.Get(a, "bash-3"); err == nil || err.Error() != "unknown job bash-3" {
+		t.Errorf("a pruned job: %v; want unknown job bash-3", err)
+	}
+	if _, err := rt.Get(b, "bash-1"); err != nil {
+		t.Errorf("b's finished job: %v", err)
+	}
+	live.finish(jobs.Outcome{Status: jobs.StatusCompleted})
 }
