@@ -235,7 +235,12 @@ type Runtime struct {
 	counters map[string]int // per kind
 	seq      uint64
 	starting map[string]int       // per owner: Run in flight
-	ended    map[string]time.Time // owners whose session ended recently: no new jobs
+	// seen are the session objects that started jobs, by id, since that id's last end;
+	// ended are the ids whose session ended recently, and its objects: no new jobs for
+	// them. A stateless-lane principal's next session has the same id (it comes from
+	// its token) in a new object, which may start jobs again.
+	seen  map[string]map[*container.Session]bool
+	ended map[string]endedOwner
 	watching []*watcher           // told about starts and finishes; replaced, never changed in place
 	watchers sync.WaitGroup
 }
@@ -262,6 +267,21 @@ type job struct {
 	disposing  bool // owner or runtime disposal (then deletion): no notice
 }
 
+// endedOwner is a session end: when, the session objects of that id it ended, and
+// whether its disposal still runs (then every start of the id is refused).
+type endedOwner struct {
+	at       time.Time
+	sessions map[*container.Session]bool
+	ending   int // EndOwner calls still disposing
+}
+
+// endedLocked reports whether a start by session s, of id owner, must be refused because
+// its session ended (r.mu held).
+func (r *Runtime) endedLocked(owner string, s *container.Session) bool {
+	e, ok := r.ended[owner]
+	return ok && (e.ending > 0 || e.sessions[s])
+}
+
 // NewRuntime returns an empty runtime.
 func NewRuntime(opts Options) *Runtime {
 	if opts.MaxConcurrentPerOwner <= 0 {
@@ -279,7 +299,7 @@ func NewRuntime(opts Options) *Runtime {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}, ended: map[string]time.Time{}}
+	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}, seen: map[string]map[*container.Session]bool{}, ended: map[string]endedOwner{}}
 }
 
 func ownerID(s *container.Session) string {
@@ -297,7 +317,7 @@ func (r *Runtime) Start(spec Spec) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	owner := ownerID(spec.Owner)
-	if err := r.reserve(owner); err != nil {
+	if err := r.reserve(owner, spec.Owner); err != nil {
 		return Snapshot{}, err
 	}
 	hooks, err := runWork(spec.Run)
@@ -317,17 +337,23 @@ func checkSpec(spec Spec) error {
 	return nil
 }
 
-// reserve counts a start in flight for owner (a session id, "" for none), unless the
-// runtime is closed, the owner's session has ended, or a limit is reached: the
-// owner's, then the harness's. Starts in flight count toward both limits.
-func (r *Runtime) reserve(owner string) error {
+// reserve counts a start in flight for owner (a session id, "" for none; s its
+// session), unless the runtime is closed, the owner's session has ended, or a limit is
+// reached: the owner's, then the harness's. Starts in flight count toward both limits.
+func (r *Runtime) reserve(owner string, s *container.Session) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return ErrClosed
 	}
-	if _, ended := r.ended[owner]; ended {
+	if r.endedLocked(owner, s) {
 		return ErrEnded
+	}
+	if owner != "" {
+		if r.seen[owner] == nil {
+			r.seen[owner] = map[*container.Session]bool{}
+		}
+		r.seen[owner][s] = true
 	}
 	live, total := r.liveLocked(owner)
 	if live >= r.opts.MaxConcurrentPerOwner {
@@ -391,7 +417,7 @@ func (r *Runtime) register(spec Spec, owner string, hooks Hooks, err error) (Sna
 		r.mu.Unlock()
 		return Snapshot{}, err
 	}
-	if _, ended := r.ended[owner]; r.closed || ended {
+	if ended := r.endedLocked(owner, spec.Owner); r.closed || ended {
 		closed := r.closed
 		r.mu.Unlock()
 		r.cancelUnseen(hooks)
@@ -766,14 +792,29 @@ func (r *Runtime) EndOwner(sessionID string) {
 	}
 	r.mu.Lock()
 	now := time.Now()
-	for id, at := range r.ended {
-		if now.Sub(at) > endedMemory {
+	for id, e := range r.ended {
+		if now.Sub(e.at) > endedMemory && e.ending == 0 {
 			delete(r.ended, id) // long past any start that could race the end
 		}
 	}
-	r.ended[sessionID] = now
+	e := r.ended[sessionID] // an earlier session of the id (a principal's), if any
+	if e.sessions == nil {
+		e.sessions = map[*container.Session]bool{}
+	}
+	for s := range r.seen[sessionID] {
+		e.sessions[s] = true
+	}
+	delete(r.seen, sessionID)
+	e.at = now
+	e.ending++
+	r.ended[sessionID] = e
 	r.mu.Unlock()
 	r.dispose(func(j *job) bool { return j.ownerID == sessionID })
+	r.mu.Lock()
+	e = r.ended[sessionID]
+	e.ending--
+	r.ended[sessionID] = e
+	r.mu.Unlock()
 }
 
 // Close disposes every job (cancel, wait, delete) and refuses new ones. It is

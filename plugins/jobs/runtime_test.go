@@ -513,3 +513,29 @@ func TestFinishedJobsArePrunedPerOwner(t *testing.T) {
 	}
 	live.finish(jobs.Outcome{Status: jobs.StatusCompleted})
 }
+
+// A stateless-lane principal's session ends after an idle timeout and its next one has
+// the same id in a new session object: that one starts jobs at once; the ended one
+// still cannot.
+func TestNextSessionOfAnIDStartsJobs(t *testing.T) {
+	rt := newRuntime(t, jobs.Options{})
+	old, _ := session("principal")
+	w, _ := start(t, rt, "bash", "before", old)
+	w.finish(jobs.Outcome{Status: jobs.StatusCompleted})
+	rt.EndOwner("principal")
+	next, _ := session("principal")
+	w2, snap := start(t, rt, "bash", "after", next)
+	if snap.Owner != "principal" {
+		t.Errorf("owner %q", snap.Owner)
+	}
+	if _, err := rt.Start(jobs.Spec{Kind: "bash", Label: "late", Owner: old, Run: newWork().run}); !errors.Is(err, jobs.ErrEnded) {
+		t.Errorf("start by the ended session: %v, want ErrEnded", err)
+	}
+	rt.EndOwner("principal") // the next one ends too: both stay refused
+	if _, err := rt.Start(jobs.Spec{Kind: "bash", Label: "late", Owner: next, Run: newWork().run}); !errors.Is(err, jobs.ErrEnded) {
+		t.Errorf("start by the second ended session: %v, want ErrEnded", err)
+	}
+	if w2.cancels.Load() != 1 {
+		t.Errorf("the second session's job was cancelled %d times at its end, want 1", w2.cancels.Load())
+	}
+}

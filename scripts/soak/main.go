@@ -108,12 +108,12 @@ func run(bin string, duration, window time.Duration, sessions, principals, churn
 		return err
 	}
 
-	// A warm-up with every session-lane worker at once fills what dsh keeps for reuse
-	// (free cgroups, pipes, the sandbox probe); its sessions have ended when their
-	// processes are gone.
+	// A warm-up with every worker at once fills what dsh keeps for reuse (free cgroups,
+	// pipes, the sandbox probe, the limits' hierarchies); its sessions have ended when
+	// their processes are gone.
 	var warm sync.WaitGroup
-	for i := range sessions {
-		warm.Go(func() { s.worker(context.Background(), i, churn, false) })
+	for i := range sessions + principals {
+		warm.Go(func() { s.worker(context.Background(), i, churn, i >= sessions) })
 	}
 	warm.Wait()
 	start := s.settle(func(f figures) bool { return f.procs == 0 })
