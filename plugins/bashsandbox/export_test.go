@@ -3,6 +3,7 @@ package bashsandbox
 import (
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
+	"sync"
 )
 
 // Internals the black-box tests check directly.
@@ -82,6 +83,26 @@ func ForceNoNamespaces(reason string) (restore func()) {
 		r.Usable, r.Backend = true, BackendLandlock
 	}
 	return ForceProbe(r)
+}
+
+// HoldProbe makes Probe wait, as if the probe ran, until release is called, and then
+// report r (as ForceProbe does until restore is called).
+func HoldProbe(r ProbeResult) (release, restore func()) {
+	probe.mu.Lock()
+	hold := make(chan struct{})
+	probe.hold = hold
+	probe.mu.Unlock()
+	unforce := ForceProbe(r)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			probe.mu.Lock()
+			probe.hold = nil
+			probe.mu.Unlock()
+			close(hold)
+		})
+	}
+	return release, func() { release(); unforce() }
 }
 
 // SetDispatched pretends this binary does (or does not) dispatch the sandbox and

@@ -52,6 +52,7 @@ var probe struct {
 	result   *ProbeResult
 	landlock *string // the Landlock-only probe's failure ("" = works), once run
 	override *ProbeResult
+	hold     chan struct{} // set by a test: Probe waits until it is closed
 }
 
 // probeTimeout bounds each probe run (generous: the host may be busy).
@@ -69,6 +70,11 @@ func Probe() ProbeResult {
 	probeOnce.Lock()
 	defer probeOnce.Unlock()
 	probe.mu.Lock()
+	if hold := probe.hold; hold != nil {
+		probe.mu.Unlock()
+		<-hold
+		probe.mu.Lock()
+	}
 	if probe.override != nil {
 		defer probe.mu.Unlock()
 		return *probe.override
@@ -91,6 +97,8 @@ func probed(namespaces string) bool {
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	switch {
+	case probe.hold != nil:
+		return false
 	case probe.override != nil:
 		return true
 	case probe.result == nil:
