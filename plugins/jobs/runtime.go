@@ -234,14 +234,14 @@ type Runtime struct {
 	jobs     map[string]*job
 	counters map[string]int // per kind
 	seq      uint64
-	starting map[string]int       // per owner: Run in flight
+	starting map[string]int // per owner: Run in flight
 	// seen are the session objects that started jobs, by id, since that id's last end;
 	// ended are the ids whose session ended recently, and its objects: no new jobs for
 	// them. A stateless-lane principal's next session has the same id (it comes from
 	// its token) in a new object, which may start jobs again.
-	seen  map[string]map[*container.Session]bool
-	ended map[string]endedOwner
-	watching []*watcher           // told about starts and finishes; replaced, never changed in place
+	seen     map[string]map[*container.Session]bool
+	ended    map[string]endedOwner
+	watching []*watcher // told about starts and finishes; replaced, never changed in place
 	watchers sync.WaitGroup
 }
 
