@@ -338,10 +338,13 @@ func TestLostConnectionThroughTheTool(t *testing.T) {
 	}
 	expect(t, s.call("job_output", map[string]any{"job_id": id, "wait": true, "timeout_ms": 20000}),
 		"job-started\n[stderr]\n"+lost+"\n[status: killed, killed before exit]", false)
-	proctest.WaitFor(t, 10*time.Second, "the ssh row's detail to show the loss", func() bool {
-		d := s.row("ssh").Detail
-		return strings.Contains(d, lost) && strings.Contains(d, "2 remote commands to kill when reconnected")
-	})
+	var detail string
+	if !proctest.Until(10*time.Second, func() bool {
+		detail = s.row("ssh").Detail
+		return strings.Contains(detail, lost) && strings.Contains(detail, "2 remote commands to kill when reconnected")
+	}) {
+		t.Fatalf("the ssh row's detail does not show the loss of 2 commands: %q", detail)
+	}
 	res := s.bash("echo while-down", nil)
 	if !res.IsError || res.Text != "Error: bash-ssh: spawn failed: connect "+srv.Addr+": ECONNREFUSED (connection refused)" {
 		t.Errorf("call while sshd is down: %q", res.Text)

@@ -54,7 +54,9 @@ func (c *conn) watch() {
 		return
 	}
 	c.h.mu.Unlock()
-	if err == nil || errors.Is(err, io.EOF) {
+	// A server that goes away ends the stream (EOF) or resets it, whichever its kernel
+	// had to: one cause, told the same way (without the socket's addresses).
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 		err = errors.New("the server closed the connection")
 	}
 	c.h.lost(c, err)
