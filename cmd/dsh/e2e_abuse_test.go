@@ -265,7 +265,8 @@ func TestServeProfileDirectoryReplaced(t *testing.T) {
 }
 
 // A profile made unreadable is a reload error; made readable again (a mode change, no
-// write) the error clears. dsh runs as nobody here: root reads any file.
+// write) the error clears — five times over, at no cost in descriptors or memory. dsh
+// runs as nobody here: root reads any file.
 func TestServeProfileReadableAgain(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/setpriv"); err != nil {
 		t.Skip("setpriv is not installed")
@@ -517,11 +518,16 @@ func TestServeNonReadingClientStaysBounded(t *testing.T) {
 
 // stdio refusals through the binary: a duplicate id of a call in flight gets its error
 // (the call in flight is untouched), an id of 1.5 is not answered as 1, and a batch is
-// refused on 2025-11-25 (10,000 calls: none runs) but served on 2025-03-26.
+// refused on 2025-11-25 (10,000 calls: none runs, and none holds a descriptor) but
+// served on 2025-03-26.
 func TestServeStdioRefusals(t *testing.T) {
 	ws := t.TempDir()
 	s := startRawStdio(t, nil, "--workspace", ws)
+	pid := s.cmd.Process.Pid
 	s.initialize(t, sessionRevision)
+	s.call(t, 1, "echo warm") // what dsh makes on its first call is there before it counts
+	s.await(t, `"id":1`)
+	fds := fdCount(t, pid)
 	gate := filepath.Join(ws, "gate")
 	s.call(t, 5, "while [ ! -e "+gate+" ]; do sleep 0.01; done; echo first")
 	s.call(t, 5, "echo second > second")
@@ -552,7 +558,14 @@ func TestServeStdioRefusals(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "ran")); !os.IsNotExist(err) {
 		t.Errorf("the refused batch ran commands: %v", err)
 	}
-	tree := treeOf(s.cmd.Process.Pid)
+	// Neither the refused duplicate nor the refused batch holds a descriptor (a stream or
+	// a slot kept per refused call would be one or 10,000); the allowance is the pipe pool
+	// (see TestServeWatchdogDeathIsSupervised).
+	const pool = 4
+	if !proctest.Until(5*time.Second, func() bool { return fdCount(t, pid) <= fds+pool }) {
+		t.Errorf("dsh holds %d descriptors after the refusals, %d before", fdCount(t, pid), fds)
+	}
+	tree := treeOf(pid)
 	s.in.Close()
 	s.waitExit(t)
 	wantGone(t, tree)
@@ -695,19 +708,32 @@ func TestServeApprovalFailures(t *testing.T) {
 
 // At a reload, an HTTP session that keeps no GET stream open gets no WARN line (the SDK
 // reports its tools/list_changed as undelivered: that is logged at debug level, where
-// this test waits for it); job_list cuts a 100 KB command to a line.
+// this test waits for it); job_list cuts a 100 KB command to a line. The reload that
+// drops the jobs plugin ends its jobs, and dsh holds nothing of them; a SIGTERM then
+// leaves nothing.
 func TestServeQuietReloadAndShortListing(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // dsh's temp dir: its spill directory is the test's
 	profile := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(profile, []byte(withJobs), 0o644)
 	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--profile", profile, "--log-level", "debug", "--token-file", writeTokens(t, testToken))
+	pid := srv.cmd.Process.Pid
 	_, sid := post(t, srv.url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	post(t, srv.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if body, _ := post(t, srv.url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo warm","description":"Warm up"}}}`); !strings.Contains(body, `warm\n`) {
+		t.Fatalf("the warm-up call: %.300s", body)
+	}
+	fds := unpooledFDs(pid)
 	long := "echo " + strings.Repeat("x", 100_000) + "; sleep 60"
 	args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": long, "description": "A long command", "run_in_background": true}})
 	for i := range 3 {
 		if body, _ := post(t, srv.url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, 10+i, args)); !strings.Contains(body, "started background job") {
 			t.Fatalf("start: %.300s", body)
 		}
+	}
+	jobs := descendants(pid)
+	if len(jobs) < 3 {
+		t.Fatalf("the three jobs' processes: %v", jobs)
 	}
 	body, _ := post(t, srv.url, sid, `{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`)
 	if len(body) > 4000 || !strings.Contains(body, `bash-1 [bash] running — echo `+strings.Repeat("x", 195)+`…\n`) {
@@ -726,5 +752,17 @@ func TestServeQuietReloadAndShortListing(t *testing.T) {
 		if strings.Contains(line, "level=WARN") {
 			t.Errorf("a warning at a reload: %.400s", line)
 		}
+	}
+	// The disposed jobs' processes are gone, and their pipes, pidfds and spill files
+	// closed (three jobs' worth is 6 or more descriptors; the allowance is the pipe pool,
+	// see TestServeWatchdogDeathIsSupervised).
+	wantGone(t, jobs)
+	const pool = 4
+	if !proctest.Until(5*time.Second, func() bool { return len(unpooledFDs(pid)) <= len(fds)+pool }) {
+		t.Errorf("dsh holds %q after its jobs were disposed; %q before they started", unpooledFDs(pid), fds)
+	}
+	stopHTTP(t, srv)
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the temp dir after SIGTERM: %q", names)
 	}
 }

@@ -53,7 +53,7 @@ func spillFDs(t *testing.T, pid int, root string) []string {
 // a new private directory, and a confined command reads it at the path its result
 // names; dsh holds nothing of the deleted directory. A symlink put where the new
 // directory was is refused: later results say "(unavailable)" and nothing is written
-// through it.
+// through it. At the end of its input dsh exits, leaving nothing in the spill root.
 func TestServeSpillsAgainAfterTheSpillDirectoryIsDeleted(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the spill root: this test's own
@@ -121,11 +121,18 @@ func TestServeSpillsAgainAfterTheSpillDirectoryIsDeleted(t *testing.T) {
 
 // A job_output read that lost output says so in its structured content as well as in
 // its text: lossy, and the spill file the text names, which holds the whole output;
-// the text is the one it always was.
+// the text is the one it always was. dsh holds nothing of the finished job, and leaves
+// nothing in its temp dir when it exits.
 func TestServeJobOutputTypesALossyRead(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	c := startServe(t, clientOptions{}, "--workspace", t.TempDir())
+	pid := c.cmd.Process.Pid
+	// Warm up with a spill: the spill directories dsh keeps open are there before it counts.
+	if text, _, _ := c.call(t, "bash", map[string]any{"command": "seq 1 30000", "description": "Print a lot"}); !strings.Contains(text, "[output truncated; full output: ") {
+		t.Fatalf("the warm-up spill: %q", text[max(0, len(text)-200):])
+	}
+	spills, fds := spillFDs(t, pid, tmp), unpooledFDs(pid)
 	if text, _, _ := c.call(t, "bash", map[string]any{"command": "seq 1 30000", "description": "Print a lot", "run_in_background": true}); text != "started background job bash-1" {
 		t.Fatalf("start: %q", text)
 	}
@@ -151,6 +158,17 @@ func TestServeJobOutputTypesALossyRead(t *testing.T) {
 	if v, _ := value.(map[string]any); text != "(no new output)\n[status: completed, exit code: 0]" || v["lossy"] != nil || v["stdoutSpill"] != nil {
 		t.Errorf("the next read: %q %v", text, value)
 	}
+	// The finished job's spill file stays on disk for its reader, not open in dsh: under
+	// the spill root it holds its directories, as after the warm-up; and no pipe or pidfd
+	// of the job (two or more) is left — the allowance is the pipe pool (see
+	// TestServeWatchdogDeathIsSupervised).
+	if got := spillFDs(t, pid, tmp); !slices.Equal(got, spills) {
+		t.Errorf("dsh's descriptors under the spill root: %q, want %q", got, spills)
+	}
+	const pool = 4
+	if !proctest.Until(5*time.Second, func() bool { return len(unpooledFDs(pid)) <= len(fds)+pool }) {
+		t.Errorf("dsh holds %q after the job; %q before it", unpooledFDs(pid), fds)
+	}
 	tree := treeOf(c.cmd.Process.Pid)
 	closeAndWait(t, c)
 	wantGone(t, tree)
@@ -163,7 +181,8 @@ func TestServeJobOutputTypesALossyRead(t *testing.T) {
 // call whose timeout passes while dsh is still connecting is an infrastructure error
 // naming the host and saying the command did not start — never a timeout marker, which
 // reads as if it ran. Calls wait for the connection being made rather than each
-// opening one of their own, and dsh holds no descriptor per call.
+// opening one of their own, and dsh holds no descriptor per call, nor memory; the end
+// of its input ends it, leaving nothing.
 func TestServeSSHHungHandshakeIsAnInfrastructureError(t *testing.T) {
 	m := sshtest.StartMute(t)
 	m.Hangup.Store(true) // the row activates, disconnected: the first handshake fails fast

@@ -133,7 +133,7 @@ func TestHTTPStalledUploadBlocksNoOne(t *testing.T) {
 // Connections without a valid token: a 401 closes its connection at once; connections
 // that send nothing are bounded (the oldest beyond the limit closed), so dsh's
 // descriptors stay bounded and a client with the token still gets in; the rest are
-// closed after the header timeout. Nothing is left open afterwards.
+// closed after the header timeout. Nothing is left open afterwards, nor is memory kept.
 func TestHTTPConnectionsWithoutTokenAreBounded(t *testing.T) {
 	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--token-file", writeTokens(t, testToken))
 	pid := srv.cmd.Process.Pid

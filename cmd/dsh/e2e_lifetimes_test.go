@@ -344,6 +344,14 @@ func heldFDs(dsh int) []string {
 	return out
 }
 
+// unpooledFDs are heldFDs(dsh) but its cgroup files: dsh keeps emptied command cgroups
+// for reuse (up to 8 of each kind) with their files open, so how many it holds follows
+// how many commands once ran at the same time, not a leak. What is left (pipes, pidfds,
+// spill files, sockets other than TCP) is per command, stream or session.
+func unpooledFDs(dsh int) []string {
+	return slices.DeleteFunc(heldFDs(dsh), func(fd string) bool { return strings.HasPrefix(fd, "/sys/fs/cgroup/") })
+}
+
 // boxFDs counts dsh's descriptors that a box holds open there: sockets (its control
 // connection) and pidfds.
 func boxFDs(dsh int) int {
