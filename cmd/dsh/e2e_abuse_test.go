@@ -139,14 +139,45 @@ func closeAndWait(t *testing.T, c *client) {
 	}
 }
 
+// warmUpCall runs one bash call, so that what dsh makes on its first (the watchdog, a
+// spare cgroup, the pipe pool) is there before a test counts its descriptors.
+func warmUpCall(t *testing.T, c *client) {
+	t.Helper()
+	if text, _, _ := c.call(t, "bash", map[string]any{"command": "echo warm", "description": "Warm up"}); text != "warm\n" {
+		t.Fatalf("the warm-up call: %q", text)
+	}
+}
+
+// wantBackTo wants dsh (pid), after what, back to fds descriptors within 5 s — allowing
+// the pipe pool, which may fill after they were counted (see
+// TestServeWatchdogDeathIsSupervised) — and its RSS within 16 MB of rss kB. What the
+// callers repeat 5 to 22 times: a descriptor leaked each time is past the allowance;
+// 16 MB is far above a reload's garbage, far below a composition or a profile read
+// kept per attempt, or a watch loop that allocates as it spins.
+func wantBackTo(t *testing.T, pid, fds, rss int, what string) {
+	t.Helper()
+	const pool = 4
+	if !proctest.Until(5*time.Second, func() bool { return fdCount(t, pid) <= fds+pool }) {
+		t.Errorf("dsh holds %d descriptors after %s, %d before", fdCount(t, pid), what, fds)
+	}
+	now := rssKB(t, pid)
+	if now-rss > 16<<10 {
+		t.Errorf("RSS grew by %d kB after %s (%d kB before)", now-rss, what, rss)
+	}
+	t.Logf("after %s: %d descriptors (%d before), RSS %d kB (%d kB before)", what, fdCount(t, pid), fds, now, rss)
+}
+
 // A named pipe at the profile path: the reload fails naming it (status says so), calls
 // keep working, a regular file written there again is applied, and with a named pipe
-// there dsh still ends at the end of its input.
+// there dsh still ends at the end of its input. Reloads of the named pipe, again and
+// again, cost dsh no descriptor and no memory.
 func TestServeProfileNamedPipe(t *testing.T) {
 	profile := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(profile, []byte(withJobs), 0o644)
 	c := startServe(t, clientOptions{}, "--workspace", t.TempDir(), "--profile", profile)
 	pid := c.cmd.Process.Pid
+	warmUpCall(t, c)
+	fds, rss := fdCount(t, pid), rssKB(t, pid)
 	os.Remove(profile)
 	if err := syscall.Mkfifo(profile, 0o644); err != nil {
 		t.Fatal(err)
@@ -169,6 +200,15 @@ func TestServeProfileNamedPipe(t *testing.T) {
 	waitFor(t, 20*time.Second, "the second named-pipe error", func() bool {
 		return strings.Contains(readStatus(t, c.ClientSession).LastReloadError, want)
 	})
+	// Twenty more failed reloads, each opening the named pipe (a mode change is an event).
+	for i := range 20 {
+		failed := strings.Count(c.stderr.String(), "profile reload failed")
+		os.Chmod(profile, []os.FileMode{0o600, 0o644}[i%2])
+		waitFor(t, 20*time.Second, "a reload of the named pipe", func() bool {
+			return strings.Count(c.stderr.String(), "profile reload failed") > failed
+		})
+	}
+	wantBackTo(t, pid, fds, rss, "22 reloads of a named pipe")
 	tree := treeOf(pid)
 	closeAndWait(t, c)
 	wantGone(t, tree)
@@ -176,7 +216,8 @@ func TestServeProfileNamedPipe(t *testing.T) {
 
 // The profile's directory renamed away and replaced by a new one with another profile
 // (`mv conf conf.old; mkdir conf; cp new conf/p.yaml`): the new profile is applied, and
-// later edits of it too; never the old configuration shown as fine.
+// later edits of it too; never the old configuration shown as fine. Replaced again and
+// again, it costs dsh no descriptor and no memory.
 func TestServeProfileDirectoryReplaced(t *testing.T) {
 	base := t.TempDir()
 	conf := filepath.Join(base, "conf")
@@ -184,6 +225,9 @@ func TestServeProfileDirectoryReplaced(t *testing.T) {
 	profile := filepath.Join(conf, "p.yaml")
 	os.WriteFile(profile, []byte(withJobs), 0o644)
 	c := startServe(t, clientOptions{}, "--workspace", t.TempDir(), "--profile", profile)
+	pid := c.cmd.Process.Pid
+	warmUpCall(t, c)
+	fds, rss := fdCount(t, pid), rssKB(t, pid)
 	if err := os.Rename(conf, conf+".old"); err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +248,25 @@ func TestServeProfileDirectoryReplaced(t *testing.T) {
 	if st := readStatus(t, c.ClientSession); st.LastReloadError != "" {
 		t.Errorf("lastReloadError: %q", st.LastReloadError)
 	}
+	// Ten more replacements, each applied: each directory watched in turn.
+	for i := range 10 {
+		if err := os.Rename(conf, fmt.Sprintf("%s.old%d", conf, i)); err != nil {
+			t.Fatal(err)
+		}
+		os.Mkdir(conf, 0o755)
+		jobs := i%2 == 1
+		os.WriteFile(profile, []byte(map[bool]string{true: withJobs, false: withoutJobs}[jobs]), 0o644)
+		waitFor(t, 20*time.Second, fmt.Sprintf("replacement %d applied", i), func() bool { return hasTool(t, c, "job_list") == jobs })
+	}
+	wantBackTo(t, pid, fds, rss, "13 replacements of the profile's directory")
+	tree := treeOf(pid)
 	closeAndWait(t, c)
+	wantGone(t, tree)
 }
 
 // A profile made unreadable is a reload error; made readable again (a mode change, no
-// write) the error clears. dsh runs as nobody here: root reads any file.
+// write) the error clears — five times over, at no cost in descriptors or memory. dsh
+// runs as nobody here: root reads any file.
 func TestServeProfileReadableAgain(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/setpriv"); err != nil {
 		t.Skip("setpriv is not installed")
@@ -231,17 +289,25 @@ func TestServeProfileReadableAgain(t *testing.T) {
 		wrap: []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"},
 		env:  []string{"DSH_HOME=" + home, "TMPDIR=" + ws},
 	}, "--workspace", ws, "--profile", profile)
-	if err := os.Chmod(profile, 0); err != nil {
-		t.Fatal(err)
+	pid := c.cmd.Process.Pid // setpriv execs dsh
+	warmUpCall(t, c)
+	fds, rss := fdCount(t, pid), rssKB(t, pid)
+	for range 5 { // each failed open costs nothing: checked after five
+		if err := os.Chmod(profile, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the permission error", func() bool {
+			return strings.Contains(readStatus(t, c.ClientSession).LastReloadError, "permission denied")
+		})
+		os.Chmod(profile, 0o644)
+		waitFor(t, 20*time.Second, "the error cleared by the mode change", func() bool {
+			return readStatus(t, c.ClientSession).LastReloadError == ""
+		})
 	}
-	waitFor(t, 20*time.Second, "the permission error", func() bool {
-		return strings.Contains(readStatus(t, c.ClientSession).LastReloadError, "permission denied")
-	})
-	os.Chmod(profile, 0o644)
-	waitFor(t, 20*time.Second, "the error cleared by the mode change", func() bool {
-		return readStatus(t, c.ClientSession).LastReloadError == ""
-	})
+	wantBackTo(t, pid, fds, rss, "five unreadable profiles")
+	tree := treeOf(pid)
 	closeAndWait(t, c)
+	wantGone(t, tree)
 }
 
 // rawStdio is `dsh serve` on stdio pipes the test controls entirely: it may stop
@@ -444,17 +510,24 @@ func TestServeNonReadingClientStaysBounded(t *testing.T) {
 	if now := fdCount(t, pid); now > fds {
 		t.Errorf("dsh holds %d descriptors, %d before", now, fds)
 	}
+	tree := treeOf(pid)
 	s.in.Close()
 	s.waitExit(t)
+	wantGone(t, tree)
 }
 
 // stdio refusals through the binary: a duplicate id of a call in flight gets its error
 // (the call in flight is untouched), an id of 1.5 is not answered as 1, and a batch is
-// refused on 2025-11-25 (10,000 calls: none runs) but served on 2025-03-26.
+// refused on 2025-11-25 (10,000 calls: none runs, and none holds a descriptor) but
+// served on 2025-03-26.
 func TestServeStdioRefusals(t *testing.T) {
 	ws := t.TempDir()
 	s := startRawStdio(t, nil, "--workspace", ws)
+	pid := s.cmd.Process.Pid
 	s.initialize(t, sessionRevision)
+	s.call(t, 1, "echo warm") // what dsh makes on its first call is there before it counts
+	s.await(t, `"id":1`)
+	fds := fdCount(t, pid)
 	gate := filepath.Join(ws, "gate")
 	s.call(t, 5, "while [ ! -e "+gate+" ]; do sleep 0.01; done; echo first")
 	s.call(t, 5, "echo second > second")
@@ -485,8 +558,17 @@ func TestServeStdioRefusals(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "ran")); !os.IsNotExist(err) {
 		t.Errorf("the refused batch ran commands: %v", err)
 	}
+	// Neither the refused duplicate nor the refused batch holds a descriptor (a stream or
+	// a slot kept per refused call would be one or 10,000); the allowance is the pipe pool
+	// (see TestServeWatchdogDeathIsSupervised).
+	const pool = 4
+	if !proctest.Until(5*time.Second, func() bool { return fdCount(t, pid) <= fds+pool }) {
+		t.Errorf("dsh holds %d descriptors after the refusals, %d before", fdCount(t, pid), fds)
+	}
+	tree := treeOf(pid)
 	s.in.Close()
 	s.waitExit(t)
+	wantGone(t, tree)
 
 	old := startRawStdio(t, nil, "--workspace", ws)
 	old.initialize(t, "2025-03-26")
@@ -494,8 +576,10 @@ func TestServeStdioRefusals(t *testing.T) {
 	if line := old.await(t, `"id":10`); !strings.HasPrefix(line, "[") || strings.Count(line, `"exitCode":0`) != 3 {
 		t.Errorf("a batch on 2025-03-26: %.600s", line)
 	}
+	tree = treeOf(old.cmd.Process.Pid)
 	old.in.Close()
 	old.waitExit(t)
+	wantGone(t, tree)
 }
 
 // SIGTERM with stdio calls in flight: each is answered "Error: tool call aborted"
@@ -624,19 +708,32 @@ func TestServeApprovalFailures(t *testing.T) {
 
 // At a reload, an HTTP session that keeps no GET stream open gets no WARN line (the SDK
 // reports its tools/list_changed as undelivered: that is logged at debug level, where
-// this test waits for it); job_list cuts a 100 KB command to a line.
+// this test waits for it); job_list cuts a 100 KB command to a line. The reload that
+// drops the jobs plugin ends its jobs, and dsh holds nothing of them; a SIGTERM then
+// leaves nothing.
 func TestServeQuietReloadAndShortListing(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // dsh's temp dir: its spill directory is the test's
 	profile := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(profile, []byte(withJobs), 0o644)
 	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--profile", profile, "--log-level", "debug", "--token-file", writeTokens(t, testToken))
+	pid := srv.cmd.Process.Pid
 	_, sid := post(t, srv.url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	post(t, srv.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if body, _ := post(t, srv.url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo warm","description":"Warm up"}}}`); !strings.Contains(body, `warm\n`) {
+		t.Fatalf("the warm-up call: %.300s", body)
+	}
+	fds := unpooledFDs(pid)
 	long := "echo " + strings.Repeat("x", 100_000) + "; sleep 60"
 	args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": long, "description": "A long command", "run_in_background": true}})
 	for i := range 3 {
 		if body, _ := post(t, srv.url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, 10+i, args)); !strings.Contains(body, "started background job") {
 			t.Fatalf("start: %.300s", body)
 		}
+	}
+	jobs := descendants(pid)
+	if len(jobs) < 3 {
+		t.Fatalf("the three jobs' processes: %v", jobs)
 	}
 	body, _ := post(t, srv.url, sid, `{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`)
 	if len(body) > 4000 || !strings.Contains(body, `bash-1 [bash] running — echo `+strings.Repeat("x", 195)+`…\n`) {
@@ -655,5 +752,17 @@ func TestServeQuietReloadAndShortListing(t *testing.T) {
 		if strings.Contains(line, "level=WARN") {
 			t.Errorf("a warning at a reload: %.400s", line)
 		}
+	}
+	// The disposed jobs' processes are gone, and their pipes, pidfds and spill files
+	// closed (three jobs' worth is 6 or more descriptors; the allowance is the pipe pool,
+	// see TestServeWatchdogDeathIsSupervised).
+	wantGone(t, jobs)
+	const pool = 4
+	if !proctest.Until(5*time.Second, func() bool { return len(unpooledFDs(pid)) <= len(fds)+pool }) {
+		t.Errorf("dsh holds %q after its jobs were disposed; %q before they started", unpooledFDs(pid), fds)
+	}
+	stopHTTP(t, srv)
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the temp dir after SIGTERM: %q", names)
 	}
 }

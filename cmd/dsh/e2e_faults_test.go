@@ -53,7 +53,7 @@ func spillFDs(t *testing.T, pid int, root string) []string {
 // a new private directory, and a confined command reads it at the path its result
 // names; dsh holds nothing of the deleted directory. A symlink put where the new
 // directory was is refused: later results say "(unavailable)" and nothing is written
-// through it.
+// through it. At the end of its input dsh exits, leaving nothing in the spill root.
 func TestServeSpillsAgainAfterTheSpillDirectoryIsDeleted(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the spill root: this test's own
@@ -111,14 +111,28 @@ func TestServeSpillsAgainAfterTheSpillDirectoryIsDeleted(t *testing.T) {
 		t.Errorf("dsh's warnings:\n%s", log)
 	}
 	os.Remove(again)
+	tree := treeOf(c.cmd.Process.Pid)
+	closeAndWait(t, c)
+	wantGone(t, tree)
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the spill root after dsh exited: %q", names)
+	}
 }
 
 // A job_output read that lost output says so in its structured content as well as in
 // its text: lossy, and the spill file the text names, which holds the whole output;
-// the text is the one it always was.
+// the text is the one it always was. dsh holds nothing of the finished job, and leaves
+// nothing in its temp dir when it exits.
 func TestServeJobOutputTypesALossyRead(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	c := startServe(t, clientOptions{}, "--workspace", t.TempDir())
+	pid := c.cmd.Process.Pid
+	// Warm up with a spill: the spill directories dsh keeps open are there before it counts.
+	if text, _, _ := c.call(t, "bash", map[string]any{"command": "seq 1 30000", "description": "Print a lot"}); !strings.Contains(text, "[output truncated; full output: ") {
+		t.Fatalf("the warm-up spill: %q", text[max(0, len(text)-200):])
+	}
+	spills, fds := spillFDs(t, pid, tmp), unpooledFDs(pid)
 	if text, _, _ := c.call(t, "bash", map[string]any{"command": "seq 1 30000", "description": "Print a lot", "run_in_background": true}); text != "started background job bash-1" {
 		t.Fatalf("start: %q", text)
 	}
@@ -144,13 +158,31 @@ func TestServeJobOutputTypesALossyRead(t *testing.T) {
 	if v, _ := value.(map[string]any); text != "(no new output)\n[status: completed, exit code: 0]" || v["lossy"] != nil || v["stdoutSpill"] != nil {
 		t.Errorf("the next read: %q %v", text, value)
 	}
+	// The finished job's spill file stays on disk for its reader, not open in dsh: under
+	// the spill root it holds its directories, as after the warm-up; and no pipe or pidfd
+	// of the job (two or more) is left — the allowance is the pipe pool (see
+	// TestServeWatchdogDeathIsSupervised).
+	if got := spillFDs(t, pid, tmp); !slices.Equal(got, spills) {
+		t.Errorf("dsh's descriptors under the spill root: %q, want %q", got, spills)
+	}
+	const pool = 4
+	if !proctest.Until(5*time.Second, func() bool { return len(unpooledFDs(pid)) <= len(fds)+pool }) {
+		t.Errorf("dsh holds %q after the job; %q before it", unpooledFDs(pid), fds)
+	}
+	tree := treeOf(c.cmd.Process.Pid)
+	closeAndWait(t, c)
+	wantGone(t, tree)
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the temp dir after dsh exited (the job's spill file): %q", names)
+	}
 }
 
 // A host whose ssh handshake hangs (a real listener that accepts and never speaks): a
 // call whose timeout passes while dsh is still connecting is an infrastructure error
 // naming the host and saying the command did not start — never a timeout marker, which
 // reads as if it ran. Calls wait for the connection being made rather than each
-// opening one of their own, and dsh holds no descriptor per call.
+// opening one of their own, and dsh holds no descriptor per call, nor memory; the end
+// of its input ends it, leaving nothing.
 func TestServeSSHHungHandshakeIsAnInfrastructureError(t *testing.T) {
 	m := sshtest.StartMute(t)
 	m.Hangup.Store(true) // the row activates, disconnected: the first handshake fails fast
@@ -169,8 +201,9 @@ plugins:
 		t.Fatal(err)
 	}
 	c := startServe(t, clientOptions{}, "--profile", profile, "--workspace", ws)
+	pid := c.cmd.Process.Pid
 	m.Hangup.Store(false)
-	fds := fdCount(t, c.cmd.Process.Pid)
+	fds, rss := fdCount(t, pid), rssKB(t, pid)
 	want := "Error: ssh: connection to " + m.Addr + " timed out during the handshake; the command did not start"
 	for range 3 {
 		began := time.Now()
@@ -185,9 +218,18 @@ plugins:
 	if n := m.Accepted(); n > 3 {
 		t.Errorf("the server accepted %d connections; want the calls to wait for the one being made", n)
 	}
-	if now := fdCount(t, c.cmd.Process.Pid); now > fds+1 { // the one hung connection
+	if now := fdCount(t, pid); now > fds+1 { // the one hung connection
 		t.Errorf("dsh holds %d descriptors after the calls, %d before", now, fds)
 	}
+	// 16 MB: three calls cost far less; a wait for the hung handshake that buffers or
+	// allocates as it goes (a retry loop dialling again and again) goes past it.
+	if grown := rssKB(t, pid) - rss; grown > 16<<10 {
+		t.Errorf("RSS grew by %d kB over the calls (%d kB before)", grown, rss)
+	}
+	// The end of dsh's input ends it, the hung handshake with it.
+	tree := treeOf(pid)
+	closeAndWait(t, c)
+	wantGone(t, tree)
 }
 
 // watchdogsOf lists the crash-cleanup watchdogs of process pid: processes running the
@@ -448,7 +490,8 @@ func checkNoUnknownJob(t *testing.T, ws string, n, limit int, got *responses, se
 // starts, after it was answered. Whatever the timing, a cancellation never leaves a
 // job the client cannot know (checkNoUnknownJob), and nothing is left once dsh exits.
 func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	ws := t.TempDir()
 	r := startRaw(t, ws)
 	r.initialize(t)
@@ -462,24 +505,31 @@ func TestServeCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
 		r.send(t, cancelRequest(i))
 	}
 	pids := checkNoUnknownJob(t, ws, n, 10, got, func(msg string) { r.send(t, msg) })
+	tree := treeOf(r.cmd.Process.Pid)
 	r.in.Close()
 	r.waitExit(t)
 	waitFor(t, 5*time.Second, "every command to be gone after dsh exits", func() bool { return proctest.AllGone(pids...) })
+	wantGone(t, tree)
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the temp dir after dsh exited: %q", names)
+	}
 }
 
 // The same race over HTTP, on the session lane: 24 run_in_background calls, each
 // POSTed while its notifications/cancelled is POSTed alongside (after 0-3 pings); each
-// call's stream is read to its end. A cancellation never leaves a job the client cannot know, and
-// ending the session ends every command.
+// call's stream is read to its end. A cancellation never leaves a job the client cannot know,
+// ending the session ends every command, and a SIGTERM then leaves nothing.
 func TestServeHTTPCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	ws := t.TempDir()
 	const n, limit = 24, 30
 	profile := filepath.Join(ws, "profile.yaml")
 	if err := os.WriteFile(profile, []byte(fmt.Sprintf("extends: default\nplugins:\n  - id: jobs\n    config: {maxConcurrentJobsPerOwner: %d}\n", limit)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := startHTTPServe(t, "--profile", profile, "--workspace", ws, "--token-file", writeTokens(t, testToken)).url
+	srv := startHTTPServe(t, "--profile", profile, "--workspace", ws, "--token-file", writeTokens(t, testToken))
+	url := srv.url
 	_, sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+sessionRevision+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if sid == "" {
 		t.Fatal("no session id")
@@ -530,4 +580,8 @@ func TestServeHTTPCancelledBackgroundStartsLeaveNoUnknownJob(t *testing.T) {
 	}
 	resp.Body.Close()
 	waitFor(t, 20*time.Second, "every command to be gone after the session ends", func() bool { return proctest.AllGone(pids...) })
+	stopHTTP(t, srv)
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the temp dir after SIGTERM: %q", names)
+	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/dsh/internal/proctest"
 )
 
 // sessionClient connects a session-lane Go SDK client over HTTP as token's principal.
@@ -42,12 +44,46 @@ func hostOf(t *testing.T, endpoint string) string {
 	return u.Host
 }
 
+// stopHTTP ends an HTTP dsh as an operator does, with SIGTERM: it must exit 0 and leave
+// nothing it started (its tree is taken before the signal).
+func stopHTTP(t *testing.T, srv *httpServe) {
+	t.Helper()
+	tree := treeOf(srv.cmd.Process.Pid)
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTPExit(t, srv)
+	wantGone(t, tree)
+}
+
+// waitHTTPExit wants dsh to exit 0 within 30 s of a SIGTERM.
+func waitHTTPExit(t *testing.T, srv *httpServe) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- srv.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("dsh after SIGTERM: %v\nstderr:\n%s", err, srv.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dsh did not exit after SIGTERM")
+	}
+}
+
 // One client with a valid token that stalls its upload (a body shorter than its
 // Content-Length, no session yet) holds up no other client: new sessions and new
-// principals of other tokens are served at once.
+// principals of other tokens are served at once, and what they held is released. A
+// SIGTERM with the upload still stalled ends dsh, leaving nothing.
 func TestHTTPStalledUploadBlocksNoOne(t *testing.T) {
 	const other, third = "e2e-other-token-0123456789", "e2e-third-token-0123456789"
 	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--token-file", writeTokens(t, testToken, other, third))
+	pid := srv.cmd.Process.Pid
+	// Warm up: one session and one principal, so what the first of each makes is in the
+	// baseline.
+	sessionClient(t, srv.url, other).Close()
+	httpStateless(t, srv.url, third, statelessOptions{noListen: true}).Close()
+	fds, rss := len(heldFDs(pid)), rssKB(t, pid)
 	stall, err := net.Dial("tcp", hostOf(t, srv.url))
 	if err != nil {
 		t.Fatal(err)
@@ -79,12 +115,29 @@ func TestHTTPStalledUploadBlocksNoOne(t *testing.T) {
 	if n, err := stall.Read(make([]byte, 1)); n != 0 || !os.IsTimeout(err) {
 		t.Errorf("the stalled upload was answered early: %d %v", n, err)
 	}
+	// The ten closed sessions and principals hold no descriptor (sockets aside: heldFDs)
+	// — a file or pipe kept per connection or per session would be 10 or more; the
+	// allowance is the pipe pool (see TestServeWatchdogDeathIsSupervised).
+	const pool = 4
+	if !proctest.Until(10*time.Second, func() bool { return len(heldFDs(pid)) <= fds+pool }) {
+		t.Errorf("dsh holds %d descriptors (sockets aside) after the other clients closed, %d before: %q", len(heldFDs(pid)), fds, heldFDs(pid))
+	}
+	// 16 MB: far above ten short sessions' garbage; a wait for the stalled body that
+	// allocates as it goes (a read loop spinning on the short body) goes past it.
+	if grown := rssKB(t, pid) - rss; grown > 16<<10 {
+		t.Errorf("RSS grew by %d kB with the upload stalled (%d kB before)", grown, rss)
+	}
+	// The shutdown waits for the stalled request up to its bound (15 s), within
+	// waitHTTPExit's 30 s.
+	stopped := time.Now()
+	stopHTTP(t, srv)
+	t.Logf("dsh exited %v after SIGTERM, with the upload stalled", time.Since(stopped).Round(time.Millisecond))
 }
 
 // Connections without a valid token: a 401 closes its connection at once; connections
 // that send nothing are bounded (the oldest beyond the limit closed), so dsh's
 // descriptors stay bounded and a client with the token still gets in; the rest are
-// closed after the header timeout. Nothing is left open afterwards.
+// closed after the header timeout. Nothing is left open afterwards, nor is memory kept.
 func TestHTTPConnectionsWithoutTokenAreBounded(t *testing.T) {
 	srv := startHTTPServe(t, "--workspace", t.TempDir(), "--token-file", writeTokens(t, testToken))
 	pid := srv.cmd.Process.Pid
@@ -94,7 +147,7 @@ func TestHTTPConnectionsWithoutTokenAreBounded(t *testing.T) {
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true", "description": "Warm up"}}); err != nil {
 		t.Fatal(err)
 	}
-	base := fdCount(t, pid)
+	base, rss := fdCount(t, pid), rssKB(t, pid)
 
 	// 300 requests with a wrong token, each on its connection, 50 at a time (below the
 	// limit: beyond it the oldest would be closed before it is answered): 401, then EOF.
@@ -159,13 +212,22 @@ func TestHTTPConnectionsWithoutTokenAreBounded(t *testing.T) {
 		t.Errorf("the newest silent connection after the header timeout: %v, want EOF", err)
 	}
 	waitFor(t, 20*time.Second, "dsh's descriptors back to their level", func() bool { return fdCount(t, pid) <= base+8 })
+	// 16 MB for 1,300 connections: a connection's state kept after it was closed (its
+	// goroutine and its read and write buffers, some 16 kB at least) would be 20 MB.
+	if grown := rssKB(t, pid) - rss; grown > 16<<10 {
+		t.Errorf("RSS grew by %d kB after 1,300 connections without a token (%d kB before)", grown, rss)
+	}
+	t.Logf("RSS %d kB before the connections, %d kB after", rss, rssKB(t, pid))
+	stopHTTP(t, srv)
 }
 
 // SIGTERM with 20 calls in flight over HTTP (10 session-lane sessions, 10 calls of a
 // stateless principal): every call is answered "Error: tool call aborted" — never an
-// empty response — dsh exits 0, and no process it started is left.
+// empty response — dsh exits 0, and no process it started is left, nor anything in
+// its temp dir.
 func TestHTTPSigtermAnswersEveryCallInFlight(t *testing.T) {
-	ws := t.TempDir()
+	ws, tmp := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp) // dsh's temp dir: its spill directory is the test's
 	srv := startHTTPServe(t, "--workspace", ws, "--token-file", writeTokens(t, testToken))
 	pid := srv.cmd.Process.Pid
 	stateless := httpStateless(t, srv.url, testToken, statelessOptions{noListen: true})
@@ -205,17 +267,11 @@ func TestHTTPSigtermAnswersEveryCallInFlight(t *testing.T) {
 			t.Fatal("a call in flight at SIGTERM got no answer")
 		}
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("dsh after SIGTERM: %v\nstderr:\n%s", err, srv.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("dsh did not exit after SIGTERM")
-	}
+	waitHTTPExit(t, srv)
 	wantGone(t, append(pids, tree...))
+	if names := entries(t, tmp); len(names) != 0 {
+		t.Errorf("left in the temp dir after SIGTERM: %q", names)
+	}
 }
 
 // Batches were removed in 2025-06-18: a session that agreed on a newer revision gets
@@ -284,6 +340,7 @@ func TestHTTPBatchesOnlyWhereTheRevisionHasThem(t *testing.T) {
 	if strings.Count(string(data), "run\n") != 3 {
 		t.Errorf("the 2025-03-26 batch ran %q", data)
 	}
+	stopHTTP(t, srv)
 }
 
 // An id that is neither a string nor an integer is refused (-32600, id null) rather
@@ -295,4 +352,5 @@ func TestHTTPFractionalIDRefused(t *testing.T) {
 	if strings.TrimSpace(body) != want {
 		t.Errorf("id 1.5: %.300s", body)
 	}
+	stopHTTP(t, srv)
 }
