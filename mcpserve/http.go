@@ -102,10 +102,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	f.calls.wait(drainTimeout)
 	f.shutdown()
 	cancelRequests()
-	<-stopped
+	select {
+	case <-stopped:
+	case <-time.After(closeGrace):
+		// What is left reads a request body that is not coming (a stalled upload): the
+		// calls have answered and the sessions ended, so its connection is closed.
+		_ = srv.Close()
+		<-stopped
+	}
 	<-errc
 	return nil
 }
+
+// closeGrace is how long a shutdown waits, once the calls have answered, for the
+// connections still reading a request to finish before it closes them.
+const closeGrace = time.Second
 
 // check refuses to serve without a token, or on a non-loopback address unless allowed.
 func (o HTTPOptions) check(addr net.Addr) error {
