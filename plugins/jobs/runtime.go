@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/dsh-dev/dsh/container"
 )
@@ -239,7 +240,7 @@ type Runtime struct {
 	// ended are the ids whose session ended recently, and its objects: no new jobs for
 	// them. A stateless-lane principal's next session has the same id (it comes from
 	// its token) in a new object, which may start jobs again.
-	seen     map[string]map[*container.Session]bool
+	seen     map[string]map[sessionRef]bool
 	ended    map[string]endedOwner
 	watching []*watcher // told about starts and finishes; replaced, never changed in place
 	watchers sync.WaitGroup
@@ -267,11 +268,16 @@ type job struct {
 	disposing  bool // owner or runtime disposal (then deletion): no notice
 }
 
+// sessionRef names a session object without keeping it alive: an ended session
+// remembered for endedMemory holds none of what its object holds (its client's
+// connection, notifier, prompter).
+type sessionRef = weak.Pointer[container.Session]
+
 // endedOwner is a session end: when, the session objects of that id it ended, and
 // whether its disposal still runs (then every start of the id is refused).
 type endedOwner struct {
 	at       time.Time
-	sessions map[*container.Session]bool
+	sessions map[sessionRef]bool
 	ending   int // EndOwner calls still disposing
 }
 
@@ -279,7 +285,7 @@ type endedOwner struct {
 // its session ended (r.mu held).
 func (r *Runtime) endedLocked(owner string, s *container.Session) bool {
 	e, ok := r.ended[owner]
-	return ok && (e.ending > 0 || e.sessions[s])
+	return ok && (e.ending > 0 || e.sessions[weak.Make(s)])
 }
 
 // NewRuntime returns an empty runtime.
@@ -299,7 +305,7 @@ func NewRuntime(opts Options) *Runtime {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}, seen: map[string]map[*container.Session]bool{}, ended: map[string]endedOwner{}}
+	return &Runtime{opts: opts, jobs: map[string]*job{}, counters: map[string]int{}, starting: map[string]int{}, seen: map[string]map[sessionRef]bool{}, ended: map[string]endedOwner{}}
 }
 
 func ownerID(s *container.Session) string {
@@ -351,9 +357,9 @@ func (r *Runtime) reserve(owner string, s *container.Session) error {
 	}
 	if owner != "" {
 		if r.seen[owner] == nil {
-			r.seen[owner] = map[*container.Session]bool{}
+			r.seen[owner] = map[sessionRef]bool{}
 		}
-		r.seen[owner][s] = true
+		r.seen[owner][weak.Make(s)] = true
 	}
 	live, total := r.liveLocked(owner)
 	if live >= r.opts.MaxConcurrentPerOwner {
@@ -799,7 +805,7 @@ func (r *Runtime) EndOwner(sessionID string) {
 	}
 	e := r.ended[sessionID] // an earlier session of the id (a principal's), if any
 	if e.sessions == nil {
-		e.sessions = map[*container.Session]bool{}
+		e.sessions = map[sessionRef]bool{}
 	}
 	for s := range r.seen[sessionID] {
 		e.sessions[s] = true
