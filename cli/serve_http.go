@@ -87,7 +87,14 @@ func homeToken(home string, stderr io.Writer) ([]string, error) {
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw[:])
 	_, statErr := os.Lstat(path)
-	replace := statErr == nil // a file there that is not a reusable token
+	replace := statErr == nil // a file there that is not a reusable token…
+	if replace {
+		// …unless it is another start's, written since the first look: a token file
+		// never stops being reusable, so one that is not now is a file to replace.
+		if theirs, ok := reusableToken(path); ok {
+			return announce("using the", theirs), nil
+		}
+	}
 	if err := writePrivate(path, token+"\n", replace); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			if theirs, ok := reusableToken(path); ok {
