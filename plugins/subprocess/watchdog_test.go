@@ -83,6 +83,8 @@ func TestWatchdogRestartStillCleansUp(t *testing.T) {
 					t.Errorf("the helper's log lacks %s:\n%s", want, logged)
 				}
 			}
+			// The killed one's pipe closes as it exits, a moment before it is gone.
+			proctest.Until(5*time.Second, func() bool { return proctest.Gone(old) })
 			if !proctest.Gone(old) || proctest.Gone(now) || len(pids) < 3 {
 				t.Fatalf("watchdogs %d (gone %v) → %d (gone %v); commands %v", old, proctest.Gone(old), now, proctest.Gone(now), pids)
 			}
