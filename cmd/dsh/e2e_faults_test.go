@@ -297,6 +297,8 @@ func TestServeWatchdogDeathIsSupervised(t *testing.T) {
 			waitFor(t, 10*time.Second, "a new watchdog to take over", func() bool {
 				return strings.Contains(c.stderr.String(), `msg="subprocess: a new crash-cleanup watchdog took over"`)
 			})
+			// The killed one's pipe closes as it exits, a moment before it is gone.
+			proctest.Until(5*time.Second, func() bool { return proctest.Gone(old[0]) })
 			if now = watchdogsOf(t, dsh); len(now) != 1 || now[0] == old[0] || !proctest.Gone(old[0]) {
 				t.Fatalf("watchdogs after the kill: %v (the killed one %d)", now, old[0])
 			}
