@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/limitstest"
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/kits/limitstest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
 	"github.com/dsh-dev/dsh/shell"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/limitstest"
+	"github.com/dsh-dev/dsh/kits/limitstest"
 	bashlocal "github.com/dsh-dev/dsh/plugins/bashlocal"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/container"
-	"github.com/dsh-dev/dsh/internal/limitstest"
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/kits/limitstest"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 )
 

@@ -3,8 +3,8 @@ package shelltest_test
 import (
 	"testing"
 
-	"github.com/dsh-dev/dsh/internal/kittest"
 	"github.com/dsh-dev/dsh/internal/proctest"
+	"github.com/dsh-dev/dsh/kits/kittest"
 	"github.com/dsh-dev/dsh/shell/shelltest"
 )
 
