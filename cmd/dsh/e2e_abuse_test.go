@@ -392,16 +392,7 @@ func (s *rawStdio) call(t *testing.T, id int, command string) {
 // waitExit wants dsh to exit 0 by itself within 30 s.
 func (s *rawStdio) waitExit(t *testing.T) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("dsh exited with %v, want 0\nstderr:\n%s", err, s.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("dsh did not exit\nstderr:\n%s", s.stderr.String())
-	}
+	wantExitZero(t, s.cmd, s.stderr, 30*time.Second)
 }
 
 // entries lists dir's entries.

@@ -171,3 +171,23 @@ func atoiOrFail(t *testing.T, s string) int {
 
 // readPidFile waits for a command to write its pid (a full line) to path.
 var readPidFile = proctest.WaitPidFile
+
+// wantExitZero waits up to d for cmd (started) to exit and wants status 0; stderr, when
+// not nil, is shown on failure.
+func wantExitZero(t *testing.T, cmd *exec.Cmd, stderr fmt.Stringer, d time.Duration) {
+	t.Helper()
+	shown := ""
+	if stderr != nil {
+		shown = "\nstderr:\n" + stderr.String()
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("dsh exited with %v, want 0%s", err, shown)
+		}
+	case <-time.After(d):
+		t.Fatalf("dsh did not exit within %v%s", d, shown)
+	}
+}

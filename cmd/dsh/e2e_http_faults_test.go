@@ -62,16 +62,7 @@ func waitHTTPExit(t *testing.T, srv *httpServe) { waitHTTPExitWithin(t, srv, 30*
 // waitHTTPExitWithin wants dsh to exit 0 within d of a SIGTERM.
 func waitHTTPExitWithin(t *testing.T, srv *httpServe, d time.Duration) {
 	t.Helper()
-	exited := make(chan error, 1)
-	go func() { exited <- srv.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("dsh after SIGTERM: %v\nstderr:\n%s", err, srv.stderr.String())
-		}
-	case <-time.After(d):
-		t.Fatalf("dsh did not exit within %v of SIGTERM", d)
-	}
+	wantExitZero(t, srv.cmd, srv.stderr, d)
 }
 
 // One client with a valid token that stalls its upload (a body shorter than its

@@ -86,16 +86,7 @@ func (r *rawServe) initialize(t *testing.T) {
 // waitExit waits for dsh to exit and wants exit status 0.
 func (r *rawServe) waitExit(t *testing.T) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("dsh exited with %v, want 0", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("dsh did not exit")
-	}
+	wantExitZero(t, r.cmd, nil, 30*time.Second)
 }
 
 // startJob initializes and starts `echo $$; exec sleep 300`-style background work and
