@@ -318,10 +318,27 @@ func leftoversAfter(d time.Duration) []int {
 // than through os.FindProcess, which would hold a pidfd until a finalizer runs.
 func KillPids(pids ...int) {
 	for _, p := range pids {
-		if p > 1 && !Gone(p) {
+		if p > 1 && !Gone(p) && leaderOfOther(p) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
+}
+
+// leaderOfOther reports whether pid is a process (its thread group's leader) other
+// than this one: a pid the test wrote down may be a thread id by now, maybe one of
+// this process's own threads, which kill would take for the whole process.
+func leaderOfOther(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			tgid, err := strconv.Atoi(strings.TrimSpace(v))
+			return err == nil && tgid == pid && tgid != os.Getpid()
+		}
+	}
+	return false
 }
 
 // FDs maps this process's open descriptors to what they refer to.

@@ -4,7 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,5 +79,30 @@ func TestQuote(t *testing.T) {
 func TestRawRead(t *testing.T) {
 	if n := proctest.RawRead(t, "head -c 100000 /dev/zero"); n != 100000 {
 		t.Errorf("RawRead = %d bytes, want 100000", n)
+	}
+}
+
+// A pid a test wrote down may name one of this process's threads by the time it is
+// cleaned up (pids are reused): KillPids leaves it, and this process, alone, and still
+// kills a process.
+func TestKillPidsSparesThisProcessAndItsThreads(t *testing.T) {
+	tid := make(chan int)
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid <- syscall.Gettid()
+		<-release
+	}()
+	thread := <-tid
+	defer close(release)
+	proctest.KillPids(thread, os.Getpid()) // would end this test binary
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	proctest.KillPids(cmd.Process.Pid)
+	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("sleep after KillPids: %v, want killed", err)
 	}
 }

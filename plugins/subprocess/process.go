@@ -158,7 +158,7 @@ func (p *Process) signal(sig syscall.Signal) {
 			return
 		}
 	}
-	if !p.reaped {
+	if !p.reaped && p.pid > 1 { // kill(0) and kill(-1) would reach far more than a tree
 		_ = syscall.Kill(-p.pid, sig)
 	}
 }

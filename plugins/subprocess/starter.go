@@ -36,7 +36,9 @@ func startWith(l *launch, cgfd int, grace time.Duration) (proc.Started, error) {
 // Starter handed over no terminal): SIGKILL to its group, then, once it exited, its
 // reaping — in the background, as nothing waits for it.
 func abandonStarted(st proc.Started) {
-	_ = syscall.Kill(-st.Pid(), syscall.SIGKILL)
+	if st.Pid() > 1 {
+		_ = syscall.Kill(-st.Pid(), syscall.SIGKILL)
+	}
 	go func() {
 		if _, err := st.Wait(); err == nil {
 			st.Release()
