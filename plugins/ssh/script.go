@@ -70,7 +70,8 @@ exec "$BASH" --norc -c "$__dsh_c"`
 //     /proc/<pid>/environ shows it) holds `<name>=<tag>` — `__dsh_owner=<tag>`: a
 //     session's processes, also those that left their command's group;
 //     `__dsh_cmd=<tag>`: one command's — SIGTERM, then after graceMs SIGKILL, awaited
-//     (up to 2 s); the reply is as for `k`.
+//     (up to 2 s); the reply is as for `k`. The environments are searched by one grep
+//     (-z) where the host's has it, else by bash itself (slower: a loop per variable).
 //
 // Commands register themselves (execScript) in the control shell's registry directory,
 // which it creates under $TMPDIR (or /tmp) and names in its ready line. When its input
@@ -111,11 +112,16 @@ printf 'k %s done\n' "$i"
 }
 tagged() {
 local f v q=
+if [ -n "$zgrep" ]; then
+for f in $(grep -lzxsF -- "$1" /proc/[0-9]*/environ); do f=${f#/proc/}; q="$q ${f%/environ}"; done
+else
 for f in /proc/[0-9]*/environ; do
 while IFS= read -r -d '' v; do [ "$v" = "$1" ] && { f=${f#/proc/}; q="$q ${f%/environ}"; break; }; done 2>/dev/null <"$f"
 done
+fi
 ps=${q# }
 }
+zgrep=; printf 'a\0' | grep -qzxF a 2>/dev/null && zgrep=1
 e() {
 local i=$1 o=$2 g=$3 ps t n=0 end
 tagged "$o"; [ -n "$ps" ] || { printf 'k %s none\n' "$i"; return; }
