@@ -80,7 +80,6 @@ const ballastDelay = 50 * time.Millisecond
 // result should wait for. end undoes it.
 type ballastLife struct {
 	on    bool
-	once  sync.Once
 	mu    sync.Mutex
 	ended bool
 	timer *time.Timer // sets it up; nil until armed
@@ -94,15 +93,13 @@ func (b *ballastLife) arm() {
 	if !b.on {
 		return
 	}
-	b.once.Do(func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.ended {
-			return
-		}
-		b.undo = make(chan func(), 1)
-		b.timer = time.AfterFunc(ballastDelay, func() { b.undo <- stackBallast() })
-	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended || b.timer != nil {
+		return
+	}
+	b.undo = make(chan func(), 1)
+	b.timer = time.AfterFunc(ballastDelay, func() { b.undo <- stackBallast() })
 }
 
 // end undoes the ballast, or keeps it from being set up.

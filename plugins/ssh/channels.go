@@ -181,7 +181,7 @@ func (h *Host) flushOrphansLocked() {
 func (o group) kill(h *Host, c *conn) (string, error) {
 	id := h.nextID()
 	if o.pid == 0 {
-		return c.order(id, fmt.Sprintf("e %d %s=%s - %d\n", id, commandVar, o.tag, o.graceMs))
+		return c.killTagged(id, commandVar, o.tag, o.graceMs)
 	}
 	return c.kill(id, o.pid, o.birth, o.graceMs)
 }

@@ -134,10 +134,13 @@ func (c *conn) failure(err error) error {
 }
 
 // newMarker returns a random marker that no output can contain by accident.
-func newMarker() string {
+func newMarker() string { return "dsh-ssh-" + newTag() }
+
+// newTag returns 12 random bytes in hex: a command's tag (commandVar).
+func newTag() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "dsh-ssh-" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // control is a connection's control channel: a remote bash serving kill orders, which
@@ -159,6 +162,12 @@ type control struct {
 // breaks first.
 func (c *conn) kill(id uint64, pid int, birth string, graceMs int64) (string, error) {
 	return c.order(id, fmt.Sprintf("k %d %d %s %d\n", id, pid, birthWord(birth), graceMs))
+}
+
+// killTagged orders killed every process whose environment holds name=tag (the `e`
+// order), and waits for its outcome, as kill does.
+func (c *conn) killTagged(id uint64, name, tag string, graceMs int64) (string, error) {
+	return c.order(id, fmt.Sprintf("e %d %s=%s - %d\n", id, name, tag, graceMs))
 }
 
 // order writes a kill order (line, for reply id) to the control channel and waits for

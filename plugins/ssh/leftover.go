@@ -93,7 +93,7 @@ func (h *Host) endLeftovers(owner string) {
 		c, tag := h.conns[0], h.ownerTag(owner)
 		orders = append(orders, func() {
 			id := h.nextID()
-			_, _ = c.order(id, fmt.Sprintf("e %d %s=%s - %d\n", id, ownerVar, tag, leftoverGraceMs))
+			_, _ = c.killTagged(id, ownerVar, tag, leftoverGraceMs)
 		})
 	}
 	delete(h.owners, owner)

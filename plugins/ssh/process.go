@@ -215,7 +215,7 @@ func execPayload(marker, registry, tag, cmdTag string, spec Spec) []byte {
 // and the server of its channel's requests start.
 func (h *Host) register(ss session, spec Spec, marker string) (*Process, error) {
 	p := &Process{
-		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), tag: newMarker()[len("dsh-ssh-"):], dir: spec.Dir, owner: spec.Owner, graceMs: spec.GraceMs, stdin: spec.Stdin,
+		h: h, c: ss.c, ch: ss.ch, marker: []byte(marker), tag: newTag(), dir: spec.Dir, owner: spec.Owner, graceMs: spec.GraceMs, stdin: spec.Stdin,
 		stdout:    h.spool.NewStream(spec.Owner, spec.Stdout),
 		stderr:    h.spool.NewStream(spec.Owner, spec.Stderr),
 		started:   make(chan struct{}),

@@ -279,9 +279,6 @@ func (d cgDir) write(file, value string) error {
 	var err error
 	if fd, ok := d.open[file]; ok {
 		_, err = unix.Pwrite(fd, []byte(value), 0)
-		if err == unix.EBADF { // opened read-only
-			err = writeSmallFile(d.path+"/"+file, value)
-		}
 	} else {
 		err = writeSmallFile(d.path+"/"+file, value)
 	}
