@@ -91,8 +91,10 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
 	defer keepBrokenPipes()()
-	// The first answer does not wait for the sandbox's probe; the first confined call does.
+	// The first answer does not wait for the sandbox's probe, nor the first session for
+	// its box's process to start.
 	bashsandbox.ProbeInBackground()
+	bashsandbox.StartBoxAhead()
 	h, log, err := g.start(ctx, slog.LevelInfo, true)
 	if err != nil {
 		return err
@@ -112,6 +114,8 @@ func (g *globalFlags) serve(ctx context.Context, o serveFlags) error {
 func (g *globalFlags) serveWith(ctx context.Context, rt *container.Runtime, log *slog.Logger, ws string, o serveFlags, ln net.Listener, tokens []tokenLine) error {
 	opts := mcpserve.Options{
 		NewSession: func() *container.Session {
+			// The first client is here: its first answer is on its way.
+			defer bashsandbox.OpenBoxAhead()
 			s, _ := g.session(ws) // the flags were checked before
 			return s
 		},

@@ -79,6 +79,9 @@ type Spool struct {
 	retired     []*spillFile            // complete files of closed streams, oldest first
 	reclaimable int64                   // sum of the retired files' sizes
 	closed      bool
+	// sweeping is the removal of dead instances' spill directories, which the first
+	// spill starts beside itself (Close waits for it).
+	sweeping sync.WaitGroup
 }
 
 // spoolOwner is one owner's share of the spool: its directory (made on its first
@@ -261,6 +264,7 @@ func (sp *Spool) EndOwner(owner string) {
 // spill directory. Streams still open keep their in-memory tails and stop spilling.
 // Close is idempotent.
 func (sp *Spool) Close() {
+	defer sp.sweeping.Wait()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.closed {
@@ -290,6 +294,24 @@ func (sp *Spool) Close() {
 		unix.Close(sp.dirFD) // releases the instance lock
 		sp.dirFD = -1
 	}
+}
+
+// sweepDeadInstances removes, in the background, the spill directories of dsh
+// processes that died under the spool's root (a root the size of a busy /tmp takes a
+// millisecond or more to list, which the first spill need not wait for).
+func (sp *Spool) sweepDeadInstances(rootFD int) {
+	fd, err := unix.FcntlInt(uintptr(rootFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	sp.sweeping.Add(1)
+	go func() {
+		defer sp.sweeping.Done()
+		defer unix.Close(fd)
+		RemoveDeadInstances(fd, spillPrefix, func(name string) {
+			_ = os.RemoveAll(filepath.Join(sp.root, name)) // never follows a symlink below root
+		})
+	}()
 }
 
 // tryReserve takes n bytes of the budget if they fit.
@@ -542,9 +564,7 @@ func (sp *Spool) initLocked() error {
 			return &opError{op: "open", path: sp.root, err: err}
 		}
 		defer unix.Close(rootFD)
-		RemoveDeadInstances(rootFD, spillPrefix, func(name string) {
-			_ = os.RemoveAll(filepath.Join(sp.root, name)) // never follows a symlink below root
-		})
+		sp.sweepDeadInstances(rootFD)
 		for range 10 {
 			suffix := make([]byte, 6)
 			_, _ = rand.Read(suffix)

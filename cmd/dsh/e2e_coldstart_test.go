@@ -58,8 +58,9 @@ func TestServeSIGKILLRightAfterTheFirstCommandEndsIt(t *testing.T) {
 }
 
 // With the sandbox profile, dsh answers initialize without waiting for the sandbox's
-// probe; a call sent together with initialize waits for it and runs confined (a write
-// outside the workspace fails), and status then shows the probed backend.
+// probe; a call sent together with initialize has its own box give the verdict (or
+// waits for the probe) and runs confined (a write outside the workspace fails), and
+// status then shows the backend.
 func TestServeFirstConfinedCallWaitsForTheBackgroundProbe(t *testing.T) {
 	ws := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "written")
@@ -84,6 +85,45 @@ func TestServeFirstConfinedCallWaitsForTheBackgroundProbe(t *testing.T) {
 	}
 	s.in.Close()
 	s.cmd.Wait()
+}
+
+// A sandbox server starts one box ahead once its first client is answered, before any
+// call; the first confined call runs in it (its PID namespace). One no call took ends
+// with dsh: nothing is left either way.
+func TestServeFirstSessionTakesTheBoxAhead(t *testing.T) {
+	for _, call := range []bool{true, false} {
+		t.Run(fmt.Sprintf("call=%v", call), func(t *testing.T) {
+			ws := t.TempDir()
+			s := startRawStdio(t, nil, "--profile", "sandbox", "--workspace", ws)
+			dsh := s.cmd.Process.Pid
+			s.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			s.awaitIDs(t, 1)
+			var ahead []int
+			waitFor(t, 20*time.Second, "the box started ahead", func() bool { ahead = boxesOf(dsh); return len(ahead) == 1 })
+			ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", ahead[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if call {
+				s.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+				s.call(t, 2, "readlink /proc/self/ns/pid")
+				if got := s.awaitIDs(t, 2)[2]; !strings.Contains(got, `"text":"`+ns+`\n`) {
+					t.Errorf("the first call did not run in the box started ahead (%s): %s", ns, got)
+				}
+			}
+			tree := append(descendants(dsh), dsh)
+			s.in.Close()
+			s.cmd.Wait()
+			proctest.WaitFor(t, 10*time.Second, "dsh's processes to be gone", func() bool {
+				for _, pid := range tree {
+					if !proctest.Gone(pid) {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
 }
 
 // awaitProbe waits until no row of c's status says the sandbox is still probing its

@@ -1,73 +1,107 @@
 package bashsandbox_test
 
 import (
-	"context"
 	"os"
-	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
 	bashsandbox "github.com/dsh-dev/dsh/plugins/bashsandbox"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
-	"github.com/dsh-dev/dsh/shell"
 )
 
-// A server's first confined call opens its session's box while the probe still runs
-// (on the namespace backend), but runs nothing before the probe's verdict; when the
-// verdict is Landlock only, the command runs in a Landlock box (in the host's PID
-// namespace) and the box opened ahead is retired: its process ends.
-func TestBoxOpensAheadOfTheProbeAndRunsNothingBeforeIt(t *testing.T) {
-	release, restore := bashsandbox.HoldProbe(bashsandbox.ProbeResult{ABI: bashsandbox.KernelABI(),
-		Usable: true, Backend: bashsandbox.BackendLandlock, NamespacesReason: "held by the test", Landlock: true})
-	defer restore()
-	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
-	defer sup.Close()
-	ws := workspace(t)
-	cfg := bashsandbox.DefaultConfig()
-	cfg.Cwd, cfg.DefaultMode = ws, shell.ModeWorkspaceWrite
-	ex, _, err := bashsandbox.New(sup, cfg, quietLogger(), nil)
+// A box started ahead serves the first session that opens a box: the session's first
+// command runs in it — in its namespaces, confined (its workspace write allowed, a
+// write outside refused), in cgroups of its own; the next session gets a box of its
+// own; the box ends with its session.
+func TestBoxAheadServesTheFirstSession(t *testing.T) {
+	sup, ex, ws := verdictRig(t, &logBuffer{})
+	bashsandbox.ReadyAhead(sup, bashsandbox.DefaultConfig().Network)
+	bashsandbox.OpenBoxAhead()
+	pid := bashsandbox.AheadPid(sup)
+	if pid == 0 {
+		t.Fatal("no box started ahead")
+	}
+	if proctest.Gone(pid) {
+		t.Fatalf("the box started ahead (%d) is gone", pid)
+	}
+	boxNS, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := filepath.Join(ws, "ran")
-	type outcome struct {
-		res shell.RunResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		ctx := context.Background()
-		spec, err := ex.Resolve(shell.ExecRequest{Command: "readlink /proc/self/ns/pid; : > ran", SessionID: "ahead"})
-		if err != nil {
-			done <- outcome{err: err}
-			return
-		}
-		x, err := ex.Execute(ctx, spec)
-		if err != nil {
-			done <- outcome{err: err}
-			return
-		}
-		res, err := x.Result(ctx)
-		done <- outcome{res, err}
-	}()
-	var ahead []int
-	waitFor(t, "a box opened while the probe runs", func() bool { ahead = bashsandbox.BoxPids(sup); return len(ahead) == 1 })
-	if _, err := os.Stat(ran); err == nil {
-		t.Fatal("the command ran before the probe's verdict")
-	}
-	release()
-	o := <-done
+	o := <-callAsync(ex, "first", `readlink /proc/self/ns/pid; : > ok; if : > /etc/dsh-ahead-escape 2>/dev/null; then echo escaped; fi`)
 	if o.err != nil || o.res.ExitCode == nil || *o.res.ExitCode != 0 {
 		t.Fatalf("the call: %+v, %v", o.res, o.err)
 	}
-	own, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
+	if got := strings.TrimSpace(o.res.Stdout.Text); got != boxNS {
+		t.Errorf("the first session's command ran in PID namespace %q, want the box started ahead's %q", got, boxNS)
+	}
+	if _, err := os.Stat(ws + "/ok"); err != nil {
+		t.Errorf("the workspace write: %v", err)
+	}
+	if _, err := os.Stat("/etc/dsh-ahead-escape"); err == nil {
+		os.Remove("/etc/dsh-ahead-escape")
+		t.Error("a command of the box started ahead wrote outside its writable roots")
+	}
+	if pids := bashsandbox.BoxPids(sup); len(pids) != 1 || pids[0] != pid {
+		t.Errorf("the session's boxes %v, want the one started ahead (%d)", pids, pid)
+	}
+	if bashsandbox.AheadPid(sup) != 0 {
+		t.Error("the box started ahead is still offered after a session took it")
+	}
+	o = <-callAsync(ex, "second", `readlink /proc/self/ns/pid`)
+	if o.err != nil || strings.TrimSpace(o.res.Stdout.Text) == boxNS {
+		t.Errorf("the second session's command: %q, %v (the first's namespace %q)", o.res.Stdout.Text, o.err, boxNS)
+	}
+	bashsandbox.EndSession(sup, "first")
+	waitFor(t, "the box started ahead to end with its session", func() bool { return proctest.Gone(pid) })
+}
+
+// A box started ahead that no session took ends when its row's activation does, and
+// with its Supervisor.
+func TestBoxAheadNotTakenEnds(t *testing.T) {
+	for _, end := range []string{"activation", "supervisor"} {
+		t.Run(end, func(t *testing.T) {
+			noProcessLeft(t)
+			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
+			defer sup.Close()
+			bashsandbox.ReadyAhead(sup, bashsandbox.NetworkDeny)
+			bashsandbox.OpenBoxAhead()
+			pid := bashsandbox.AheadPid(sup)
+			if pid == 0 {
+				t.Fatal("no box started ahead")
+			}
+			if end == "activation" {
+				bashsandbox.DropAhead(sup)
+			} else {
+				sup.Close()
+			}
+			waitFor(t, "the box started ahead to end", func() bool { return proctest.Gone(pid) })
+		})
+	}
+}
+
+// A box started ahead that died before a session took it is replaced: the session's
+// first call runs in a fresh box.
+func TestBoxAheadThatDiedIsReplaced(t *testing.T) {
+	sup, ex, _ := verdictRig(t, &logBuffer{})
+	bashsandbox.ReadyAhead(sup, bashsandbox.DefaultConfig().Network)
+	bashsandbox.OpenBoxAhead()
+	pid := bashsandbox.AheadPid(sup)
+	if pid == 0 {
+		t.Fatal("no box started ahead")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(o.res.Stdout.Text); got != own {
-		t.Errorf("the command's PID namespace %q, want the host's %q (Landlock only)", got, own)
+	waitFor(t, "the box started ahead to die", func() bool { return proctest.Gone(pid) })
+	o := <-callAsync(ex, "first", "echo ran")
+	if o.err != nil || o.res.Stdout.Text != "ran\n" {
+		t.Fatalf("the call: %+v, %v", o.res, o.err)
 	}
-	waitFor(t, "the box opened ahead to end", func() bool { return !slices.Contains(bashsandbox.BoxPids(sup), ahead[0]) && proctest.Gone(ahead[0]) })
+	if pids := bashsandbox.BoxPids(sup); len(pids) != 1 || pids[0] == pid {
+		t.Errorf("the session's boxes %v (the dead one: %d)", pids, pid)
+	}
 }

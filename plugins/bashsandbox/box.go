@@ -35,7 +35,7 @@ type box struct {
 	// box, and every command waiting for an answer or an exit is told.
 	lost    error
 	nextID  uint64
-	waiting map[uint64]chan boxReply  // Start requests awaiting their answer
+	waiting map[uint64]chan boxReply  // Start and Check requests awaiting their answer
 	exits   map[uint64]chan proc.Exit // started commands whose exit is not known yet
 	live    int                       // commands started and not yet released
 	// single: the box of one call (ownBox); releasing its command waits for it to exit.
@@ -104,10 +104,22 @@ const boxSetupTimeout = 30 * time.Second
 // openBox starts a box on sup for conf, built on files, with the protected paths and
 // masked files known now, in the cgroups of session owner under limits.
 func openBox(sup *subprocess.Supervisor, conf boxConfig, owner string, limits proc.ResourceLimits, files boxFiles, protect, maskFiles []string) (*box, error) {
+	if process, conn, ok := takeAhead(sup, conf); ok {
+		if b, err := setUpBox(process, conn, conf, files, protect, maskFiles); err == nil {
+			return b, nil
+		}
+		// The box started ahead died, or failed its setup: a fresh one tells.
+	}
 	process, conn, err := spawnBox(sup, conf, owner, limits)
 	if err != nil {
 		return nil, err
 	}
+	return setUpBox(process, conn, conf, files, protect, maskFiles)
+}
+
+// setUpBox sends the box process its setup and, once it is ready, reads its messages;
+// a box that does not get ready is killed.
+func setUpBox(process *subprocess.Process, conn *launch.Conn, conf boxConfig, files boxFiles, protect, maskFiles []string) (*box, error) {
 	b := &box{conf: conf, proc: process, conn: conn, waiting: map[uint64]chan boxReply{}, exits: map[uint64]chan proc.Exit{}}
 	setup, fds := setupMessage(conf, files, protect, maskFiles)
 	if err := b.handshake(setup.Encode(), fds); err != nil {
@@ -259,7 +271,7 @@ func (b *box) read() {
 		}
 		b.mu.Lock()
 		switch r.Type {
-		case launch.MsgStarted, launch.MsgFailed:
+		case launch.MsgStarted, launch.MsgFailed, launch.MsgChecked:
 			if ch, ok := b.waiting[r.ID]; ok {
 				delete(b.waiting, r.ID)
 				ch <- boxReply{r, fds}

@@ -65,7 +65,7 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 		return func(res *shell.RunResult) { res.Sandbox = sandboxFacts(mode, "", *res, false) }, nil
 	}
 	if !policy.Escalated {
-		s.openAhead(spec, mode, policy.WorkspaceRoot)
+		s.confirmFirst(spec, mode, policy.WorkspaceRoot)
 	}
 	be, err := s.confiningBackend(mode)
 	if err != nil {
@@ -99,28 +99,6 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 		failed := starter.launchFailed.Load()
 		res.Sandbox = sandboxFacts(mode, enforcement, errorStream(*res, tty && !failed), failed)
 	}, nil
-}
-
-// openAhead starts the session's box, in the background, while the backend's probe
-// runs (a server's first confined call): on the namespace backend, which the probe
-// finds wherever the host has user namespaces, so that the box's start and the probe's
-// overlap. Nothing runs in the box before the call has the probe's verdict (prepare
-// waits for it); a box the verdict does not want (Landlock only) is never used, and
-// is retired like any box of another configuration. Errors are the call's own to meet.
-func (s *confiner) openAhead(spec shell.ExecSpec, mode, root string) {
-	if s.namespaces == NamespacesOff || probed(s.namespaces) {
-		return
-	}
-	go func() {
-		sess, pin, err := s.pinnedSession(spec.SessionID, root)
-		if err != nil {
-			return
-		}
-		c, err := s.confinementOf(backend{usable: true, kind: BackendNamespaces}, mode, pin.path, spec.DshEnv)
-		if err == nil {
-			_, _ = s.boxFor(sess, c, spec.SessionID, false)
-		}
-	}()
 }
 
 // boxFor is the box a call of session owner runs in: the session's, or, for an

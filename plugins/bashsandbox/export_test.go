@@ -105,6 +105,46 @@ func HoldProbe(r ProbeResult) (release, restore func()) {
 	return release, func() { release(); unforce() }
 }
 
+// HoldProbeRuns forgets the cached verdict and makes a probe run wait until release is
+// called (it then probes for real): until then only a box can give the verdict.
+func HoldProbeRuns() (release, restore func()) {
+	forgotten := ForgetProbe()
+	hold := make(chan struct{})
+	probe.mu.Lock()
+	probe.runHold = hold
+	probe.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			probe.mu.Lock()
+			probe.runHold = nil
+			probe.mu.Unlock()
+			close(hold)
+		})
+	}
+	return release, func() {
+		release()
+		probeOnce.Lock() // a probe run released above is over
+		probeOnce.Unlock()
+		forgotten()
+	}
+}
+
+// CheckUnder makes the boxes asked to confirm their confinement check it under the
+// policy p gives instead: one that lets the write through stands for a box that does
+// not confine.
+func CheckUnder(p func(network string) launch.Policy) (restore func()) {
+	prev := checkPolicy
+	checkPolicy = p
+	return func() { checkPolicy = prev }
+}
+
+// KnownVerdict is the backend's verdict known now, if any.
+func KnownVerdict() (ProbeResult, bool) { return verdict() }
+
+// LaunchPolicy is the box's policy type.
+type LaunchPolicy = launch.Policy
+
 // SetDispatched pretends this binary does (or does not) dispatch the sandbox and
 // forgets the cached probes; the returned function restores both.
 func SetDispatched(v bool) (restore func()) {
@@ -180,4 +220,27 @@ func DefaultLimitsDetail(namespaces bool) string {
 		return "; " + d
 	}
 	return ""
+}
+
+// ReadyAhead readies a box ahead on sup, for network (what a server's row does at its
+// apply); OpenBoxAhead starts it.
+func ReadyAhead(sup *subprocess.Supervisor, network string) { readyAhead(sup, network) }
+
+// DropAhead ends sup's box ahead if no session took it (what the row's end does).
+func DropAhead(sup *subprocess.Supervisor) { dropAhead(sup) }
+
+// AheadPid is the pid of sup's box started ahead and not taken yet, once started; 0
+// for none.
+func AheadPid(sup *subprocess.Supervisor) int {
+	ahead.mu.Lock()
+	a := ahead.boxes[sup]
+	ahead.mu.Unlock()
+	if a == nil || !a.spawning {
+		return 0
+	}
+	<-a.ready
+	if a.err != nil {
+		return 0
+	}
+	return a.proc.Pid()
 }

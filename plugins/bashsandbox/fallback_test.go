@@ -320,7 +320,7 @@ func TestUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", "--",
-		bin, "-test.run", "^(TestConfined|TestStack(ReadOnly|WorkspaceWrite|Network)|TestFallbackLandlockOnly|TestBoxDeath)", "-test.count=1")
+		bin, "-test.run", "^(TestConfined|TestStack(ReadOnly|WorkspaceWrite|Network)|TestFallbackLandlockOnly|TestBoxDeath|TestBoxVerdict)", "-test.count=1")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir + "/home", "TMPDIR=" + dir + "/tmp", "LC_ALL=C", "DSH_SANDBOX_UNPRIVILEGED=1", "DSH_SANDBOX_HELPER=" + attackHelper}
 	out, err := cmd.CombinedOutput()

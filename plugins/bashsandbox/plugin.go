@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/prompt"
@@ -140,8 +141,11 @@ func apply(a *container.Activation, cfg *Config) error {
 	// calls will meet rather than the first confined call finding out — in the
 	// background when a server asked for it (ProbeInBackground).
 	if !probed(cfg.Namespaces) && probeInBackground.Load() {
-		a.SetDetail("sandbox: probing the backend (confined calls wait for it)")
-		a.Go(func(context.Context) {
+		a.SetDetail("sandbox: probing the backend (confined calls wait for a verdict)")
+		a.Go(func(ctx context.Context) {
+			if !awaitProbeTurn(ctx) {
+				return
+			}
 			if err := settleBackend(a, sup, sb, cfg, chooseBackend(cfg.Namespaces)); err != nil {
 				log.Error("bash-sandbox: " + err.Error())
 				a.SetDetail(err.Error())
@@ -155,9 +159,16 @@ func apply(a *container.Activation, cfg *Config) error {
 			log.Warn("profile reload widens confinement: " + w)
 		}
 	}
+	if boxAhead.Load() && cfg.Namespaces != NamespacesOff {
+		readyAhead(sup, cfg.Network)
+	}
 	// The sessions end with the Supervisor's (sessionFor); their boxes are not handed
-	// to calls after this activation, which retires them.
-	a.Defer(func() { retireOwner(sup) })
+	// to calls after this activation, which retires them (and a box started ahead that
+	// no session took).
+	a.Defer(func() {
+		dropAhead(sup)
+		retireOwner(sup)
+	})
 	if err := shell.PolicyService.Provide(a, resolver); err != nil {
 		return err
 	}
@@ -186,13 +197,33 @@ func settleBackend(a *container.Activation, sup *subprocess.Supervisor, sb *conf
 	return nil
 }
 
+// probeDelay is how long a background probe waits for a first confined call's box to
+// give the verdict (confirmFirst) before it runs: so that it does not compete with the
+// server's first answers, nor run at all when a call is that quick.
+const probeDelay = 100 * time.Millisecond
+
+// awaitProbeTurn waits until there is a verdict or probeDelay has passed; false when ctx
+// ended first.
+func awaitProbeTurn(ctx context.Context) bool {
+	t := time.NewTimer(probeDelay)
+	defer t.Stop()
+	select {
+	case <-awaitVerdict():
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
 // probeInBackground is set by ProbeInBackground.
 var probeInBackground atomic.Bool
 
 // ProbeInBackground makes the rows applied from now on, when the backend has not been
 // probed yet in this process, probe it in the background instead of before their apply
 // returns: a server answers its first client without waiting for the probe (a box and
-// a command in it, 10–20 ms), and the first confined call waits for the probe instead.
+// a command in it, 10–20 ms), and the first confined call has its own box give the
+// verdict (or waits for the probe).
 // The row's status says "probing" until then; what the backend cannot enforce is then
 // logged as an error and shown in the status (confined calls refuse it) instead of
 // failing the row.

@@ -49,10 +49,12 @@ type ProbeResult struct {
 
 var probe struct {
 	mu       sync.Mutex
-	result   *ProbeResult
-	landlock *string // the Landlock-only probe's failure ("" = works), once run
+	result   *ProbeResult // the verdict: the probe's, or a box's (confirmed), the first standing
+	landlock *string      // the Landlock-only probe's failure ("" = works), once run
 	override *ProbeResult
 	hold     chan struct{} // set by a test: Probe waits until it is closed
+	known    chan struct{} // closed once there is a verdict (made by awaitVerdict)
+	runHold  chan struct{} // set by a test: a probe run waits until it is closed
 }
 
 // probeTimeout bounds each probe run (generous: the host may be busy).
@@ -67,6 +69,9 @@ const probeOK = "dsh-sandbox-probe-ok"
 // So a kernel without Landlock or user namespaces, a binary whose main does not
 // dispatch the launcher, or a box that runs but does not confine are all "not usable" — and executors fail closed (see UnavailableError).
 func Probe() ProbeResult {
+	if r, ok := verdict(); ok {
+		return r // without waiting for a probe that is still running
+	}
 	probeOnce.Lock()
 	defer probeOnce.Unlock()
 	probe.mu.Lock()
@@ -79,16 +84,76 @@ func Probe() ProbeResult {
 		defer probe.mu.Unlock()
 		return *probe.override
 	}
-	cached := probe.result
+	cached, runHold := probe.result, probe.runHold
 	probe.mu.Unlock()
 	if cached != nil {
 		return *cached
 	}
+	if runHold != nil {
+		<-runHold
+	}
 	r := runProbe()
 	probe.mu.Lock()
-	probe.result = &r
-	probe.mu.Unlock()
-	return r
+	defer probe.mu.Unlock()
+	settleLocked(r)
+	return *probe.result
+}
+
+// verdict is the verdict known now, if any (a test's held probe has none).
+func verdict() (ProbeResult, bool) {
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	switch {
+	case probe.hold != nil:
+		return ProbeResult{}, false
+	case probe.override != nil:
+		return *probe.override, true
+	case probe.result != nil:
+		return *probe.result, true
+	}
+	return ProbeResult{}, false
+}
+
+// settleLocked makes r the verdict unless there is one already — the first verdict
+// stands — and wakes those awaiting it (probe.mu held).
+func settleLocked(r ProbeResult) {
+	if probe.result == nil {
+		probe.result = &r
+	}
+	if probe.known != nil {
+		close(probe.known)
+		probe.known = nil
+	}
+}
+
+// confirmed records the verdict of a box that confirmed it confines: the namespace
+// backend works.
+func confirmed() {
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	settleLocked(ProbeResult{Usable: true, Backend: BackendNamespaces, ABI: launch.KernelABI(), Namespaces: true})
+}
+
+// boxVerdicts reports whether a box may give the verdict (not while a test imposes one).
+func boxVerdicts() bool {
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	return probe.hold == nil && probe.override == nil
+}
+
+// awaitVerdict returns a channel closed once there is a verdict.
+func awaitVerdict() <-chan struct{} {
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if probe.result != nil || probe.override != nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if probe.known == nil {
+		probe.known = make(chan struct{})
+	}
+	return probe.known
 }
 
 // probed reports whether chooseBackend(namespaces) has what it needs already: it

@@ -42,10 +42,12 @@ func newSessionDir() (string, error) {
 }
 
 // The base directory of this process's session directories, under the temp dir; those
-// of dead dsh processes are removed when it is made.
+// of dead dsh processes are removed (in the background) when it is made.
 var sandboxBase = sync.OnceValues(func() (string, error) {
 	root := os.TempDir()
-	removeStaleBases(root)
+	// Beside the first session's start, not before it: listing a busy /tmp takes a
+	// millisecond or more.
+	go removeStaleBases(root)
 	suffix := make([]byte, 4)
 	if _, err := rand.Read(suffix); err != nil {
 		return "", err

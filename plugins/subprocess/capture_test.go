@@ -214,8 +214,8 @@ func TestStaleSpillDirsAreRemoved(t *testing.T) {
 	spec := bashSpec("seq 1 2000")
 	spec.Stdout = proc.Capture{MaxBytes: 10, SpillMaxBytes: 1 << 20}
 	proctest.AwaitExit(t, spawn(t, sup, spec), 10*time.Second)
-	if _, err := os.Stat(dead); !os.IsNotExist(err) {
-		t.Errorf("stale spill dir kept: %v", err)
+	if !proctest.Until(10*time.Second, func() bool { _, err := os.Stat(dead); return os.IsNotExist(err) }) {
+		t.Errorf("stale spill dir kept: %s", dead)
 	}
 	for _, d := range []string{live, other} {
 		if _, err := os.Stat(d); err != nil {

@@ -95,7 +95,7 @@ func (s *box) serve() error {
 	}
 }
 
-// handle handles one message: a Start or a Release; anything else ends the box.
+// handle handles one message: a Start, a Release or a Check; anything else ends the box.
 func (s *box) handle(payload []byte, fds []int) error {
 	if len(payload) == 0 {
 		closeFDs(fds)
@@ -116,6 +116,13 @@ func (s *box) handle(payload []byte, fds []int) error {
 			return err
 		}
 		s.release(m.ID)
+	case MsgCheck:
+		closeFDs(fds)
+		m, err := DecodeCheck(payload)
+		if err != nil {
+			return err
+		}
+		s.check(m)
 	default:
 		closeFDs(fds)
 		return errors.New("unexpected control message type " + strconv.Itoa(int(payload[0])))

@@ -13,10 +13,10 @@ import (
 //	               session's spill directory, if any), Start (fds:
 //	               stdin, stdout, stderr — none under a terminal —, the command's cgroup
 //	               when it has one, then the tasks files of its cgroup v1
-//	               directories), Release
+//	               directories), Release, Check
 //	box → dsh: Ready or Failed (the answer to Setup), Started (fds: the leader's
 //	               pidfd, then, under a terminal, its master) or Failed (the answer to a
-//	               Start), Exited
+//	               Start), Exited, Checked (the answer to a Check)
 const (
 	MsgSetup    byte = 1
 	MsgReady    byte = 2
@@ -25,6 +25,8 @@ const (
 	MsgFailed   byte = 5
 	MsgExited   byte = 6
 	MsgRelease  byte = 7
+	MsgCheck    byte = 8
+	MsgChecked  byte = 9
 	maxFrame         = 64 << 20 // larger than any argv+environment the kernel accepts
 	maxFrameFDs      = 8
 )
@@ -109,7 +111,7 @@ type Start struct {
 	CgroupV1 int
 }
 
-// Reply is a message from the box: Ready, Started, Failed or Exited.
+// Reply is a message from the box: Ready, Started, Failed, Exited or Checked.
 type Reply struct {
 	Type byte
 	ID   uint64
@@ -131,6 +133,17 @@ type Reply struct {
 
 // Release tells the box to reap the leader of command ID.
 type Release struct{ ID uint64 }
+
+// Check asks the box to confirm that it confines: a thread of its own, confined to
+// Policy as a command would be, tries to create a file in Dir, a directory writable
+// unconfined. The Checked reply's Errno is that creation's error — EACCES when it was
+// refused, as it must be; 0 when the file was made (it is removed again) — or, when
+// the check could not be made, Op and Message say which step failed.
+type Check struct {
+	ID     uint64
+	Policy Policy
+	Dir    string
+}
 
 // Encode returns the frame payload of m.
 func (m *Setup) Encode() []byte {
@@ -200,6 +213,29 @@ func (m *Reply) Encode() []byte {
 	return w.b
 }
 
+// Encode returns the frame payload of m.
+func (m Check) Encode() []byte {
+	var w wbuf
+	w.b = append(w.b, MsgCheck)
+	w.uint(m.ID)
+	w.str(m.Policy.Mode)
+	w.str(m.Policy.WorkspaceRoot)
+	w.strs(m.Policy.WritableRoots)
+	w.str(m.Policy.Network)
+	w.str(m.Dir)
+	return w.b
+}
+
+// DecodeCheck decodes a Check payload.
+func DecodeCheck(b []byte) (Check, error) {
+	r := rbuf{b: b}
+	r.kind(MsgCheck)
+	m := Check{ID: r.uint()}
+	m.Policy = Policy{Mode: r.str(), WorkspaceRoot: r.str(), WritableRoots: r.strs(), Network: r.str()}
+	m.Dir = r.str()
+	return m, r.done("check")
+}
+
 // DecodeSetup decodes a Setup payload.
 func DecodeSetup(b []byte) (Setup, error) {
 	r := rbuf{b: b}
@@ -251,14 +287,14 @@ func DecodeRelease(b []byte) (Release, error) {
 	return m, r.done("release")
 }
 
-// DecodeReply decodes a Reply payload (Ready, Started, Failed or Exited).
+// DecodeReply decodes a Reply payload (Ready, Started, Failed, Exited or Checked).
 func DecodeReply(b []byte) (Reply, error) {
 	r := rbuf{b: b}
 	var m Reply
 	if len(b) > 0 {
 		m.Type = b[0]
 		switch m.Type {
-		case MsgReady, MsgStarted, MsgFailed, MsgExited:
+		case MsgReady, MsgStarted, MsgFailed, MsgExited, MsgChecked:
 		default:
 			return Reply{}, errors.New("reply: unknown message type " + strconv.Itoa(int(m.Type)))
 		}

@@ -31,6 +31,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 		{Type: MsgStarted, ID: 10, Pid: 13, LaunchFailed: true},
 		{Type: MsgFailed, ID: 8, Errno: 2, Op: "chdir", Path: "/x", Message: "m"},
 		{Type: MsgExited, ID: 9, Code: -1, Signal: 15},
+		{Type: MsgChecked, ID: 11, Errno: 13, Op: "create"},
 	} {
 		got, err := DecodeReply(r.Encode())
 		if err != nil || got != r {
@@ -39,6 +40,10 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 	if got, err := DecodeRelease(Release{ID: 3}.Encode()); err != nil || got.ID != 3 {
 		t.Fatalf("release: %+v, %v", got, err)
+	}
+	check := Check{ID: 4, Policy: Policy{Mode: ModeReadOnly, Network: NetworkDeny}, Dir: "/tmp"}
+	if got, err := DecodeCheck(check.Encode()); err != nil || !reflect.DeepEqual(got, check) {
+		t.Fatalf("check: %+v, %v", got, err)
 	}
 }
 
@@ -77,6 +82,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&Start{ID: 1, Argv: []string{"bash", "-c", "true"}, Env: []string{"A=B"}}).Encode())
 	f.Add((&Reply{Type: MsgExited, ID: 2, Code: 1}).Encode())
 	f.Add(Release{ID: 9}.Encode())
+	f.Add(Check{ID: 3, Policy: Policy{Mode: ModeReadOnly, Network: NetworkAllow}, Dir: "/tmp"}.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, err := DecodeSetup(b); err == nil && !reflect.DeepEqual(m.Encode(), b) {
 			t.Fatalf("setup %+v re-encodes differently", m)
@@ -89,6 +95,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		if m, err := DecodeRelease(b); err == nil && !reflect.DeepEqual(m.Encode(), b) {
 			t.Fatalf("release %+v re-encodes differently", m)
+		}
+		if m, err := DecodeCheck(b); err == nil && !reflect.DeepEqual(m.Encode(), b) {
+			t.Fatalf("check %+v re-encodes differently", m)
 		}
 	})
 }
