@@ -17,13 +17,8 @@ import (
 // write outside refused), in cgroups of its own; the next session gets a box of its
 // own; the box ends with its session.
 func TestBoxAheadServesTheFirstSession(t *testing.T) {
-	sup, ex, ws := verdictRig(t, &logBuffer{})
-	bashsandbox.ReadyAhead(sup, bashsandbox.DefaultConfig().Network)
-	bashsandbox.OpenBoxAhead()
-	pid := bashsandbox.AheadPid(sup)
-	if pid == 0 {
-		t.Fatal("no box started ahead")
-	}
+	sup, ex, ws := verdictRig(t, &proctest.Buffer{})
+	pid := startAhead(t, sup, bashsandbox.DefaultConfig().Network)
 	if proctest.Gone(pid) {
 		t.Fatalf("the box started ahead (%d) is gone", pid)
 	}
@@ -67,12 +62,7 @@ func TestBoxAheadNotTakenEnds(t *testing.T) {
 			noProcessLeft(t)
 			sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
 			defer sup.Close()
-			bashsandbox.ReadyAhead(sup, bashsandbox.NetworkDeny)
-			bashsandbox.OpenBoxAhead()
-			pid := bashsandbox.AheadPid(sup)
-			if pid == 0 {
-				t.Fatal("no box started ahead")
-			}
+			pid := startAhead(t, sup, bashsandbox.NetworkDeny)
 			if end == "activation" {
 				bashsandbox.DropAhead(sup)
 			} else {
@@ -86,13 +76,8 @@ func TestBoxAheadNotTakenEnds(t *testing.T) {
 // A box started ahead that died before a session took it is replaced: the session's
 // first call runs in a fresh box.
 func TestBoxAheadThatDiedIsReplaced(t *testing.T) {
-	sup, ex, _ := verdictRig(t, &logBuffer{})
-	bashsandbox.ReadyAhead(sup, bashsandbox.DefaultConfig().Network)
-	bashsandbox.OpenBoxAhead()
-	pid := bashsandbox.AheadPid(sup)
-	if pid == 0 {
-		t.Fatal("no box started ahead")
-	}
+	sup, ex, _ := verdictRig(t, &proctest.Buffer{})
+	pid := startAhead(t, sup, bashsandbox.DefaultConfig().Network)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -104,4 +89,16 @@ func TestBoxAheadThatDiedIsReplaced(t *testing.T) {
 	if pids := bashsandbox.BoxPids(sup); len(pids) != 1 || pids[0] == pid {
 		t.Errorf("the session's boxes %v (the dead one: %d)", pids, pid)
 	}
+}
+
+// startAhead starts a box ahead on sup, as a server's row does, and returns its pid.
+func startAhead(t *testing.T, sup *subprocess.Supervisor, network string) int {
+	t.Helper()
+	bashsandbox.ReadyAhead(sup, network)
+	bashsandbox.OpenBoxAhead()
+	pid := bashsandbox.AheadPid(sup)
+	if pid == 0 {
+		t.Fatal("no box started ahead")
+	}
+	return pid
 }

@@ -2,12 +2,10 @@ package bashsandbox_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/proctest"
@@ -53,25 +51,7 @@ func checkFiles(names []string) []string {
 	return out
 }
 
-// logBuffer is a log's text, written by any goroutine.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func verdictRig(t *testing.T, log *logBuffer) (*subprocess.Supervisor, shell.Executor, string) {
+func verdictRig(t *testing.T, log *proctest.Buffer) (*subprocess.Supervisor, shell.Executor, string) {
 	t.Helper()
 	noProcessLeft(t)
 	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
@@ -79,7 +59,7 @@ func verdictRig(t *testing.T, log *logBuffer) (*subprocess.Supervisor, shell.Exe
 	ws := workspace(t)
 	cfg := bashsandbox.DefaultConfig()
 	cfg.Cwd, cfg.DefaultMode = ws, shell.ModeWorkspaceWrite
-	ex, _, err := bashsandbox.New(sup, cfg, slog.New(slog.NewTextHandler(log, nil)), nil)
+	ex, _, err := bashsandbox.New(sup, cfg, log.Logger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +73,7 @@ func TestBoxVerdictFromTheFirstCall(t *testing.T) {
 	release, restore := bashsandbox.HoldProbeRuns()
 	defer restore()
 	defer release()
-	_, ex, _ := verdictRig(t, &logBuffer{})
+	_, ex, _ := verdictRig(t, &proctest.Buffer{})
 	if _, ok := bashsandbox.KnownVerdict(); ok {
 		t.Fatal("a verdict before the first call")
 	}
@@ -129,7 +109,7 @@ func TestBoxVerdictNotFromABoxThatDoesNotConfine(t *testing.T) {
 	defer bashsandbox.CheckUnder(func(network string) bashsandbox.LaunchPolicy {
 		return bashsandbox.LaunchPolicy{Mode: shell.ModeWorkspaceWrite, WorkspaceRoot: "/tmp", Network: network}
 	})()
-	log := &logBuffer{}
+	log := &proctest.Buffer{}
 	sup, ex, ws := verdictRig(t, log)
 	ran := filepath.Join(ws, "ran")
 	done := callAsync(ex, "unconfirmed", "ls -A /tmp; : > ran")

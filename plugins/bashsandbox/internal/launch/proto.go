@@ -170,10 +170,7 @@ func (m *Start) Encode() []byte {
 	var w wbuf
 	w.b = append(w.b, MsgStart)
 	w.uint(m.ID)
-	w.str(m.Policy.Mode)
-	w.str(m.Policy.WorkspaceRoot)
-	w.strs(m.Policy.WritableRoots)
-	w.str(m.Policy.Network)
+	w.policy(m.Policy)
 	w.str(m.Path)
 	w.strs(m.Argv)
 	w.str(m.Dir)
@@ -218,10 +215,7 @@ func (m Check) Encode() []byte {
 	var w wbuf
 	w.b = append(w.b, MsgCheck)
 	w.uint(m.ID)
-	w.str(m.Policy.Mode)
-	w.str(m.Policy.WorkspaceRoot)
-	w.strs(m.Policy.WritableRoots)
-	w.str(m.Policy.Network)
+	w.policy(m.Policy)
 	w.str(m.Dir)
 	return w.b
 }
@@ -231,7 +225,7 @@ func DecodeCheck(b []byte) (Check, error) {
 	r := rbuf{b: b}
 	r.kind(MsgCheck)
 	m := Check{ID: r.uint()}
-	m.Policy = Policy{Mode: r.str(), WorkspaceRoot: r.str(), WritableRoots: r.strs(), Network: r.str()}
+	m.Policy = r.policy()
 	m.Dir = r.str()
 	return m, r.done("check")
 }
@@ -263,7 +257,7 @@ func DecodeStart(b []byte) (Start, error) {
 	r := rbuf{b: b}
 	r.kind(MsgStart)
 	m := Start{ID: r.uint()}
-	m.Policy = Policy{Mode: r.str(), WorkspaceRoot: r.str(), WritableRoots: r.strs(), Network: r.str()}
+	m.Policy = r.policy()
 	m.Path = r.str()
 	m.Argv = r.strs()
 	m.Dir = r.str()
@@ -310,4 +304,17 @@ func DecodeReply(b []byte) (Reply, error) {
 	m.Message = r.str()
 	m.LaunchFailed = r.bool()
 	return m, r.done("reply")
+}
+
+// policy writes p (a Start's or a Check's).
+func (w *wbuf) policy(p Policy) {
+	w.str(p.Mode)
+	w.str(p.WorkspaceRoot)
+	w.strs(p.WritableRoots)
+	w.str(p.Network)
+}
+
+// policy reads what wbuf.policy wrote.
+func (r *rbuf) policy() Policy {
+	return Policy{Mode: r.str(), WorkspaceRoot: r.str(), WritableRoots: r.strs(), Network: r.str()}
 }
