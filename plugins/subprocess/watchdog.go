@@ -77,7 +77,7 @@ func takeEarlyWatchdog(cgroupDir string, log *slog.Logger, holding func()) (fd, 
 	if err == nil && holding != nil {
 		holding()
 	}
-	_ = unix.SetNonblock(e.Out, true) // pollable: the read in awaitStage can time out
+	_ = unix.SetNonblock(e.Out, true) // pollable, as forkStage's
 	pid, perr := awaitStage(e.Stage, os.NewFile(uintptr(e.Out), "watchdog stage"))
 	if err == nil {
 		err = perr
@@ -117,33 +117,15 @@ func spawnWatchdog(cgroupDir string, log *slog.Logger, holding func()) (fd, pid 
 	return in[1], pid, nil
 }
 
-// forkStage starts the watchdog's first stage with stdin, which starts the watchdog,
-// reports its pid on the returned pipe and exits. Once it returns the first stage runs
-// and holds stdin: it starts the watchdog with it even if the harness dies now.
+// forkStage starts the watchdog's first stage with stdin (watchdog.ForkStage), its
+// output pollable, so that awaitStage's read can time out.
 func forkStage(stdin int, cgroupDir string) (stage int, out *os.File, err error) {
-	r, w, err := os.Pipe()
+	stage, fd, err := watchdog.ForkStage(stdin, cgroupDir)
 	if err != nil {
-		return 0, nil, err
-	}
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		r.Close()
-		w.Close()
-		return 0, nil, err
-	}
-	// /proc/self/exe is this very binary even if its file was replaced or deleted since.
-	stage, err = syscall.ForkExec("/proc/self/exe", []string{os.Args[0], watchdog.Arg, watchdog.StageDetach, cgroupDir}, &syscall.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: []uintptr{uintptr(stdin), w.Fd(), devnull.Fd()},
-	})
-	w.Close()
-	devnull.Close()
-	if err != nil {
-		r.Close()
 		return 0, nil, &opError{op: "exec", path: "/proc/self/exe", err: err}
 	}
-	return stage, r, nil
+	_ = unix.SetNonblock(fd, true)
+	return stage, os.NewFile(uintptr(fd), "watchdog stage"), nil
 }
 
 // awaitStage reads the watchdog's pid from the first stage's output out (which it

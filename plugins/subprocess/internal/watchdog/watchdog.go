@@ -117,35 +117,50 @@ var early struct {
 // its first command. Untaken, it guards nothing and exits with the harness (its first
 // stage stays an unreaped zombie until then). A failure leaves nothing to take.
 func Prestart() {
-	var in, out [2]int
+	var in [2]int
 	if syscall.Pipe2(in[:], syscall.O_CLOEXEC) != nil {
 		return
 	}
-	if syscall.Pipe2(out[:], syscall.O_CLOEXEC) != nil {
-		syscall.Close(in[0])
-		syscall.Close(in[1])
-		return
-	}
-	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
-	stage := 0
-	if err == nil {
-		stage, err = syscall.ForkExec("/proc/self/exe", []string{os.Args[0], Arg, StageDetach, ""}, &syscall.ProcAttr{
-			Dir:   "/",
-			Env:   []string{},
-			Files: []uintptr{uintptr(in[0]), uintptr(out[1]), uintptr(null)},
-		})
-		syscall.Close(null)
-	}
+	stage, out, err := ForkStage(in[0], "")
 	syscall.Close(in[0])
-	syscall.Close(out[1])
 	if err != nil {
 		syscall.Close(in[1])
-		syscall.Close(out[0])
 		return
 	}
 	early.Lock()
 	defer early.Unlock()
-	early.w, early.ready = Early{In: in[1], Stage: stage, Out: out[0]}, true
+	early.w, early.ready = Early{In: in[1], Stage: stage, Out: out}, true
+}
+
+// ForkStage starts the watchdog's first stage — this binary re-executed with Arg
+// StageDetach and cgroupDir — with stdin as its standard input (the pipe the watchdog
+// guards), and returns its pid and the read end (close-on-exec, blocking) of the pipe
+// on which it reports the watchdog's pid. Once it returns the first stage runs and
+// holds stdin: it starts the watchdog with it even if the harness dies now.
+func ForkStage(stdin int, cgroupDir string) (stage, out int, err error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return 0, -1, err
+	}
+	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		syscall.Close(p[0])
+		syscall.Close(p[1])
+		return 0, -1, err
+	}
+	// /proc/self/exe is this very binary even if its file was replaced or deleted since.
+	stage, err = syscall.ForkExec("/proc/self/exe", []string{os.Args[0], Arg, StageDetach, cgroupDir}, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: []uintptr{uintptr(stdin), uintptr(p[1]), uintptr(null)},
+	})
+	syscall.Close(null)
+	syscall.Close(p[1])
+	if err != nil {
+		syscall.Close(p[0])
+		return 0, -1, err
+	}
+	return stage, p[0], nil
 }
 
 // Take returns the watchdog Prestart started, once; false if there is none.
