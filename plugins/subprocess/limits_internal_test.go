@@ -1,6 +1,7 @@
 package subprocess
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -371,5 +372,32 @@ func TestLimitsV2LeavesItsOwnCgroup(t *testing.T) {
 	err := b.check(proc.ResourceLimits{Memory: 1 << 30})
 	if err == nil || !strings.Contains(err.Error(), "offers it but cannot delegate it: its cgroup holds processes other than the harness's (pid 777)") {
 		t.Errorf("with another process: %v", err)
+	}
+}
+
+// A command's CPU quota no tighter than its session's is not written (the session's
+// enforces it): in cgroup v1 and v2.
+func TestLimitsImpliedCPUQuotaNotWritten(t *testing.T) {
+	fakeKernel(t)
+	r := proc.ResourceLimits{CPUs: 2, SessionCPUs: 2}
+	for name, files := range map[string][2]string{
+		"v1": {"cpu/%s/s-s1/c1/cpu.cfs_quota_us", "-1"},
+		"v2": {"unified/%s/s-s1/c1/cpu.max", "max 100000"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mounts, extra := []string{"cpu", "cpuacct"}, map[string]string(nil)
+			if name == "v2" {
+				mounts, extra = []string{"unified"}, map[string]string{"unified/cgroup.subtree_control": "cpu"}
+			}
+			root := fakeHost(t, mounts, extra)
+			b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
+			t.Cleanup(b.close)
+			bc, err := b.place("s1", r, name == "v2")
+			if err != nil || bc == nil {
+				t.Fatalf("place: %v, %v", bc, err)
+			}
+			defer bc.closeFiles()
+			expectFiles(t, root, map[string]string{fmt.Sprintf(files[0], b.name): files[1]})
+		})
 	}
 }

@@ -286,7 +286,10 @@ func (bc *budgetCgroups) makeDirs(hs []*hierarchy, ctlsIn map[*hierarchy][]strin
 }
 
 // commandLimits writes the command limits of r that ctls enforce to a fresh command
-// directory (where nothing needs lifting).
+// directory (where nothing needs lifting). A CPU quota no tighter than the session's
+// is not written: the session's directory, above it, enforces it already, and each
+// level of quota costs the scheduler on every switch. (Memory and process limits are
+// written even then: the level that was reached names the limit in the result.)
 func commandLimits(d cgDir, ctls []string, r proc.ResourceLimits) error {
 	for _, c := range ctls {
 		var err error
@@ -295,7 +298,7 @@ func commandLimits(d cgDir, ctls []string, r proc.ResourceLimits) error {
 			err = d.setMemory(r.Memory)
 		case c == ctlPids && r.Processes > 0:
 			err = d.setPids(r.Processes)
-		case c == ctlCPU && r.CPUs > 0:
+		case c == ctlCPU && r.CPUs > 0 && (r.SessionCPUs <= 0 || r.CPUs < r.SessionCPUs):
 			err = d.setCPUs(r.CPUs)
 		}
 		if err != nil {
