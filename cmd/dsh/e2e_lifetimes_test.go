@@ -283,10 +283,17 @@ func TestServeSwapClosesTheRetiredBox(t *testing.T) {
 	c := startServe(t, clientOptions{}, "--workspace", ws, "--profile", profile)
 	dsh := c.cmd.Process.Pid
 	awaitProbe(t, c) // its box is not the session's
-	// The box started ahead for the first session (the one the job runs in) is up:
-	// dsh holds its control socket and its pidfd.
-	waitFor(t, 20*time.Second, "the box started ahead", func() bool { return len(boxesOf(dsh)) == 1 })
-	held := boxFDs(dsh) - 2
+	// The box started ahead for the first session (the one the job runs in) is up, and
+	// its start is over (until then dsh also holds the box's end of the control
+	// socket): dsh holds its control socket and its pidfd.
+	last := -1
+	waitFor(t, 20*time.Second, "the box started ahead", func() bool {
+		n := boxFDs(dsh)
+		settled := len(boxesOf(dsh)) == 1 && n == last
+		last = n
+		return settled
+	})
+	held := last - 2
 	release := filepath.Join(ws, "release")
 	if text, _, _ := c.call(t, "bash", bash("until [ -e "+release+" ]; do sleep 0.02; done; echo done", "run_in_background", true)); text != "started background job bash-1" {
 		t.Fatalf("start: %q", text)
@@ -311,9 +318,16 @@ func TestServeSwapClosesTheRetiredBox(t *testing.T) {
 		t.Fatalf("the job: %q", text)
 	}
 	ended := time.Now()
-	waitFor(t, 2*time.Second, "the retired box to close after its last command", func() bool {
-		return !alive(boxes[0]) && boxFDs(dsh) == held
-	})
+	closed := proctest.Until(2*time.Second, func() bool { return !alive(boxes[0]) && boxFDs(dsh) == held })
+	if !closed {
+		var tree []string
+		for _, pid := range descendants(dsh) {
+			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			tree = append(tree, strconv.Itoa(pid)+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+		t.Fatalf("the retired box did not close within 2s of its last command: alive %v, dsh's sockets and pidfds %d, want %d (%s); boxes then %v, now %v; dsh's processes %q",
+			alive(boxes[0]), boxFDs(dsh), held, fdTargets(dsh), boxes, boxesOf(dsh), tree)
+	}
 	t.Logf("the retired box closed %v after its job ended", time.Since(ended).Round(time.Millisecond))
 	if len(sessionDirs(tmp)) != 1 {
 		t.Fatalf("the live session's temp dir: %q", sessionDirs(tmp))
@@ -357,6 +371,20 @@ func unpooledFDs(dsh int) []string {
 
 // boxFDs counts dsh's descriptors that a box holds open there: sockets (its control
 // connection) and pidfds.
+// fdTargets lists what dsh's socket and pidfd descriptors are.
+func fdTargets(dsh int) string {
+	dir := "/proc/" + strconv.Itoa(dsh) + "/fd"
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		target, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		if strings.HasPrefix(target, "socket:") || target == "anon_inode:[pidfd]" {
+			out = append(out, e.Name()+"→"+target)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func boxFDs(dsh int) int {
 	dir := "/proc/" + strconv.Itoa(dsh) + "/fd"
 	entries, _ := os.ReadDir(dir)

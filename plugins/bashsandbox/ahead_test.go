@@ -102,3 +102,38 @@ func startAhead(t *testing.T, sup *subprocess.Supervisor, network string) int {
 	}
 	return pid
 }
+
+// A call that an executor still serves after its activation ended (a reload swapped
+// it out under the call) runs in a box of its own, which closes once its command is
+// released: nothing of the ended executor stays open for the session.
+func TestEndedExecutorsCallLeavesNoBox(t *testing.T) {
+	noProcessLeft(t)
+	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir()})
+	defer sup.Close()
+	cfg := bashsandbox.DefaultConfig()
+	cfg.Cwd = workspace(t)
+	ex, end, err := bashsandbox.NewEnding(sup, cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := <-callAsync(ex, "swapped", "echo before"); o.err != nil || o.res.Stdout.Text != "before\n" {
+		t.Fatalf("before the end: %+v, %v", o.res, o.err)
+	}
+	end()
+	if o := <-callAsync(ex, "swapped", "echo after"); o.err != nil || o.res.Stdout.Text != "after\n" {
+		t.Fatalf("after the end: %+v, %v", o.res, o.err)
+	}
+	waitFor(t, "no box left of the ended executor", func() bool { return len(boxChildren()) == 0 })
+}
+
+// boxChildren are this process's children that are boxes.
+func boxChildren() []int {
+	var out []int
+	for _, pid := range proctest.Children() {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if strings.Contains(string(cmd), "\x00"+bashsandbox.BoxArg) && !proctest.Gone(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

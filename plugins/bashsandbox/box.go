@@ -361,6 +361,16 @@ func (b *box) retire() {
 	}
 }
 
+// retireLater retires the box for a call that holds it and has not started its command
+// yet: it closes once that command (the last) is released — not now, though idle.
+func (b *box) retireLater() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == boxOpen {
+		b.state = boxRetired
+	}
+}
+
 // close ends the box: it exits when its connection closes (and the commands
 // of its PID namespace with it); the Supervisor kills it if it has not within
 // closeWait.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -33,6 +34,8 @@ type confiner struct {
 	resources  proc.ResourceLimits
 	unenforced string
 	tmpSize    int64
+	// ended: the executor's activation ended (see boxFor).
+	ended atomic.Bool
 }
 
 // confinement is what a box must keep from one confined call: the configuration of the
@@ -105,11 +108,20 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 // escalated call on the namespace backend, one of its own — whose PID namespace dies
 // with it once the call's command is released, so that nothing the call started
 // outlives it even where the Supervisor has no cgroups.
+//
+// A call of an executor whose activation has ended (a reload swapped it out while the
+// call was on its way) gets a box of its own too, which closes once the call's command
+// is released: the session's boxes were retired with the activation, and one opened
+// for the session now would outlive every command it will ever run.
 func (s *confiner) boxFor(sess *sessionState, c confinement, owner string, escalated bool) (*box, error) {
-	if escalated && c.box.namespaces {
+	if (escalated && c.box.namespaces) || s.ended.Load() {
 		return sess.ownBox(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
 	}
-	return sess.box(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
+	b, err := sess.box(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
+	if err == nil && s.ended.Load() {
+		b.retireLater() // opened (or found) as the activation ended: retired with it
+	}
+	return b, err
 }
 
 // policy is the call's sandbox policy, with a mode this executor knows.

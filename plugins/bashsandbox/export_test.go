@@ -1,9 +1,12 @@
 package bashsandbox
 
 import (
+	"log/slog"
+	"sync"
+
 	"github.com/dsh-dev/dsh/plugins/bashsandbox/internal/launch"
 	"github.com/dsh-dev/dsh/plugins/subprocess"
-	"sync"
+	"github.com/dsh-dev/dsh/shell"
 )
 
 // Internals the black-box tests check directly.
@@ -243,4 +246,18 @@ func AheadPid(sup *subprocess.Supervisor) int {
 		return 0
 	}
 	return a.proc.Pid()
+}
+
+// NewEnding is New, with the function that does what the end of the executor's
+// activation does (a reload that swaps it out).
+func NewEnding(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger) (shell.Executor, func(), error) {
+	ex, _, sb, err := newExecutor(sup, cfg, log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ex, func() {
+		sb.ended.Store(true)
+		dropAhead(sup)
+		retireOwner(sup)
+	}, nil
 }

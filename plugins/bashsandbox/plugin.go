@@ -166,6 +166,7 @@ func apply(a *container.Activation, cfg *Config) error {
 	// to calls after this activation, which retires them (and a box started ahead that
 	// no session took).
 	a.Defer(func() {
+		sb.ended.Store(true)
 		dropAhead(sup)
 		retireOwner(sup)
 	})
