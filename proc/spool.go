@@ -79,8 +79,9 @@ type Spool struct {
 	retired     []*spillFile            // complete files of closed streams, oldest first
 	reclaimable int64                   // sum of the retired files' sizes
 	closed      bool
-	// sweeping is the removal of dead instances' spill directories, which the first
-	// spill starts beside itself (Close waits for it).
+	// swept: the removal of dead instances' spill directories was started, by the first
+	// spill, beside itself, once (Close waits for it: sweeping).
+	swept    bool
 	sweeping sync.WaitGroup
 }
 
@@ -297,9 +298,13 @@ func (sp *Spool) Close() {
 }
 
 // sweepDeadInstances removes, in the background, the spill directories of dsh
-// processes that died under the spool's root (a root the size of a busy /tmp takes a
+// processes that died under the spool's root, once per Spool (sp.mu held) (a root the size of a busy /tmp takes a
 // millisecond or more to list, which the first spill need not wait for).
 func (sp *Spool) sweepDeadInstances(rootFD int) {
+	if sp.swept { // a directory made afresh (the last one vanished) finds no new dead
+		return
+	}
+	sp.swept = true
 	fd, err := unix.FcntlInt(uintptr(rootFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return

@@ -20,6 +20,7 @@ var (
 	Widenings            = widenings
 	HoldAtExec           = launch.HoldAtExec
 	OtherInstanceDirs    = otherInstanceDirs
+	RemoveStaleBases     = removeStaleBases
 )
 
 // InstancesDir is the registry of this user's dsh processes.
@@ -86,26 +87,6 @@ func ForceNoNamespaces(reason string) (restore func()) {
 		r.Usable, r.Backend = true, BackendLandlock
 	}
 	return ForceProbe(r)
-}
-
-// HoldProbe makes Probe wait, as if the probe ran, until release is called, and then
-// report r (as ForceProbe does until restore is called).
-func HoldProbe(r ProbeResult) (release, restore func()) {
-	probe.mu.Lock()
-	hold := make(chan struct{})
-	probe.hold = hold
-	probe.mu.Unlock()
-	unforce := ForceProbe(r)
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			probe.mu.Lock()
-			probe.hold = nil
-			probe.mu.Unlock()
-			close(hold)
-		})
-	}
-	return release, func() { release(); unforce() }
 }
 
 // HoldProbeRuns forgets the cached verdict and makes a probe run wait until release is

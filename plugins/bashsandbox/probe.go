@@ -52,7 +52,6 @@ var probe struct {
 	result   *ProbeResult // the verdict: the probe's, or a box's (confirmed), the first standing
 	landlock *string      // the Landlock-only probe's failure ("" = works), once run
 	override *ProbeResult
-	hold     chan struct{} // set by a test: Probe waits until it is closed
 	known    chan struct{} // closed once there is a verdict (made by awaitVerdict)
 	runHold  chan struct{} // set by a test: a probe run waits until it is closed
 }
@@ -75,11 +74,6 @@ func Probe() ProbeResult {
 	probeOnce.Lock()
 	defer probeOnce.Unlock()
 	probe.mu.Lock()
-	if hold := probe.hold; hold != nil {
-		probe.mu.Unlock()
-		<-hold
-		probe.mu.Lock()
-	}
 	if probe.override != nil {
 		defer probe.mu.Unlock()
 		return *probe.override
@@ -99,13 +93,11 @@ func Probe() ProbeResult {
 	return *probe.result
 }
 
-// verdict is the verdict known now, if any (a test's held probe has none).
+// verdict is the verdict known now, if any.
 func verdict() (ProbeResult, bool) {
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	switch {
-	case probe.hold != nil:
-		return ProbeResult{}, false
 	case probe.override != nil:
 		return *probe.override, true
 	case probe.result != nil:
@@ -138,7 +130,7 @@ func confirmed() {
 func boxVerdicts() bool {
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
-	return probe.hold == nil && probe.override == nil
+	return probe.override == nil
 }
 
 // awaitVerdict returns a channel closed once there is a verdict.
@@ -162,8 +154,6 @@ func probed(namespaces string) bool {
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	switch {
-	case probe.hold != nil:
-		return false
 	case probe.override != nil:
 		return true
 	case probe.result == nil:

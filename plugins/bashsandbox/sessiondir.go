@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/dsh-dev/dsh/proc"
 )
 
 // newSessionDir makes a session's directory under this process's base: it holds the
@@ -62,25 +62,12 @@ var sandboxBase = sync.OnceValues(func() (string, error) {
 // removeStaleBases removes the session directories of dsh processes that no longer run
 // (and belonged to this user).
 func removeStaleBases(root string) {
-	entries, err := os.ReadDir(root)
+	fd, err := syscall.Open(root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), "dsh-sandbox-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue
-		}
-		dir := filepath.Join(root, e.Name())
-		if fi, err := os.Lstat(dir); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() {
-				_ = os.RemoveAll(dir)
-			}
-		}
-	}
+	defer syscall.Close(fd)
+	proc.RemoveDeadInstances(fd, sandboxDirPrefix, func(name string) {
+		_ = os.RemoveAll(filepath.Join(root, name)) // never follows a symlink below root
+	})
 }
