@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-dev/dsh/container"
@@ -25,10 +24,10 @@ func toolsCmd(g *globalFlags) *cobra.Command {
 			}
 			defer h.stop()
 			type def struct {
-				Name         string             `json:"name"`
-				Description  string             `json:"description"`
-				InputSchema  *tools.Schema      `json:"inputSchema"`
-				OutputSchema *jsonschema.Schema `json:"outputSchema,omitempty"`
+				Name         string          `json:"name"`
+				Description  string          `json:"description"`
+				InputSchema  *tools.Schema   `json:"inputSchema"`
+				OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 			}
 			defs := []def{}
 			if reg, ok := container.Lookup(h.rt, tools.Service); ok {

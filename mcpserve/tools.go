@@ -1,8 +1,8 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -77,14 +77,10 @@ func (s *Server) removeGone(scopes []*scope, live map[string]tools.Tool) {
 // addChanged serves every live tool that is new or whose definition changed.
 func (s *Server) addChanged(scopes []*scope, live map[string]tools.Tool) {
 	for name, t := range live {
-		if old, ok := s.served[name]; ok && old.Description == t.Description && reflect.DeepEqual(old.InputSchema, t.InputSchema) && old.OutputSchema == t.OutputSchema {
+		if old, ok := s.served[name]; ok && old.Description == t.Description && reflect.DeepEqual(old.InputSchema, t.InputSchema) && bytes.Equal(old.OutputSchema, t.OutputSchema) {
 			continue
 		}
-		def, err := definition(t)
-		if err != nil {
-			s.log.Error("tool not served over MCP: its outputSchema does not encode", "tool", t.Name, "err", err)
-			continue
-		}
+		def := definition(t)
 		ok := true
 		for _, sc := range scopes {
 			ok = s.addTool(sc, def) && ok
@@ -95,19 +91,14 @@ func (s *Server) addChanged(scopes []*scope, live map[string]tools.Tool) {
 	}
 }
 
-// definition is t's MCP definition. The output schema is encoded here, once per tool
-// and not per server or per tools/list: a *jsonschema.Schema takes about 0.16 ms to
-// encode.
-func definition(t tools.Tool) (*mcp.Tool, error) {
+// definition is t's MCP definition. The output schema is served as the tool encoded
+// it; a nil one stays out (a nil json.RawMessage in the field's interface would not).
+func definition(t tools.Tool) *mcp.Tool {
 	def := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
 	if t.OutputSchema != nil {
-		out, err := json.Marshal(t.OutputSchema)
-		if err != nil {
-			return nil, err
-		}
-		def.OutputSchema = json.RawMessage(out)
+		def.OutputSchema = t.OutputSchema
 	}
-	return def, nil
+	return def
 }
 
 // addTool serves def on sc; a definition the SDK refuses is logged and left out, never

@@ -58,7 +58,7 @@ var Plugin = container.Define(container.Declaration[*Config]{
 // Module adds Plugin to a dsh binary's catalog.
 var Module = container.ModuleOf(Plugin)
 
-var outputSchema = tools.SchemaFor[Stats]()
+var outputSchema = tools.EncodeSchema(tools.SchemaFor[Stats]())
 
 // tool is text_stats for texts of at most maxChars characters.
 func tool(maxChars int) tools.Tool {
