@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,26 +15,40 @@ import (
 )
 
 // cgroupFloor is the kernel's own cost of limits, the floor BenchmarkLimitsTrue/all is
-// read against: `bash -c true` started by os/exec from a thread inside cgroup v1
-// directories made like dsh's for allLimitsCfg (a session directory with the session's
-// limits, a command directory below it with the command's, in the memory, pids and cpu
-// hierarchies), alternated with the same exec outside them. Nil where those
-// hierarchies are not cgroup v1 ones the process can write.
+// read against: `bash -c true` started by os/exec from a thread that joins cgroup v1
+// directories made like dsh's for the limits (a session directory with the session's
+// limits, a command directory below it with the command's, in each hierarchy the
+// limits use) for the fork, alternated with the same exec outside them. Nil where those hierarchies
+// are not cgroup v1 ones the process can write.
 type cgroupFloor struct {
 	tasks, homes []int
 	dirs         []string // to remove, deepest first
 }
 
-func newCgroupFloor(b *testing.B) *cgroupFloor {
+// floorLimits are the cgroup v1 files a floor writes: controller → {file, session
+// value}, {file, command value}, a "" value written nowhere.
+type floorLimits map[string][2][2]string
+
+// Floors of allLimitsCfg (its CPU quotas cannot bind: dsh makes no cpu cgroup for
+// them, and neither does the floor) and of bindingLimitsCfg (the session's quota
+// written, the command's — no tighter — not).
+var (
+	allFloor = floorLimits{
+		"memory": {{"memory.limit_in_bytes", "4294967296"}, {"memory.limit_in_bytes", "1073741824"}},
+		"pids":   {{"pids.max", "4000"}, {"pids.max", "1000"}},
+	}
+	bindingFloor = floorLimits{
+		"memory": allFloor["memory"],
+		"pids":   allFloor["pids"],
+		"cpu":    {{"cpu.cfs_quota_us", strconv.Itoa(int((hostCPUs - 0.5) * 100000))}, {"cpu.cfs_quota_us", ""}},
+	}
+)
+
+func newCgroupFloor(b *testing.B, limits floorLimits) *cgroupFloor {
 	own := v1Own(b)
 	f := &cgroupFloor{}
 	b.Cleanup(f.remove)
-	limits := map[string][2][2]string{ // controller: {file, session value}, {file, command value}
-		"memory": {{"memory.limit_in_bytes", "4294967296"}, {"memory.limit_in_bytes", "1073741824"}},
-		"pids":   {{"pids.max", "4000"}, {"pids.max", "1000"}},
-		"cpu":    {{"cpu.cfs_quota_us", "200000"}, {"cpu.cfs_quota_us", "200000"}},
-	}
-	for _, c := range []string{"memory", "pids", "cpu"} {
+	for c, files := range limits {
 		base, ok := own[c]
 		if !ok {
 			return nil
@@ -45,7 +60,10 @@ func newCgroupFloor(b *testing.B) *cgroupFloor {
 				return nil
 			}
 			f.dirs = append([]string{d}, f.dirs...)
-			if err := os.WriteFile(filepath.Join(d, limits[c][i][0]), []byte(limits[c][i][1]), 0); err != nil {
+			if files[i][1] == "" {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(d, files[i][0]), []byte(files[i][1]), 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -94,29 +112,36 @@ func v1Own(b *testing.B) map[string]string {
 	return own
 }
 
-// run times `bash -c true` from a thread in the floor's cgroups (in) or not.
+// run times `bash -c true`, started by os/exec from a thread that joins the floor's
+// cgroups around the fork (in), as dsh's own starts do, or not.
 func (f *cgroupFloor) run(b *testing.B, in bool) time.Duration {
+	t0 := time.Now()
+	cmd := exec.Command("bash", "-c", "true")
 	if in {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for _, fd := range f.tasks {
-			if _, err := unix.Write(fd, []byte("0")); err != nil {
-				b.Fatal(err)
-			}
-		}
-		defer func() {
-			for _, fd := range f.homes {
-				if _, err := unix.Write(fd, []byte("0")); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}()
+		f.write(b, f.tasks)
 	}
-	t0 := time.Now()
-	if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+	err := cmd.Start()
+	if in {
+		f.write(b, f.homes)
+		runtime.UnlockOSThread()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(t0)
+}
+
+// write moves the calling thread into the cgroups of tasks (their tasks files).
+func (f *cgroupFloor) write(b *testing.B, tasks []int) {
+	for _, fd := range tasks {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func (f *cgroupFloor) remove() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
 
@@ -143,29 +144,32 @@ func BenchmarkOutput1GBPaired(b *testing.B) {
 // BenchmarkLimitsTrue alternates `true` with resource limits and without, through one
 // Supervisor, in every iteration, and reports the median of each and their ratio
 // (target ≤ 1.03): with limits of every kind (memory, processes, cpus, and the
-// session's), with each controller's alone, and with none (what the measurement's own
-// noise is). With every kind, it also alternates the kernel's floor in the same loop
-// (cgroupFloor: a raw exec inside and outside such cgroups) and reports its ratio,
-// floor-limits/none, and dsh's own over it, limits/floor.
+// session's; all: CPU quotas that cannot bind, all-binding: that can), with each
+// controller's alone (cpus: one that can bind), and with none (what the measurement's
+// own noise is). With every kind, it also alternates the kernel's floor in the same
+// loop (cgroupFloor: a raw exec inside and outside such cgroups) and reports its
+// ratio, floor-limits/none, and dsh's own over it, limits/floor.
 //
 //	go test -run '^$' -bench BenchmarkLimitsTrue -count 3 ./plugins/bashlocal/
 func BenchmarkLimitsTrue(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
 		limits bashexec.LimitsConfig
+		floor  floorLimits
 	}{
-		{"all", allLimitsCfg},
-		{"memory", bashexec.LimitsConfig{Memory: "1GiB"}},
-		{"processes", bashexec.LimitsConfig{Processes: num(1000)}},
-		{"cpus", bashexec.LimitsConfig{CPUs: num(2)}},
+		{"all", allLimitsCfg, allFloor},
+		{"all-binding", bindingLimitsCfg, bindingFloor},
+		{"memory", bashexec.LimitsConfig{Memory: "1GiB"}, nil},
+		{"processes", bashexec.LimitsConfig{Processes: num(1000)}, nil},
+		{"cpus", bashexec.LimitsConfig{CPUs: num(hostCPUs - 0.5)}, nil},
 		// No limit on either side: the noise of the measurement itself.
-		{"none", bashexec.LimitsConfig{}},
+		{"none", bashexec.LimitsConfig{}, nil},
 	} {
-		b.Run(tc.name, func(b *testing.B) { limitsPaired(b, tc.limits, tc.name == "all") })
+		b.Run(tc.name, func(b *testing.B) { limitsPaired(b, tc.limits, tc.floor) })
 	}
 }
 
-func limitsPaired(b *testing.B, limits bashexec.LimitsConfig, withFloor bool) {
+func limitsPaired(b *testing.B, limits bashexec.LimitsConfig, floorOf floorLimits) {
 	sup := subprocess.New(subprocess.Options{SpillRoot: b.TempDir()})
 	b.Cleanup(sup.Close)
 	plain, err := bashlocal.New(sup, &bashlocal.Config{Config: bashexec.DefaultConfig()})
@@ -191,8 +195,8 @@ func limitsPaired(b *testing.B, limits bashexec.LimitsConfig, withFloor bool) {
 		return time.Since(t0)
 	}
 	var floor *cgroupFloor
-	if withFloor {
-		floor = newCgroupFloor(b)
+	if floorOf != nil {
+		floor = newCgroupFloor(b, floorOf)
 	}
 	var with, without, floorIn, floorOut []time.Duration
 	for i := 0; b.Loop(); i++ {
@@ -206,8 +210,14 @@ func limitsPaired(b *testing.B, limits bashexec.LimitsConfig, withFloor bool) {
 			with = append(with, run(limited))
 		}
 		if floor != nil {
-			floorIn = append(floorIn, floor.run(b, i%2 == 0))
-			floorOut = append(floorOut, floor.run(b, i%2 != 0))
+			// The same alternation of which goes first.
+			if i%2 == 0 {
+				floorIn = append(floorIn, floor.run(b, true))
+				floorOut = append(floorOut, floor.run(b, false))
+			} else {
+				floorOut = append(floorOut, floor.run(b, false))
+				floorIn = append(floorIn, floor.run(b, true))
+			}
 		}
 	}
 	w, wo := proctest.Median(with), proctest.Median(without)
@@ -223,7 +233,14 @@ func limitsPaired(b *testing.B, limits bashexec.LimitsConfig, withFloor bool) {
 
 func num(v float64) *float64 { return &v }
 
-var allLimitsCfg = bashexec.LimitsConfig{Memory: "1GiB", Processes: num(1000), CPUs: num(2), SessionMemory: "4GiB", SessionProcesses: num(4000), SessionCPUs: num(2)}
+// allLimitsCfg sets every kind of limit, the CPU quotas at all this host's CPUs
+// (which cannot bind: dsh writes none); bindingLimitsCfg the same with CPU quotas half
+// a CPU below that (which can).
+var (
+	hostCPUs         = float64(runtime.NumCPU())
+	allLimitsCfg     = bashexec.LimitsConfig{Memory: "1GiB", Processes: num(1000), CPUs: num(hostCPUs), SessionMemory: "4GiB", SessionProcesses: num(4000), SessionCPUs: num(hostCPUs)}
+	bindingLimitsCfg = bashexec.LimitsConfig{Memory: "1GiB", Processes: num(1000), CPUs: num(hostCPUs - 0.5), SessionMemory: "4GiB", SessionProcesses: num(4000), SessionCPUs: num(hostCPUs - 0.5)}
+)
 
 // BenchmarkCPUQuota runs a 2-second busy loop under `cpus: 0.5` and reports the share
 // of one core it got, from its CPU usage (cpu-of-a-core, near 0.5).

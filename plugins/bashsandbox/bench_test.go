@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -180,15 +181,19 @@ func BenchmarkLimitsTrue(b *testing.B) {
 		}
 		return ex
 	}
-	zero := 0.0
+	zero, cpus := 0.0, float64(runtime.NumCPU())
 	none := newEx(bashsandbox.Limits{LimitsConfig: bashexec.LimitsConfig{Processes: &zero, SessionProcesses: &zero}})
 	for _, tc := range []struct {
 		name   string
 		limits bashsandbox.Limits
 	}{
 		{"defaults", bashsandbox.Limits{}},
-		{"all", bashsandbox.Limits{LimitsConfig: bashexec.LimitsConfig{Memory: "1GiB", Processes: ptr(1000), CPUs: ptr(2),
-			SessionMemory: "4GiB", SessionProcesses: ptr(4000), SessionCPUs: ptr(2)}}},
+		// CPU quotas of all the host's CPUs, which cannot bind (none is written), and
+		// half a CPU below that, which can.
+		{"all", bashsandbox.Limits{LimitsConfig: bashexec.LimitsConfig{Memory: "1GiB", Processes: ptr(1000), CPUs: ptr(cpus),
+			SessionMemory: "4GiB", SessionProcesses: ptr(4000), SessionCPUs: ptr(cpus)}}},
+		{"all-binding", bashsandbox.Limits{LimitsConfig: bashexec.LimitsConfig{Memory: "1GiB", Processes: ptr(1000), CPUs: ptr(cpus - 0.5),
+			SessionMemory: "4GiB", SessionProcesses: ptr(4000), SessionCPUs: ptr(cpus - 0.5)}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			limited := newEx(tc.limits)

@@ -54,14 +54,19 @@ func startHelper(t *testing.T, mode string, wrap ...string) (*exec.Cmd, []string
 	})
 	var lines []string
 	proctest.WaitFor(t, 30*time.Second, "the helper's report", func() bool {
+		// A helper whose mode ends once it reported exits then: the report is read
+		// before its exit is looked at.
+		data, _ := os.ReadFile(report)
+		lines = strings.Split(strings.TrimSpace(string(data)), "\n")
+		if lines[len(lines)-1] == "end" {
+			return true
+		}
 		select {
 		case <-exited:
 			t.Fatalf("the helper exited: %s", out.String())
 		default:
 		}
-		data, _ := os.ReadFile(report)
-		lines = strings.Split(strings.TrimSpace(string(data)), "\n")
-		return lines[len(lines)-1] == "end"
+		return false
 	})
 	return cmd, lines[:len(lines)-1]
 }

@@ -39,6 +39,9 @@ type budgets struct {
 	v2inst string // the Supervisor's cgroup v2 directory ("" without one)
 	name   string // the instance directories' name
 	notify func(dir string)
+	// cpus is how many CPUs a command can run on at most (onlineCPUs; fixed with fake
+	// mounts): a CPU quota of that many or more cannot bind (bindingCPUs).
+	cpus func() float64
 
 	mu        sync.Mutex
 	byCtl     map[string]*hierarchy // controller → the hierarchy that enforces it
@@ -82,7 +85,10 @@ func newBudgets(log *slog.Logger, mounts cgroupMounts, fake bool, v2inst string,
 		log: log, mounts: mounts, fake: fake, v2inst: v2inst, notify: notify,
 		name:  fmt.Sprintf("dsh-%d-%s", os.Getpid(), hex.EncodeToString(suffix)),
 		byCtl: map[string]*hierarchy{}, why: map[string]string{}, sessions: map[string]*sessionCgroups{},
-		spares: map[spareKind][]*budgetCgroups{}, movable: movable,
+		spares: map[spareKind][]*budgetCgroups{}, movable: movable, cpus: onlineCPUs,
+	}
+	if fake {
+		b.cpus = func() float64 { return fakeCPUs }
 	}
 	b.applyEnclosing()
 	return b

@@ -308,7 +308,13 @@ func parseKeyed(b []byte, ok bool, key string) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
+	for len(b) > 0 { // line by line, without allocating (it is read at every settle)
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
 		k, v, found := bytes.Cut(line, []byte(" "))
 		if found && string(k) == key {
 			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)

@@ -2,11 +2,15 @@ package subprocess
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/dsh-dev/dsh/proc"
 )
@@ -145,6 +149,49 @@ const unlimitedV1 = 1 << 62
 // around it, out of free: enough to start the threads that kill a tree, read its
 // output and answer, whatever its commands do.
 func pidsReserve(free int64) int64 { return min(max(free/4, 16), 256) }
+
+// onlineCPUs is how many CPUs are online (/sys/devices/system/cpu/online), read at
+// most once a second; +Inf when it cannot be read (no quota is then taken for one
+// that cannot bind).
+func onlineCPUs() float64 {
+	now := time.Now().UnixNano()
+	if c := online.Load(); c != nil && now-c.at < int64(time.Second) {
+		return c.n
+	}
+	n := math.Inf(1)
+	if data, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if c, ok := parseCPUList(strings.TrimSpace(string(data))); ok {
+			n = float64(c)
+		}
+	}
+	online.Store(&onlineCount{n: n, at: now})
+	return n
+}
+
+type onlineCount struct {
+	n  float64
+	at int64 // when it was read (UnixNano)
+}
+
+var online atomic.Pointer[onlineCount]
+
+// parseCPUList counts the CPUs of a kernel CPU list ("0-3,8,10-11").
+func parseCPUList(s string) (int, bool) {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || b < a {
+			return 0, false
+		}
+		n += b - a + 1
+	}
+	return n, n > 0
+}
 
 // hostMounts are this process's cgroup mounts, read once.
 var hostMounts = sync.OnceValue(hostCgroupMounts)

@@ -401,3 +401,88 @@ func TestLimitsImpliedCPUQuotaNotWritten(t *testing.T) {
 		})
 	}
 }
+
+// A CPU quota of at least the CPUs online cannot bind, so none is written and, with no
+// other quota, the command gets no cpu cgroup at all (its CPU time is still accounted,
+// in cpuacct); a tighter one is written as before. In cgroup v1 and v2.
+func TestLimitsCPUQuotaThatCannotBindNotWritten(t *testing.T) {
+	fakeKernel(t)
+	for _, v2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "v1", true: "v2"}[v2], func(t *testing.T) {
+			mounts, extra := []string{"cpu", "cpuacct"}, map[string]string(nil)
+			if v2 {
+				mounts, extra = []string{"unified"}, map[string]string{"unified/cgroup.subtree_control": "cpu"}
+			}
+			root := fakeHost(t, mounts, extra)
+			b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
+			t.Cleanup(b.close)
+			b.cpus = func() float64 { return 2 }
+			inst := func(h string) string { return filepath.Join(root, h, b.name) }
+
+			bc, err := b.place("s1", proc.ResourceLimits{CPUs: 2, SessionCPUs: 4}, v2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v2 {
+				if bc != nil {
+					defer bc.closeFiles()
+				}
+				for _, f := range []string{"/s-s1/cpu.max", "/s-s1/c1/cpu.max"} {
+					if data, err := os.ReadFile(inst("unified") + f); err == nil && strings.TrimSpace(string(data)) != "max 100000" {
+						t.Errorf("%s = %q for quotas of 2 and 4 CPUs on a host of 2", f, data)
+					}
+				}
+			} else {
+				if bc == nil {
+					t.Fatal("no cgroups: the command's CPU time is not accounted")
+				}
+				defer bc.closeFiles()
+				if _, err := os.Stat(inst("cpu")); err == nil {
+					t.Errorf("a cpu cgroup was made for quotas of 2 and 4 CPUs on a host of 2")
+				}
+				if _, err := os.Stat(inst("cpuacct") + "/s-s1/c1"); err != nil {
+					t.Errorf("the command is not in cpuacct: %v", err)
+				}
+			}
+
+			bc2, err := b.place("s2", proc.ResourceLimits{CPUs: 1.5, SessionCPUs: 2}, v2)
+			if err != nil || bc2 == nil {
+				t.Fatalf("place: %v, %v", bc2, err)
+			}
+			defer bc2.closeFiles()
+			if v2 {
+				expectFiles(t, inst("unified"), map[string]string{"s-s2/cpu.max": "max 100000", "s-s2/c2/cpu.max": "150000 100000"})
+			} else {
+				expectFiles(t, inst("cpu"), map[string]string{"s-s2/cpu.cfs_quota_us": "-1", "s-s2/c2/cpu.cfs_quota_us": "150000"})
+			}
+		})
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string]int{"0": 1, "0-1": 2, "0-3,8,10-11": 7, "": 0, "x": 0, "3-1": 0, "0-": 0} {
+		if n, ok := parseCPUList(in); n != want || ok != (want > 0) {
+			t.Errorf("parseCPUList(%q) = %d, %v; want %d", in, n, ok, want)
+		}
+	}
+}
+
+func TestParseKeyed(t *testing.T) {
+	oom := "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
+	for _, c := range []struct {
+		text, key string
+		n         int64
+		ok        bool
+	}{
+		{oom, "oom_kill", 3, true},
+		{oom, "under_oom", 0, true},
+		{"max 7", "max", 7, true}, // no final newline
+		{oom, "oom", 0, false},
+		{"", "max", 0, false},
+		{"max x\n", "max", 0, false},
+	} {
+		if n, ok := parseKeyed([]byte(c.text), true, c.key); n != c.n || ok != c.ok {
+			t.Errorf("parseKeyed(%q, %q) = %d, %v; want %d, %v", c.text, c.key, n, ok, c.n, c.ok)
+		}
+	}
+}

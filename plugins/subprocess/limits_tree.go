@@ -30,9 +30,12 @@ const maxLeftover = 1 << 20
 
 // spareKind is what a command cgroup is made for.
 type spareKind struct {
-	session string // proc.OwnerDirName of its owner
-	limits  proc.ResourceLimits
-	v2cg    bool // the Supervisor gives the command a cgroup v2 directory of its own
+	session string              // proc.OwnerDirName of its owner
+	limits  proc.ResourceLimits // those that can bind (bindingCPUs)
+	// accounted says the command has limits (some may not bind): its usage is
+	// accounted.
+	accounted bool
+	v2cg      bool // the Supervisor gives the command a cgroup v2 directory of its own
 }
 
 // sessionCgroups are one session's cgroups, a directory in each hierarchy used.
@@ -83,9 +86,9 @@ type baseline struct {
 
 // controllersOf are the controllers a command under r is placed in: those of its
 // limits, those every command is placed in, and, for accounting a command with
-// limits, memory (its peak) and, without cgroup v2, cpuacct (its CPU time) where the
-// host has them.
-func (b *budgets) controllersOf(r proc.ResourceLimits, v2cg bool) (need, optional []string) {
+// limits (accounted), memory (its peak) and, without cgroup v2, cpuacct (its CPU
+// time) where the host has them.
+func (b *budgets) controllersOf(r proc.ResourceLimits, accounted, v2cg bool) (need, optional []string) {
 	b.mu.Lock()
 	need = append(need, b.always...)
 	b.mu.Unlock()
@@ -94,7 +97,7 @@ func (b *budgets) controllersOf(r proc.ResourceLimits, v2cg bool) (need, optiona
 			need = append(need, k.ctl)
 		}
 	}
-	if r.IsZero() {
+	if !accounted {
 		return need, nil
 	}
 	if !slices.Contains(need, ctlMemory) {
@@ -110,7 +113,7 @@ func (b *budgets) controllersOf(r proc.ResourceLimits, v2cg bool) (need, optiona
 // — and has the next one made. nil when it needs none. v2cg says whether the
 // Supervisor gives the command a cgroup v2 directory of its own (for its CPU time).
 func (b *budgets) place(owner string, r proc.ResourceLimits, v2cg bool) (*budgetCgroups, error) {
-	kind := spareKind{session: proc.OwnerDirName(owner), limits: r, v2cg: v2cg}
+	kind := spareKind{session: proc.OwnerDirName(owner), limits: bindingCPUs(r, b.cpus()), accounted: !r.IsZero(), v2cg: v2cg}
 	bc, err := b.takeSpare(kind)
 	if bc == nil && err == nil {
 		bc, err = b.make(kind)
@@ -121,6 +124,24 @@ func (b *budgets) place(owner string, r proc.ResourceLimits, v2cg bool) (*budget
 	bc.readBaseline()
 	return bc, nil
 }
+
+// bindingCPUs is r without the CPU quotas that cannot bind: a tree never runs on more
+// CPUs than are online (cpus), so a quota of that many or more never throttles it, and
+// CFS bandwidth control costs every scheduling of its threads, at each level that has
+// a quota (without a quota at any level, the tree gets no cpu cgroup at all). A CPU
+// brought online while a command runs is not accounted for.
+func bindingCPUs(r proc.ResourceLimits, cpus float64) proc.ResourceLimits {
+	if r.CPUs >= cpus {
+		r.CPUs = 0
+	}
+	if r.SessionCPUs >= cpus {
+		r.SessionCPUs = 0
+	}
+	return r
+}
+
+// fakeCPUs is how many CPUs budgets on fake mounts (tests) count as online.
+const fakeCPUs = 1024
 
 // takeSpare takes an emptied command cgroup of kind, its session's limits brought up
 // to date.
@@ -145,7 +166,7 @@ func (b *budgets) takeSpare(kind spareKind) (*budgetCgroups, error) {
 // make makes a command cgroup of kind: its hierarchies readied, its session's
 // directories made (with the session's limits), then its own.
 func (b *budgets) make(kind spareKind) (*budgetCgroups, error) {
-	need, optional := b.controllersOf(kind.limits, kind.v2cg)
+	need, optional := b.controllersOf(kind.limits, kind.accounted, kind.v2cg)
 	if len(need)+len(optional) == 0 {
 		return nil, nil
 	}
