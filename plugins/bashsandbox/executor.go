@@ -114,6 +114,10 @@ func (s *confiner) prepare(_ context.Context, spec shell.ExecSpec, cmd *bashexec
 // is released: the session's boxes were retired with the activation, and one opened
 // for the session now would outlive every command it will ever run.
 func (s *confiner) boxFor(sess *sessionState, c confinement, owner string, escalated bool) (*box, error) {
+	if sess.limitsPrepared.CompareAndSwap(false, true) {
+		// The session's first command's cgroups are made while its box starts.
+		s.sup.PrepareLimits(owner, s.resources)
+	}
 	if (escalated && c.box.namespaces) || s.ended.Load() {
 		return sess.ownBox(s.sup, c.box, owner, s.resources.Session(), c.protect, c.maskFiles)
 	}

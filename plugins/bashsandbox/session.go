@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsh-dev/dsh/plugins/subprocess"
@@ -47,6 +48,8 @@ type sessionState struct {
 	cleaned chan struct{} // closed once the ended session is cleaned up
 
 	opening sync.Mutex // one box opened at a time
+	// limitsPrepared: its first command's cgroups were asked for (prepareLimits).
+	limitsPrepared atomic.Bool
 }
 
 // sessionFor returns the state of session id under owner, creating it.

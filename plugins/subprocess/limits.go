@@ -18,6 +18,30 @@ import (
 	"github.com/dsh-dev/dsh/proc"
 )
 
+// PrepareLimits makes, in the background, the cgroups a command of owner under r will
+// start in, unless some are ready: a session's first command otherwise makes them on
+// its way (the instance's directories the first time, its session's, its own: a few
+// hundred microseconds). A caller about to wait for something else (a sandbox's box)
+// calls it first. A failure is left to the spawn, which meets it.
+func (s *Supervisor) PrepareLimits(owner string, r proc.ResourceLimits) {
+	if r.IsZero() {
+		return
+	}
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return
+	}
+	s.mu.Lock()
+	v2 := s.cgRoot != nil
+	s.mu.Unlock()
+	s.preparing.Add(1)
+	go func() {
+		defer s.preparing.Done()
+		s.budgets.prepare(owner, r, v2)
+	}()
+}
+
 // budgets hold the cgroups of resource limits (Spec.Resources). Each controller is
 // enforced in one hierarchy: cgroup v2 where the harness's cgroup delegates it, else
 // the controller's cgroup v1 hierarchy. In each hierarchy used, the harness has an

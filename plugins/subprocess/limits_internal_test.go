@@ -486,3 +486,38 @@ func TestParseKeyed(t *testing.T) {
 		}
 	}
 }
+
+// PrepareLimits's make: a session's first command is placed in the cgroups made ahead
+// (no directory is made on its way), and one ready already is not made again.
+func TestLimitsPreparedCgroupsServeTheFirstCommand(t *testing.T) {
+	fakeKernel(t)
+	root := fakeHost(t, []string{"memory", "pids"}, nil)
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
+	t.Cleanup(b.close)
+	r := proc.ResourceLimits{Memory: 64 << 20, Processes: 50, SessionProcesses: 200}
+	b.prepare("s1", r, false)
+	b.prepare("s1", r, false) // one is ready: nothing more is made
+	sess := filepath.Join(root, "pids", b.name, proc.OwnerDirName("s1"))
+	if _, err := os.Stat(sess + "/c1"); err != nil {
+		t.Fatalf("the prepared command cgroup: %v", err)
+	}
+	if _, err := os.Stat(sess + "/c2"); err == nil {
+		t.Fatal("a second cgroup was made while one was ready")
+	}
+	bc, err := b.place("s1", r, false)
+	if err != nil || bc == nil {
+		t.Fatalf("place: %v, %v", bc, err)
+	}
+	defer bc.closeFiles()
+	if d, ok := bc.dir(ctlPids); !ok || d.dir.path != sess+"/c1" {
+		t.Errorf("the first command is in %v, not the prepared c1", d.dir.path)
+	}
+	if _, err := os.Stat(sess + "/c2"); err == nil {
+		t.Error("the first command's place made a cgroup")
+	}
+	b.close()
+	b.prepare("s2", r, false) // after the close: nothing
+	if _, err := os.Stat(filepath.Join(root, "pids", b.name, proc.OwnerDirName("s2"))); err == nil {
+		t.Error("cgroups made after the close")
+	}
+}

@@ -38,11 +38,12 @@ type spareKind struct {
 	v2cg      bool // the Supervisor gives the command a cgroup v2 directory of its own
 }
 
-// sessionCgroups are one session's cgroups, a directory in each hierarchy used.
+// sessionCgroups are one session's cgroups, a directory in each hierarchy used. Its
+// fields are the budgets' lock's, but for name (fixed).
 type sessionCgroups struct {
 	name    string
-	dirs    map[*hierarchy]string
-	v2root  *cgroupRoot // where its commands' cgroup v2 directories are made
+	dirs    map[*hierarchy]string // the directories made (dir names them)
+	v2root  *cgroupRoot           // where its commands' cgroup v2 directories are made
 	applied proc.ResourceLimits
 	live    int // command cgroups (spares included) not removed yet
 	ended   bool
@@ -113,7 +114,7 @@ func (b *budgets) controllersOf(r proc.ResourceLimits, accounted, v2cg bool) (ne
 // — and has the next one made. nil when it needs none. v2cg says whether the
 // Supervisor gives the command a cgroup v2 directory of its own (for its CPU time).
 func (b *budgets) place(owner string, r proc.ResourceLimits, v2cg bool) (*budgetCgroups, error) {
-	kind := spareKind{session: proc.OwnerDirName(owner), limits: bindingCPUs(r, b.cpus()), accounted: !r.IsZero(), v2cg: v2cg}
+	kind := b.kindOf(owner, r, v2cg)
 	bc, err := b.takeSpare(kind)
 	if bc == nil && err == nil {
 		bc, err = b.make(kind)
@@ -123,6 +124,36 @@ func (b *budgets) place(owner string, r proc.ResourceLimits, v2cg bool) (*budget
 	}
 	bc.readBaseline()
 	return bc, nil
+}
+
+// kindOf is the kind of cgroups a command of owner under r is placed in.
+func (b *budgets) kindOf(owner string, r proc.ResourceLimits, v2cg bool) spareKind {
+	return spareKind{session: proc.OwnerDirName(owner), limits: bindingCPUs(r, b.cpus()), accounted: !r.IsZero(), v2cg: v2cg}
+}
+
+// prepare makes a spare command cgroup of owner under r when none is ready
+// (Supervisor.PrepareLimits).
+func (b *budgets) prepare(owner string, r proc.ResourceLimits, v2cg bool) {
+	kind := b.kindOf(owner, r, v2cg)
+	b.mu.Lock()
+	ready := b.closed || len(b.spares[kind]) > 0
+	b.mu.Unlock()
+	if ready {
+		return
+	}
+	bc, err := b.make(kind)
+	if bc == nil || err != nil {
+		return
+	}
+	b.mu.Lock()
+	keep := !b.closed && !bc.sess.ended && len(b.spares[kind]) < maxSpares
+	if keep {
+		b.spares[kind] = append(b.spares[kind], bc)
+	}
+	b.mu.Unlock()
+	if !keep {
+		bc.discard()
+	}
 }
 
 // bindingCPUs is r without the CPU quotas that cannot bind: a tree never runs on more
@@ -215,6 +246,11 @@ func (b *budgets) hierarchiesLocked(need, optional []string) ([]*hierarchy, map[
 	return hs, ctlsIn, nil
 }
 
+// dir is the session's directory in h. It is read without the budgets' lock (by a
+// command's start and settle, while another start of the session may add a
+// hierarchy to dirs), so it is derived, not looked up.
+func (s *sessionCgroups) dir(h *hierarchy) string { return filepath.Join(h.inst, s.name) }
+
 // sessionLocked returns owner's session cgroups, with a directory in each of hs and
 // the session limits of r written where they changed.
 func (b *budgets) sessionLocked(name string, hs []*hierarchy, r proc.ResourceLimits) (*sessionCgroups, error) {
@@ -228,7 +264,7 @@ func (b *budgets) sessionLocked(name string, hs []*hierarchy, r proc.ResourceLim
 		if _, ok := s.dirs[h]; ok {
 			continue
 		}
-		dir := filepath.Join(h.inst, name)
+		dir := s.dir(h)
 		if err := mkdirCgroup(dir); err != nil && err != unix.EEXIST {
 			return nil, &opError{op: "mkdir", path: dir, err: err}
 		}
@@ -285,7 +321,7 @@ func (bc *budgetCgroups) makeDirs(hs []*hierarchy, ctlsIn map[*hierarchy][]strin
 			}
 			bc.v2, d.dir = cg, cgDir{path: cg.path, v2: true}
 		} else {
-			d.dir = cgDir{path: bc.sess.dirs[h] + "/c" + strconv.FormatUint(id, 10)}
+			d.dir = cgDir{path: bc.sess.dir(h) + "/c" + strconv.FormatUint(id, 10)}
 			if err := mkdirCgroup(d.dir.path); err != nil {
 				return &opError{op: "mkdir", path: d.dir.path, err: err}
 			}
@@ -341,7 +377,7 @@ func (bc *budgetCgroups) dir(c string) (budgetDir, bool) {
 
 // sessionDir is the session's directory in h.
 func (bc *budgetCgroups) sessionDir(h *hierarchy) cgDir {
-	return cgDir{path: bc.sess.dirs[h], v2: h.v2}
+	return cgDir{path: bc.sess.dir(h), v2: h.v2}
 }
 
 // readBaseline reads the counters the command does not own, as they are at its start:

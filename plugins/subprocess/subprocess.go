@@ -78,6 +78,7 @@ type Supervisor struct {
 
 	sweeping  sync.Mutex     // one sweep (or Close's teardown) at a time
 	sweepers  sync.WaitGroup // scheduled sweep callbacks
+	preparing sync.WaitGroup // PrepareLimits's makes
 	closeOnce sync.Once
 	onClose   []func()             // under mu; run at the end of Close
 	ownerEnds []func(owner string) // under mu; run by EndOwner (owner.go)
@@ -297,6 +298,7 @@ func (s *Supervisor) endReleased(trees []lingerTree, limit time.Duration) {
 // has settled, and no spawn can start any more.
 func (s *Supervisor) releaseResources() {
 	s.sweepers.Wait()
+	s.preparing.Wait()
 	s.mu.Lock()
 	home := s.cgHome
 	s.mu.Unlock()
