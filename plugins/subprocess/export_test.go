@@ -1,5 +1,7 @@
 package subprocess
 
+import "testing"
+
 // Introspection for the black-box tests.
 
 // UsesCgroups reports whether new trees get a cgroup of their own.
@@ -53,4 +55,12 @@ func (p *Process) LimitCgroups() map[string]string {
 		}
 	}
 	return out
+}
+
+// HoldExitReports holds every waiter's report of its leader's exit until release is
+// closed (until the test ends at the latest).
+func HoldExitReports(t testing.TB, release <-chan struct{}) {
+	hook := func() { <-release }
+	beforeExitReport.Store(&hook)
+	t.Cleanup(func() { beforeExitReport.Store(nil) })
 }

@@ -431,3 +431,28 @@ func TestStaleCgroupsAreRemoved(t *testing.T) {
 		t.Errorf("stale cgroup %s kept: %v", stale, err)
 	}
 }
+
+// A Kill that comes after the leader exited but before its waiter told the teardown
+// (held here) still ends only the rest of the tree: the status is the leader's own.
+func TestKillBeforeTheExitIsReportedKeepsLeaderStatus(t *testing.T) {
+	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
+		release := make(chan struct{})
+		subprocess.HoldExitReports(t, release)
+		spec := bashSpec(`(trap "" TERM; echo $BASHPID; exec sleep 300) & exit 7`)
+		spec.GraceMs = 1500
+		p := spawn(t, sup, spec)
+		waitOutput(t, p, "\n")
+		child, _ := strconv.Atoi(strings.TrimSpace(p.Stdout().Output().Text))
+		t.Cleanup(func() { proctest.KillPids(child) })
+		proctest.WaitFor(t, 5*time.Second, "the leader to exit", func() bool { return proctest.Gone(p.Pid()) })
+		if !p.Kill() {
+			t.Error("Kill() = false while the output was still draining")
+		}
+		close(release)
+		ex := proctest.AwaitExit(t, p, 10*time.Second)
+		if proctest.Code(ex) != 7 || ex.Signal != "" || ex.Reason != proc.ReasonNone || p.State() != proc.Completed {
+			t.Errorf("exit = %+v state %v; want the leader's own exit 7", ex, p.State())
+		}
+		proctest.WaitFor(t, 5*time.Second, "the orphan to die", func() bool { return proctest.Gone(child) })
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,7 +102,10 @@ func (p *Process) State() proc.State { return p.tear.State() }
 // It returns false once the process has settled; calling it again is harmless. If the
 // leader already exited by itself, Kill still ends what is left of its tree but the
 // exit status stays the leader's own.
-func (p *Process) Kill() bool { return p.tear.Kill(proc.ReasonKill, ErrKilled, true) }
+func (p *Process) Kill() bool {
+	p.noticeExit()
+	return p.tear.Kill(proc.ReasonKill, ErrKilled, true)
+}
 
 // tree is the Process as its teardown reaches it (a proc.Tree): by signals to its
 // cgroup and process group, and by read deadlines on its output pipes.
@@ -344,9 +348,17 @@ func (p *Process) writeStdin() {
 	_ = p.wIn.Close()
 }
 
+// beforeExitReport, when set (by tests), runs in a waiter between its leader's exit
+// and its report to the teardown.
+var beforeExitReport atomic.Pointer[func()]
+
 // wait settles the process once its leader exited. It runs in its own goroutine.
 func (p *Process) wait() {
-	p.tear.Exited(p.awaitExit())
+	ex := p.awaitExit()
+	if hook := beforeExitReport.Load(); hook != nil {
+		(*hook)()
+	}
+	p.tear.Exited(ex)
 	if p.endWithLeader {
 		p.endLeftovers()
 	}

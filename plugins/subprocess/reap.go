@@ -98,6 +98,22 @@ func (p *Process) awaitExit() proc.Exit {
 	}
 }
 
+// noticeExit tells the teardown of a leader that exited already, before its waiter
+// does, so that a Kill that comes after the exit ends only the rest of the tree and
+// the status stays the leader's own (the waiter's report then changes nothing). It
+// looks without reaping; a leader is reaped only once its tree settled, when the
+// teardown takes no exit any more, so a pid reused since cannot mislead it. A leader
+// a Starter started reports its exit through the Starter alone.
+func (p *Process) noticeExit() {
+	if p.started != nil || p.pid <= 0 {
+		return
+	}
+	var info siginfo
+	if waitid(pPID, uintptr(p.pid), &info, syscall.WEXITED|syscall.WNOHANG|unix.WNOWAIT) == 0 && info.pid != 0 {
+		p.tear.Exited(info.exit())
+	}
+}
+
 // awaitPidfd waits through the pidfd (which it closes). It reports false only if the
 // pidfd cannot be polled.
 func (p *Process) awaitPidfd() (proc.Exit, bool) {
