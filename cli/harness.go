@@ -31,7 +31,7 @@ import (
 	"github.com/dsh-dev/dsh/tracing"
 )
 
-// Plugins is the catalog dsh ships: one fx.Module per plugin package.
+// Plugins is the catalog dsh ships: each plugin package's Module (container.ModuleOf).
 var Plugins = fx.Options(
 	approval.Module,
 	bashlocal.Module,

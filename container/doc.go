@@ -12,9 +12,9 @@
 //
 //   - plugin: a declaration in the catalog: name, aliases, the services it injects and
 //     provides, a typed config, Apply (Plugin; written as a Declaration[C]).
-//     catalog: the plugins compiled into a binary (Catalog). module: an fx.Module, and
-//     nothing else (ModuleOf, Module); the profile error "module not found" names a
-//     plugin the binary lacks.
+//     catalog: the plugins compiled into a binary (Catalog). module: the fx option a
+//     plugin package exports to put its plugin in the catalog (ModuleOf), and nothing
+//     else; the profile error "module not found" names a plugin the binary lacks.
 //   - row: one entry of a profile's plugins list: id, name, config, disabled (Row).
 //     profile: the YAML file and the bases it extends. composition: the running set of
 //     fibers built from a profile (Compose). reload: applying an edited profile to the

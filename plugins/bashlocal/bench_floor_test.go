@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroupFloor is the kernel's own cost of limits, the floor BenchmarkLimitsTrue/all is
-// read against: `bash -c true` started by os/exec from a thread that joins cgroup v1
+// cgroupFloor is the kernel's own cost of limits, the floor BenchmarkLimitsTrue/all and
+// all-binding are read against: `bash -c true` started by os/exec from a thread that joins cgroup v1
 // directories made like dsh's for the limits (a session directory with the session's
 // limits, a command directory below it with the command's, in each hierarchy the
 // limits use) for the fork, alternated with the same exec outside them. Nil where those hierarchies

@@ -154,8 +154,8 @@ func pidsReserve(free int64) int64 { return min(max(free/4, 16), 256) }
 // most once a second; +Inf when it cannot be read (no quota is then taken for one
 // that cannot bind).
 func onlineCPUs() float64 {
-	now := time.Now().UnixNano()
-	if c := online.Load(); c != nil && now-c.at < int64(time.Second) {
+	now := time.Now()
+	if c := online.Load(); c != nil && now.Sub(c.at) < time.Second { // monotonic
 		return c.n
 	}
 	n := math.Inf(1)
@@ -170,7 +170,7 @@ func onlineCPUs() float64 {
 
 type onlineCount struct {
 	n  float64
-	at int64 // when it was read (UnixNano)
+	at time.Time // when it was read
 }
 
 var online atomic.Pointer[onlineCount]

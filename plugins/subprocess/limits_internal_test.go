@@ -521,3 +521,63 @@ func TestLimitsPreparedCgroupsServeTheFirstCommand(t *testing.T) {
 		t.Error("cgroups made after the close")
 	}
 }
+
+// A session that ends while its cgroups are being prepared keeps none — it ended as
+// they were made, or before (its directories are then made afresh): the spare made is
+// discarded, and nothing holds the session's directories.
+func TestLimitsPreparedForASessionThatEndedAreDiscarded(t *testing.T) {
+	fakeKernel(t)
+	r := proc.ResourceLimits{Processes: 50, SessionProcesses: 200}
+	for _, during := range []bool{true, false} {
+		root := fakeHost(t, []string{"pids"}, nil)
+		b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
+		t.Cleanup(b.close)
+		sess := filepath.Join(root, "pids", b.name, proc.OwnerDirName("s1"))
+		kernel := cgroupMkdirHook
+		cgroupMkdirHook = func(dir string) {
+			kernel(dir)
+			if during && dir == sess+"/c1" {
+				b.endSession("s1") // the session ends while its command cgroup is made
+			}
+		}
+		kind := b.kindOf("s1", r, false)
+		if !b.startPrepare(kind) {
+			t.Fatal("no prepare started")
+		}
+		if !during {
+			b.endSession("s1") // it ends before anything is made
+		}
+		bc, err := b.make(kind)
+		b.endPrepare(kind, bc, err)
+		cgroupMkdirHook = kernel
+		b.mu.Lock()
+		spares, pending := len(b.spares), len(b.preparing)+len(b.endedPreparing)
+		left := b.sessions[proc.OwnerDirName("s1")]
+		b.mu.Unlock()
+		if spares != 0 || pending != 0 {
+			t.Errorf("ended during the make %v: %d kinds of spares, %d prepares remembered", during, spares, pending)
+		}
+		// (The fake kernel's directories hold files, which rmdir refuses: what is
+		// checked is that nothing holds the session any more.)
+		if left != nil && left.live != 0 {
+			t.Errorf("ended during the make %v: the session still holds %d command cgroups", during, left.live)
+		}
+	}
+}
+
+// A CPU quota that cannot bind, where nothing else would give the command a cgroup
+// (cgroup v2 delegating cpu, no memory controller anywhere), is written all the same:
+// the command's usage is accounted in its cgroup.
+func TestLimitsCPUQuotaThatCannotBindStillAccounts(t *testing.T) {
+	fakeKernel(t)
+	root := fakeHost(t, []string{"unified"}, map[string]string{"unified/cgroup.subtree_control": "cpu", "unified/cgroup.controllers": "cpu"})
+	b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
+	t.Cleanup(b.close)
+	b.cpus = func() float64 { return 2 }
+	bc, err := b.place("s1", proc.ResourceLimits{CPUs: 2}, true)
+	if err != nil || bc == nil || bc.v2 == nil {
+		t.Fatalf("place: %v, %v: the command has no cgroup to account its usage in", bc, err)
+	}
+	defer bc.closeFiles()
+	expectFiles(t, filepath.Join(root, "unified", b.name), map[string]string{"s-s1/c1/cpu.max": "200000 100000"})
+}

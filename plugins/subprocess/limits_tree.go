@@ -110,20 +110,32 @@ func (b *budgets) controllersOf(r proc.ResourceLimits, accounted, v2cg bool) (ne
 	return need, optional
 }
 
-// place returns the cgroups of a new command of owner under r — a spare, or made now
-// — and has the next one made. nil when it needs none. v2cg says whether the
-// Supervisor gives the command a cgroup v2 directory of its own (for its CPU time).
+// place returns the cgroups of a new command of owner under r: a spare, or made now.
+// nil when it needs none. v2cg says whether the Supervisor gives the command a cgroup
+// v2 directory of its own (for its CPU time).
 func (b *budgets) place(owner string, r proc.ResourceLimits, v2cg bool) (*budgetCgroups, error) {
 	kind := b.kindOf(owner, r, v2cg)
-	bc, err := b.takeSpare(kind)
-	if bc == nil && err == nil {
-		bc, err = b.make(kind)
+	bc, err := b.spareOrNew(kind)
+	if bc == nil && err == nil && kind.limits != r {
+		// A CPU quota that cannot bind was all that would have given the command a
+		// cgroup: it gets the quota, so that its usage is accounted there.
+		kind.limits = r
+		bc, err = b.spareOrNew(kind)
 	}
 	if bc == nil || err != nil {
 		return nil, err
 	}
 	bc.readBaseline()
 	return bc, nil
+}
+
+// spareOrNew is a spare of kind, or one made now.
+func (b *budgets) spareOrNew(kind spareKind) (*budgetCgroups, error) {
+	bc, err := b.takeSpare(kind)
+	if bc == nil && err == nil {
+		bc, err = b.make(kind)
+	}
+	return bc, err
 }
 
 // kindOf is the kind of cgroups a command of owner under r is placed in.
@@ -135,32 +147,48 @@ func (b *budgets) kindOf(owner string, r proc.ResourceLimits, v2cg bool) spareKi
 // (Supervisor.PrepareLimits).
 func (b *budgets) prepare(owner string, r proc.ResourceLimits, v2cg bool) {
 	kind := b.kindOf(owner, r, v2cg)
-	b.mu.Lock()
-	ready := b.closed || len(b.spares[kind]) > 0
-	b.mu.Unlock()
-	if ready {
+	if !b.startPrepare(kind) {
 		return
 	}
 	bc, err := b.make(kind)
-	if bc == nil || err != nil {
-		return
-	}
+	b.endPrepare(kind, bc, err)
+}
+
+// startPrepare counts a prepare of kind under way, unless a spare is ready.
+func (b *budgets) startPrepare(kind spareKind) bool {
 	b.mu.Lock()
-	keep := !b.closed && !bc.sess.ended && len(b.spares[kind]) < maxSpares
+	defer b.mu.Unlock()
+	if b.closed || len(b.spares[kind]) > 0 {
+		return false
+	}
+	b.preparing[kind.session]++
+	return true
+}
+
+// endPrepare keeps what a prepare of kind made as a spare, unless its session ended
+// since the prepare started, or enough are kept already.
+func (b *budgets) endPrepare(kind spareKind, bc *budgetCgroups, err error) {
+	b.mu.Lock()
+	ended := b.endedPreparing[kind.session]
+	if b.preparing[kind.session]--; b.preparing[kind.session] == 0 {
+		delete(b.preparing, kind.session)
+		delete(b.endedPreparing, kind.session)
+	}
+	keep := bc != nil && err == nil && !ended && !b.closed && !bc.sess.ended && len(b.spares[kind]) < maxSpares
 	if keep {
 		b.spares[kind] = append(b.spares[kind], bc)
 	}
 	b.mu.Unlock()
 	if !keep {
-		bc.discard()
+		bc.discard() // nil-safe
 	}
 }
 
 // bindingCPUs is r without the CPU quotas that cannot bind: a tree never runs on more
 // CPUs than are online (cpus), so a quota of that many or more never throttles it, and
 // CFS bandwidth control costs every scheduling of its threads, at each level that has
-// a quota (without a quota at any level, the tree gets no cpu cgroup at all). A CPU
-// brought online while a command runs is not accounted for.
+// a quota (without a quota at any level, the tree needs no cpu cgroup). A CPU brought
+// online while a command runs is not accounted for.
 func bindingCPUs(r proc.ResourceLimits, cpus float64) proc.ResourceLimits {
 	if r.CPUs >= cpus {
 		r.CPUs = 0
@@ -649,6 +677,9 @@ func (b *budgets) endSession(owner string) {
 	if s != nil {
 		s.ended = true
 		b.removeSessionLocked(s)
+	}
+	if b.preparing[name] > 0 {
+		b.endedPreparing[name] = true // what they make is discarded
 	}
 	b.mu.Unlock()
 	for _, bc := range spares {
