@@ -1,37 +1,19 @@
 package toolbash
 
 import (
-	"bytes"
-	"encoding/json"
-	"flag"
-	"os"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/dsh-dev/dsh/internal/golden"
 	"github.com/dsh-dev/dsh/plugins/tools"
 	"github.com/dsh-dev/dsh/proc"
 )
 
-var update = flag.Bool("update", false, "rewrite output_schema.json from the Go types")
-
 // TestOutputSchemaFile: the embedded outputSchema is the one derived from the Go types
 // (with -update, the file is rewritten).
 func TestOutputSchemaFile(t *testing.T) {
-	want, err := json.MarshalIndent(derivedOutputSchema(), "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = append(want, '\n')
-	if *update {
-		if err := os.WriteFile("output_schema.json", want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if !bytes.Equal(outputSchemaJSON, want) {
-		t.Fatalf("output_schema.json is not the schema of the Go types: run go test ./plugins/toolbash -run TestOutputSchemaFile -update\nwant:\n%s", want)
-	}
+	golden.JSON(t, "output_schema.json", outputSchemaJSON, derivedOutputSchema())
 }
 
 // derivedOutputSchema is the outputSchema of the Go types of the result.
