@@ -206,7 +206,7 @@ func TestSpoolRecreationKeepsNoDescriptor(t *testing.T) {
 		}
 		return true
 	}
-	proctest.Until(5*time.Second, swept)
+	proctest.WaitFor(t, 5*time.Second, "the sweep of dead instances' directories", swept)
 	before := proctest.FDs(t)
 	for range 20 {
 		if err := os.RemoveAll(sp.Dir()); err != nil {

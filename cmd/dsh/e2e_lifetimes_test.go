@@ -363,8 +363,6 @@ func unpooledFDs(dsh int) []string {
 	return slices.DeleteFunc(heldFDs(dsh), func(fd string) bool { return strings.HasPrefix(fd, "/sys/fs/cgroup/") })
 }
 
-// boxFDs counts dsh's descriptors that a box holds open there: sockets (its control
-// connection) and pidfds.
 // fdTargets lists what dsh's socket and pidfd descriptors are.
 func fdTargets(dsh int) string {
 	dir := "/proc/" + strconv.Itoa(dsh) + "/fd"
@@ -379,6 +377,8 @@ func fdTargets(dsh int) string {
 	return strings.Join(out, " ")
 }
 
+// boxFDs counts dsh's descriptors that a box holds open there: sockets (its control
+// connection) and pidfds.
 func boxFDs(dsh int) int {
 	dir := "/proc/" + strconv.Itoa(dsh) + "/fd"
 	entries, _ := os.ReadDir(dir)

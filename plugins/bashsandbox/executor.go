@@ -128,6 +128,15 @@ func (s *confiner) boxFor(sess *sessionState, c confinement, owner string, escal
 	return b, err
 }
 
+// end is the end of the executor's activation: the calls it still serves get boxes of
+// their own (boxFor), and the session boxes it opened are retired, as is a box started
+// ahead that no session took.
+func (s *confiner) end() {
+	s.ended.Store(true)
+	dropAhead(s.sup)
+	retireOwner(s.sup)
+}
+
 // policy is the call's sandbox policy, with a mode this executor knows.
 func (s *confiner) policy(spec shell.ExecSpec) (shell.SandboxPolicy, error) {
 	var policy shell.SandboxPolicy

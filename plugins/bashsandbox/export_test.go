@@ -236,9 +236,5 @@ func NewEnding(sup *subprocess.Supervisor, cfg *Config, log *slog.Logger) (shell
 	if err != nil {
 		return nil, nil, err
 	}
-	return ex, func() {
-		sb.ended.Store(true)
-		dropAhead(sup)
-		retireOwner(sup)
-	}, nil
+	return ex, sb.end, nil
 }

@@ -165,11 +165,7 @@ func apply(a *container.Activation, cfg *Config) error {
 	// The sessions end with the Supervisor's (sessionFor); their boxes are not handed
 	// to calls after this activation, which retires them (and a box started ahead that
 	// no session took).
-	a.Defer(func() {
-		sb.ended.Store(true)
-		dropAhead(sup)
-		retireOwner(sup)
-	})
+	a.Defer(sb.end)
 	if err := shell.PolicyService.Provide(a, resolver); err != nil {
 		return err
 	}

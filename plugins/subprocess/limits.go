@@ -78,11 +78,10 @@ type budgets struct {
 	// spares are emptied command cgroups kept for reuse (limits written, files open),
 	// by what they were made for.
 	spares map[spareKind][]*budgetCgroups
-	// preparing counts the prepares under way by session name, and endedPreparing
-	// names those of them whose session ended meanwhile (their spares are discarded).
-	preparing      map[string]int
-	endedPreparing map[string]bool
-	closed         bool
+	// ends counts the sessions ended: a prepare that saw one end while it ran keeps
+	// nothing (it may be its own session's).
+	ends   uint64
+	closed bool
 	// movable are the pids of the harness's own processes besides itself (its watchdog),
 	// which leaveOwnCgroup may move (nil: none); it may wait for the watchdog's start.
 	movable func() []int
@@ -114,7 +113,6 @@ func newBudgets(log *slog.Logger, mounts cgroupMounts, fake bool, v2inst string,
 		name:  fmt.Sprintf("dsh-%d-%s", os.Getpid(), hex.EncodeToString(suffix)),
 		byCtl: map[string]*hierarchy{}, why: map[string]string{}, sessions: map[string]*sessionCgroups{},
 		spares: map[spareKind][]*budgetCgroups{}, movable: movable, cpus: onlineCPUs,
-		preparing: map[string]int{}, endedPreparing: map[string]bool{},
 	}
 	if fake {
 		b.cpus = func() float64 { return fakeCPUs }

@@ -522,13 +522,14 @@ func TestLimitsPreparedCgroupsServeTheFirstCommand(t *testing.T) {
 	}
 }
 
-// A session that ends while its cgroups are being prepared keeps none — it ended as
-// they were made, or before (its directories are then made afresh): the spare made is
-// discarded, and nothing holds the session's directories.
+// A prepare during which a session ended keeps nothing: its own (ended as its command
+// cgroup was made), or any other (the ended one may have been its own, ended before
+// anything was made, which then made afresh), and nothing holds the session's
+// directories.
 func TestLimitsPreparedForASessionThatEndedAreDiscarded(t *testing.T) {
 	fakeKernel(t)
 	r := proc.ResourceLimits{Processes: 50, SessionProcesses: 200}
-	for _, during := range []bool{true, false} {
+	for _, ending := range []string{"s1", "s2"} {
 		root := fakeHost(t, []string{"pids"}, nil)
 		b := newBudgets(quiet(), fakeCgroupMounts(root), true, "", nil, nil)
 		t.Cleanup(b.close)
@@ -536,31 +537,23 @@ func TestLimitsPreparedForASessionThatEndedAreDiscarded(t *testing.T) {
 		kernel := cgroupMkdirHook
 		cgroupMkdirHook = func(dir string) {
 			kernel(dir)
-			if during && dir == sess+"/c1" {
-				b.endSession("s1") // the session ends while its command cgroup is made
+			if dir == sess+"/c1" {
+				b.endSession(ending) // a session ends while s1's command cgroup is made
 			}
 		}
-		kind := b.kindOf("s1", r, false)
-		if !b.startPrepare(kind) {
-			t.Fatal("no prepare started")
-		}
-		if !during {
-			b.endSession("s1") // it ends before anything is made
-		}
-		bc, err := b.make(kind)
-		b.endPrepare(kind, bc, err)
+		b.prepare("s1", r, false)
 		cgroupMkdirHook = kernel
 		b.mu.Lock()
-		spares, pending := len(b.spares), len(b.preparing)+len(b.endedPreparing)
+		spares := len(b.spares)
 		left := b.sessions[proc.OwnerDirName("s1")]
 		b.mu.Unlock()
-		if spares != 0 || pending != 0 {
-			t.Errorf("ended during the make %v: %d kinds of spares, %d prepares remembered", during, spares, pending)
+		if spares != 0 {
+			t.Errorf("%s ended during the prepare: %d kinds of spares kept", ending, spares)
 		}
 		// (The fake kernel's directories hold files, which rmdir refuses: what is
 		// checked is that nothing holds the session any more.)
 		if left != nil && left.live != 0 {
-			t.Errorf("ended during the make %v: the session still holds %d command cgroups", during, left.live)
+			t.Errorf("%s ended during the prepare: s1 still holds %d command cgroups", ending, left.live)
 		}
 	}
 }

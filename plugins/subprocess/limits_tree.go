@@ -144,43 +144,28 @@ func (b *budgets) kindOf(owner string, r proc.ResourceLimits, v2cg bool) spareKi
 }
 
 // prepare makes a spare command cgroup of owner under r when none is ready
-// (Supervisor.PrepareLimits).
+// (Supervisor.PrepareLimits): the cgroups place finds or makes, kept as a spare unless
+// a session ended meanwhile (it may be owner's) or enough are kept already.
 func (b *budgets) prepare(owner string, r proc.ResourceLimits, v2cg bool) {
 	kind := b.kindOf(owner, r, v2cg)
-	if !b.startPrepare(kind) {
+	b.mu.Lock()
+	ready, ends := b.closed || len(b.spares[kind]) > 0, b.ends
+	b.mu.Unlock()
+	if ready {
 		return
 	}
-	bc, err := b.make(kind)
-	b.endPrepare(kind, bc, err)
-}
-
-// startPrepare counts a prepare of kind under way, unless a spare is ready.
-func (b *budgets) startPrepare(kind spareKind) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || len(b.spares[kind]) > 0 {
-		return false
+	bc, err := b.place(owner, r, v2cg)
+	if bc == nil || err != nil {
+		return
 	}
-	b.preparing[kind.session]++
-	return true
-}
-
-// endPrepare keeps what a prepare of kind made as a spare, unless its session ended
-// since the prepare started, or enough are kept already.
-func (b *budgets) endPrepare(kind spareKind, bc *budgetCgroups, err error) {
 	b.mu.Lock()
-	ended := b.endedPreparing[kind.session]
-	if b.preparing[kind.session]--; b.preparing[kind.session] == 0 {
-		delete(b.preparing, kind.session)
-		delete(b.endedPreparing, kind.session)
-	}
-	keep := bc != nil && err == nil && !ended && !b.closed && !bc.sess.ended && len(b.spares[kind]) < maxSpares
+	keep := b.ends == ends && !b.closed && !bc.sess.ended && len(b.spares[bc.kind]) < maxSpares
 	if keep {
-		b.spares[kind] = append(b.spares[kind], bc)
+		b.spares[bc.kind] = append(b.spares[bc.kind], bc)
 	}
 	b.mu.Unlock()
 	if !keep {
-		bc.discard() // nil-safe
+		bc.discard()
 	}
 }
 
@@ -678,9 +663,7 @@ func (b *budgets) endSession(owner string) {
 		s.ended = true
 		b.removeSessionLocked(s)
 	}
-	if b.preparing[name] > 0 {
-		b.endedPreparing[name] = true // what they make is discarded
-	}
+	b.ends++ // a prepare under way keeps nothing
 	b.mu.Unlock()
 	for _, bc := range spares {
 		bc.discard()
