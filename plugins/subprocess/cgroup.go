@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,17 +208,32 @@ type cgroup struct {
 	// kept while the cgroup is; statOpen says it is.
 	stat     int
 	statOpen bool
+	// usedMs is the CPU time its earlier commands used, when known without a read
+	// (usedKnown): 0 for a new directory, or what a command's settle read once nothing
+	// was left in it. It spares a command with resource limits, whose usage is its CPU
+	// time less this, a read of cpu.stat at its start.
+	usedMs    int64
+	usedKnown bool
 	// killed is set once cgroup.kill was written. Such a cgroup is never reused: on
 	// Linux 6.18 (at least) every later clone3(CLONE_INTO_CGROUP) into it is SIGKILLed.
 	killed atomic.Bool
 }
 
-// get returns an empty cgroup for a new command: a recycled one, or a new directory.
-func (r *cgroupRoot) get(id uint64) (*cgroup, error) {
+// get returns an empty cgroup for a new command: a recycled one — for a command whose
+// CPU time is accounted (counted), preferably one whose usedMs is known, otherwise
+// preferably one whose is not — or a new directory.
+func (r *cgroupRoot) get(id uint64, counted bool) (*cgroup, error) {
 	r.mu.Lock()
 	if n := len(r.free); n > 0 {
-		cg := r.free[n-1]
-		r.free = r.free[:n-1]
+		i := n - 1
+		for j := n - 1; j >= 0; j-- {
+			if r.free[j].usedKnown == counted {
+				i = j
+				break
+			}
+		}
+		cg := r.free[i]
+		r.free = slices.Delete(r.free, i, i+1)
 		r.mu.Unlock()
 		return cg, nil
 	}
@@ -268,7 +284,7 @@ func (r *cgroupRoot) create(id uint64) (*cgroup, error) {
 		_ = unix.Rmdir(path)
 		return nil, &opError{op: "open", path: path + "/cgroup.events", err: err}
 	}
-	return &cgroup{path: path, fd: fd, events: events}, nil
+	return &cgroup{path: path, fd: fd, events: events, usedKnown: true}, nil
 }
 
 // closeFD closes the cgroup's descriptors; it is then found by path.
@@ -301,8 +317,10 @@ func (c *cgroup) cpuMs() (int64, bool) {
 	if !c.statOpen {
 		return cgDir{path: c.path, v2: true}.cpuMs()
 	}
-	d := cgDir{path: c.path, v2: true, open: map[string]int{"cpu.stat": c.stat}}
-	return d.cpuMs()
+	var buf [smallFile]byte
+	b, ok := preadSmall(c.stat, buf[:])
+	us, ok := parseKeyed(b, ok, "usage_usec")
+	return us / 1000, ok
 }
 
 // kill SIGKILLs every process in the cgroup and its descendants (cgroup.kill).

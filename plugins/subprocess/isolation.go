@@ -53,14 +53,16 @@ func (s *Supervisor) cgroupWorked() {
 	s.mu.Unlock()
 }
 
-func (s *Supervisor) newCgroup(id uint64) (*cgroup, *cgroupRoot) {
+// newCgroup is a cgroup v2 directory for command id (see cgroupRoot.get), or nil when
+// commands get none.
+func (s *Supervisor) newCgroup(id uint64, counted bool) (*cgroup, *cgroupRoot) {
 	s.mu.Lock()
 	root := s.cgRoot
 	s.mu.Unlock()
 	if root == nil {
 		return nil, nil
 	}
-	cg, err := root.get(id)
+	cg, err := root.get(id, counted)
 	if err != nil {
 		if cgroupFault(err) {
 			s.cgroupFailed("cannot make a cgroup", err)

@@ -323,7 +323,8 @@ var v2EnableFault func(dir string) error
 // process it starts. It refuses when own holds any other process. The leaf stays
 // until the harness is gone; a later start removes it (a dead instance's).
 func (b *budgets) leaveOwnCgroup(own string) error {
-	procs, ok := readSmall(own + "/cgroup.procs")
+	var buf [smallFile]byte
+	procs, ok := readSmall(own+"/cgroup.procs", buf[:])
 	if !ok {
 		return errors.New("cannot read " + own + "/cgroup.procs")
 	}
@@ -416,7 +417,8 @@ func (b *budgets) v1Hierarchy(c string) (*hierarchy, string) {
 // controllerList reads a cgroup v2 controller list ("memory pids", or "+memory" in a
 // fake tree).
 func controllerList(path string) []string {
-	b, ok := readSmall(path)
+	var buf [smallFile]byte
+	b, ok := readSmall(path, buf[:])
 	if !ok {
 		return nil
 	}

@@ -124,19 +124,25 @@ type memoryStats struct {
 }
 
 func (d cgDir) memoryStats() memoryStats {
-	s := memoryStats{peak: -1}
+	s := memoryStats{peak: -1, oomKills: d.oomKills()}
+	peak := "memory.max_usage_in_bytes"
 	if d.v2 {
-		s.oomKills, _ = d.keyed("memory.events", "oom_kill")
-		if n, ok := d.number("memory.peak"); ok {
-			s.peak = n
-		}
-		return s
+		peak = "memory.peak"
 	}
-	s.oomKills, _ = d.keyed("memory.oom_control", "oom_kill")
-	if n, ok := d.number("memory.max_usage_in_bytes"); ok {
+	if n, ok := d.number(peak); ok {
 		s.peak = n
 	}
 	return s
+}
+
+// oomKills counts the processes of the cgroup the OOM killer killed.
+func (d cgDir) oomKills() int64 {
+	if d.v2 {
+		n, _ := d.keyed("memory.events", "oom_kill")
+		return n
+	}
+	n, _ := d.keyed("memory.oom_control", "oom_kill")
+	return n
 }
 
 // memoryFailures counts the times the cgroup's own limit (in v2, or one below it)
@@ -251,28 +257,39 @@ func (d *cgDir) release() {
 	}
 }
 
-// read reads the control file name of d: through its open descriptor, or by path.
-func (d cgDir) read(name string) ([]byte, bool) {
+// read reads the control file name of d into buf — the caller's, which can stay on
+// its stack (counters are read at every settle) — through its open descriptor, or by
+// path.
+func (d cgDir) read(name string, buf []byte) ([]byte, bool) {
 	fd, ok := d.open[name]
 	if !ok {
-		return readSmall(d.path + "/" + name)
+		return readSmall(d.path+"/"+name, buf)
 	}
-	var buf [1024]byte
-	n, err := unix.Pread(fd, buf[:], 0)
-	if err != nil || n < 0 {
-		return nil, false
-	}
-	return buf[:n], true
+	return preadSmall(fd, buf)
 }
 
 func (d cgDir) number(name string) (int64, bool) {
-	b, ok := d.read(name)
+	var buf [smallFile]byte
+	b, ok := d.read(name, buf[:])
 	return parseNumber(b, ok)
 }
 
 func (d cgDir) keyed(name, key string) (int64, bool) {
-	b, ok := d.read(name)
+	var buf [smallFile]byte
+	b, ok := d.read(name, buf[:])
 	return parseKeyed(b, ok, key)
+}
+
+// smallFile bounds the control files read here (a few lines each).
+const smallFile = 1024
+
+// preadSmall reads the open control file fd from its start into buf.
+func preadSmall(fd int, buf []byte) ([]byte, bool) {
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	return buf[:n], true
 }
 
 func (d cgDir) write(file, value string) error {
@@ -291,7 +308,8 @@ func (d cgDir) write(file, value string) error {
 // readLimitFile reads a file holding one number; "max" (no limit), a missing or
 // unreadable file are not a number.
 func readLimitFile(path string) (int64, bool) {
-	b, ok := readSmall(path)
+	var buf [smallFile]byte
+	b, ok := readSmall(path, buf[:])
 	return parseNumber(b, ok)
 }
 
@@ -324,15 +342,15 @@ func parseKeyed(b []byte, ok bool, key string) (int64, bool) {
 	return 0, false
 }
 
-// readSmall reads a small control file in one read (they are rendered whole).
-func readSmall(path string) ([]byte, bool) {
+// readSmall reads a small control file into buf in one read (they are rendered
+// whole).
+func readSmall(path string, buf []byte) ([]byte, bool) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
 	defer unix.Close(fd)
-	var buf [1024]byte
-	n, err := unix.Read(fd, buf[:])
+	n, err := unix.Read(fd, buf)
 	if err != nil || n < 0 {
 		return nil, false
 	}
@@ -342,7 +360,8 @@ func readSmall(path string) ([]byte, bool) {
 // v1Populated reports whether a process is left in the cgroup v1 directory dir or
 // below it (cgroup.procs lists them; v1 has no cgroup.events).
 func v1Populated(dir string) bool {
-	if b, ok := readSmall(dir + "/cgroup.procs"); ok && len(bytes.TrimSpace(b)) > 0 {
+	var buf [smallFile]byte
+	if b, ok := readSmall(dir+"/cgroup.procs", buf[:]); ok && len(bytes.TrimSpace(b)) > 0 {
 		return true
 	}
 	entries, _ := os.ReadDir(dir)

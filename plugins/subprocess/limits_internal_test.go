@@ -142,7 +142,7 @@ func TestLimitsV2Files(t *testing.T) {
 	write(t, cmd+"cpu.stat", "usage_usec 2500000\nuser_usec 2000000\n")
 	write(t, cmd+"pids.events", "max 3\n")
 	write(t, cmd+"pids.peak", "50\n")
-	got := bc.account(bc.v2)
+	got := bc.account(bc.v2, false)
 	want := proc.Budget{CPUMs: 2500, PeakMemoryBytes: 67100000, Hits: []proc.LimitHit{{Limit: proc.LimitMemory, Size: 64 << 20}, {Limit: proc.LimitProcesses, Size: 50}}}
 	if !sameBudget(got, want) {
 		t.Errorf("budget %+v, want %+v", *got, want)
@@ -160,7 +160,7 @@ func TestLimitsV2Files(t *testing.T) {
 	write(t, sess+"pids.peak", "200\n")
 	write(t, c8+"memory.events", "max 0\noom 0\noom_kill 1\n")
 	write(t, c8+"pids.peak", "12\n")
-	got = bc8.account(bc8.v2)
+	got = bc8.account(bc8.v2, false)
 	want = proc.Budget{CPUMs: 0, PeakMemoryBytes: 0, Hits: []proc.LimitHit{{Limit: proc.LimitSessionMemory, Size: 1 << 30}, {Limit: proc.LimitSessionProcesses, Size: 200}}}
 	if !sameBudget(got, want) {
 		t.Errorf("budget %+v, want %+v", *got, want)
@@ -213,7 +213,7 @@ func TestLimitsV1Files(t *testing.T) {
 	write(t, pids+"/c1/pids.events", "max 5\n")
 	write(t, pids+"/c1/pids.peak", "50\n")
 	write(t, filepath.Join(root, "cpuacct", b.name, "s-s1/c1/cpuacct.usage"), "1500000000\n")
-	got := bc.account(nil)
+	got := bc.account(nil, false)
 	want := proc.Budget{CPUMs: 1500, PeakMemoryBytes: 64 << 20, Hits: []proc.LimitHit{{Limit: proc.LimitMemory, Size: 64 << 20}, {Limit: proc.LimitProcesses, Size: 50}}}
 	if !sameBudget(got, want) {
 		t.Errorf("budget %+v, want %+v", *got, want)
@@ -231,7 +231,7 @@ func TestLimitsV1Files(t *testing.T) {
 	write(t, pids+"/pids.peak", "200\n")
 	write(t, pids+"/"+c8+"/pids.events", "max 1\n")
 	write(t, pids+"/"+c8+"/pids.peak", "9\n")
-	got = bc8.account(nil)
+	got = bc8.account(nil, false)
 	want = proc.Budget{CPUMs: 0, PeakMemoryBytes: 0, Hits: []proc.LimitHit{{Limit: proc.LimitSessionMemory, Size: 1 << 30}, {Limit: proc.LimitSessionProcesses, Size: 200}}}
 	if !sameBudget(got, want) {
 		t.Errorf("budget %+v, want %+v", *got, want)
@@ -268,7 +268,7 @@ func TestLimitsEnclosing(t *testing.T) {
 	dir := filepath.Join(b.name, "no-session", "c1")
 	write(t, filepath.Join(root, "memory", dir, "memory.oom_control"), "oom_kill 1\n")
 	write(t, filepath.Join(root, "pids", dir, "pids.events"), "max 2\n")
-	got := bc.account(nil)
+	got := bc.account(nil, false)
 	want := proc.Budget{CPUMs: -1, PeakMemoryBytes: 0, Hits: []proc.LimitHit{{Limit: proc.LimitMemory, Size: 128 << 20}, {Limit: proc.LimitProcesses, Size: 60}}}
 	if !sameBudget(got, want) {
 		t.Errorf("budget %+v, want %+v", *got, want)

@@ -277,3 +277,33 @@ func TestLimitsV1Reuse(t *testing.T) {
 		t.Error("the cgroups of a command that left 8 MB of page cache were reused")
 	}
 }
+
+// TestLimitsCPUTimeIsEachCommandsOwn: commands reuse cgroups (cgroup v2 directories
+// from the pool, v1 ones kept as spares), whose CPU counters keep counting; a
+// command's usage is still its own — after a limited busy command (whose settle read
+// the counters with nothing left: the next command starts from them without a read)
+// and after a busy command without limits (whose directory's counters nobody read).
+func TestLimitsCPUTimeIsEachCommandsOwn(t *testing.T) {
+	forModes(t, func(t *testing.T, sup *subprocess.Supervisor) {
+		r := proc.ResourceLimits{Processes: 50}
+		needV1(t, sup, r)
+		run := func(script string, r proc.ResourceLimits) *proc.Budget {
+			spec := bashSpec(script)
+			spec.Owner, spec.Resources = "cpu", r
+			p := spawn(t, sup, spec)
+			ex := proctest.AwaitExit(t, p, 30*time.Second)
+			<-p.Retired()
+			return ex.Budget
+		}
+		const busy = `timeout 0.3 bash -c 'while :; do :; done'; true`
+		if b := run(busy, r); b == nil || b.CPUMs < 150 {
+			t.Fatalf("a busy command's budget %+v, want at least 150 ms of CPU", b)
+		}
+		run(busy, proc.ResourceLimits{})
+		for i := range 4 {
+			if b := run("true", r); b == nil || b.CPUMs < 0 || b.CPUMs > 100 {
+				t.Fatalf("`true` #%d after busy commands: budget %+v, want its own CPU time (a few ms)", i, b)
+			}
+		}
+	})
+}

@@ -68,6 +68,9 @@ type budgetCgroups struct {
 	// kind is what it was made for; hit says a limit was reached (accounted).
 	kind spareKind
 	hit  bool
+	// final says its settle read its counters once nothing was left of its tree: base
+	// holds them, as the next command of the reused cgroups starts from them.
+	final bool
 	// gone: removed (or discarded), under the budgets' lock; it counts no more.
 	gone bool
 }
@@ -412,8 +415,11 @@ func (bc *budgetCgroups) closeTasks() {
 }
 
 // account is what the command used and the limits it reached. cpu is the cgroup v2
-// directory that accounts its CPU time, when it has one.
-func (bc *budgetCgroups) account(cpu *cgroup) *proc.Budget {
+// directory that accounts its CPU time, when it has one. gone says nothing was left
+// of the tree before the counters were read: they are final, and the next command of
+// the cgroups (cpu's, and these if reused) starts from them without reading them
+// again.
+func (bc *budgetCgroups) account(cpu *cgroup, gone bool) *proc.Budget {
 	out := &proc.Budget{CPUMs: -1, PeakMemoryBytes: -1}
 	switch {
 	case bc.v2 != nil:
@@ -425,6 +431,7 @@ func (bc *budgetCgroups) account(cpu *cgroup) *proc.Budget {
 	case cpu != nil:
 		if ms, ok := cpu.cpuMs(); ok {
 			out.CPUMs = max(ms-bc.base.cpuMs, 0)
+			cpu.usedMs, cpu.usedKnown = ms, gone
 		}
 	default:
 		if d, ok := bc.dir(ctlCPUAcct); ok {
@@ -433,9 +440,10 @@ func (bc *budgetCgroups) account(cpu *cgroup) *proc.Budget {
 			}
 		}
 	}
+	next := bc.base
 	if d, ok := bc.dir(ctlMemory); ok {
 		st := d.dir.memoryStats()
-		out.PeakMemoryBytes = st.peak
+		out.PeakMemoryBytes, next.oomKills = st.peak, st.oomKills
 		if st.oomKills > bc.base.oomKills {
 			bc.hit = true // a kill is a kill, whichever limit made it
 			if hit, ok := bc.memoryHit(d); ok {
@@ -445,10 +453,14 @@ func (bc *budgetCgroups) account(cpu *cgroup) *proc.Budget {
 	}
 	if d, ok := bc.dir(ctlPids); ok {
 		refused := d.dir.pidsRefused()
+		next.refused = refused
 		bc.hit = bc.hit || refused > bc.base.refused
 		if hit, ok := bc.pidsHit(d, refused); ok {
 			out.Hits = append(out.Hits, hit)
 		}
+	}
+	if gone {
+		bc.base, bc.final = next, true
 	}
 	return out
 }
@@ -476,6 +488,9 @@ func (bc *budgetCgroups) memoryHit(d budgetDir) (proc.LimitHit, bool) {
 func (bc *budgetCgroups) pidsHit(d budgetDir, count int64) (proc.LimitHit, bool) {
 	r := bc.limits
 	refused := count > bc.base.refused
+	if !refused && !d.h.v2 {
+		return proc.LimitHit{}, false
+	}
 	sess := bc.sessionDir(d.h)
 	if d.h.v2 && !refused {
 		// cgroup v2 counts a refusal at the cgroup whose limit refused it (and above).
@@ -602,14 +617,16 @@ func (b *budgets) reuse(bc *budgetCgroups) bool {
 			return false
 		}
 		for _, c := range d.h.ctls {
-			switch c {
-			case ctlMemory:
-				bc.base.oomKills = d.dir.memoryStats().oomKills
-			case ctlPids:
+			switch {
+			case bc.final: // account read them, once they could change no more
+			case c == ctlMemory:
+				bc.base.oomKills = d.dir.oomKills()
+			case c == ctlPids:
 				bc.base.refused = d.dir.pidsRefused()
 			}
 		}
 	}
+	bc.final = false
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed || bc.sess.ended || len(b.spares[bc.kind]) >= maxSpares {

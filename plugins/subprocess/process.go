@@ -41,6 +41,8 @@ type Process struct {
 	cg            *cgroup        // nil when the tree is tracked by its process group only
 	cgRoot        *cgroupRoot    // where cg returns when the tree is gone
 	bud           *budgetCgroups // the cgroups of its resource limits; nil for none
+	// goneAtSettle: nothing was left in cg when a tree with limits settled.
+	goneAtSettle bool
 	// watchdog knows the group (cgroup-less trees only) until the leader is reaped.
 	watchdog *watchdogProc
 
@@ -377,7 +379,10 @@ func (p *Process) wait() {
 		p.release() // before Done, as promised there
 	}
 	if p.bud != nil {
-		b := p.bud.account(p.cg)
+		// A tree seen gone stays gone (nothing joins a used cgroup): retire need not
+		// look again, and the counters read now are final.
+		p.goneAtSettle = p.cg != nil && !p.cg.populated()
+		b := p.bud.account(p.cg, p.goneAtSettle)
 		p.tear.Account(b)
 		p.endRunaway(b)
 	}
@@ -449,7 +454,7 @@ func (p *Process) retire(killing bool) {
 	lingering := false
 	switch {
 	case p.cg != nil:
-		lingering = p.cg.populated()
+		lingering = !p.goneAtSettle && p.cg.populated()
 	case !killing:
 		lingering = true
 	}

@@ -229,11 +229,18 @@ func (s *Supervisor) placeTree(l *launch, p *Process, spec Spec) error {
 		l.cg, l.cgRoot = bc.v2, bc.sess.v2root
 		return nil
 	}
-	l.cg, l.cgRoot = s.newCgroup(p.id)
-	if bc != nil && l.cg != nil {
-		// A reused directory: its CPU time so far is another command's.
-		bc.base.cpuMs, _ = l.cg.cpuMs()
+	l.cg, l.cgRoot = s.newCgroup(p.id, bc != nil)
+	if l.cg == nil {
+		return nil
 	}
+	if bc != nil {
+		// A reused directory: its CPU time so far is other commands'.
+		bc.base.cpuMs = l.cg.usedMs
+		if !l.cg.usedKnown {
+			bc.base.cpuMs, _ = l.cg.cpuMs()
+		}
+	}
+	l.cg.usedKnown = false // until a settle reads it with nothing left in it
 	return nil
 }
 
