@@ -210,8 +210,10 @@ type cgroup struct {
 	statOpen bool
 	// usedMs is the CPU time its earlier commands used, when known without a read
 	// (usedKnown): 0 for a new directory, or what a command's settle read once nothing
-	// was left in it. It spares a command with resource limits, whose usage is its CPU
-	// time less this, a read of cpu.stat at its start.
+	// was left in it (all but the last exiting task's final tick of exit work, under a
+	// millisecond, which the next command's usage then counts). It spares a command
+	// with resource limits, whose usage is its CPU time less this, a read of cpu.stat at
+	// its start.
 	usedMs    int64
 	usedKnown bool
 	// killed is set once cgroup.kill was written. Such a cgroup is never reused: on
@@ -304,8 +306,8 @@ func (c *cgroup) closeFD() {
 }
 
 // cpuMs is the CPU time the cgroup's processes used so far, in milliseconds (its
-// cpu.stat, kept open once read: a command's usage reads it when it starts and when it
-// settles).
+// cpu.stat, kept open once read: a command's usage reads it when it settles, and when
+// it starts unless usedMs is known).
 func (c *cgroup) cpuMs() (int64, bool) {
 	if !c.statOpen && c.fd >= 0 {
 		fd, err := unix.Openat(c.fd, "cpu.stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
