@@ -2,6 +2,8 @@ package subprocess_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -167,13 +169,27 @@ func TestLimitsCrashCleanup(t *testing.T) {
 }
 
 // A Supervisor that starts where a dead harness left a command running in its cgroup
-// v1 directories kills it and removes them.
+// v1 directories kills it and removes them. The harness is a helper moved into a pids
+// cgroup of the test's own first, so that no other dsh starting meanwhile (another
+// package's tests, in this process's cgroups) sweeps the planted directory before it.
 func TestLimitsStartKillsWhatDeadInstancesLeft(t *testing.T) {
 	proctest.NoLeftovers(t)
 	own := proctest.OwnCgroupV1(t, "pids")
-	dead := filepath.Join(own, fmt.Sprintf("dsh-%d-cafe", deadPid(t)), "s-x", "c1")
-	if err := os.MkdirAll(dead, 0o755); err != nil {
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	base := filepath.Join(own, "dshtest-"+hex.EncodeToString(suffix)) // no dsh's "dsh-" prefix
+	if err := os.Mkdir(base, 0o755); err != nil {
 		t.Skipf("the pids hierarchy is not writable: %v", err)
+	}
+	t.Cleanup(func() {
+		// After every process in it is gone (the cleanups below run first).
+		proctest.WaitFor(t, 10*time.Second, "the test's parent cgroup to be removable", func() bool {
+			return os.Remove(base) == nil || os.IsNotExist(os.Remove(base))
+		})
+	})
+	dead := filepath.Join(base, fmt.Sprintf("dsh-%d-cafe", deadPid(t)), "s-x", "c1")
+	if err := os.MkdirAll(dead, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(dead); os.Remove(filepath.Dir(dead)); os.Remove(filepath.Dir(filepath.Dir(dead))) })
 	cmd := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec sleep 300`, "sh", dead)
@@ -186,14 +202,14 @@ func TestLimitsStartKillsWhatDeadInstancesLeft(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dead, "cgroup.procs"))
 		return strings.TrimSpace(string(b)) == strconv.Itoa(cmd.Process.Pid)
 	})
-	logs := &proctest.Buffer{}
-	sup := subprocess.New(subprocess.Options{SpillRoot: t.TempDir(), Logger: logs.Logger()})
-	defer sup.Close()
+	// The helper moves itself into base, then execs the test binary as the harness.
+	_, report := startHelper(t, "start", "sh", "-c", `echo $$ > "$1/cgroup.procs" && shift && exec "$@"`, "sh", base)
 	proctest.WaitFor(t, 5*time.Second, "the command killed", func() bool { return proctest.State(cmd.Process.Pid) == 'Z' || proctest.Gone(cmd.Process.Pid) })
 	if _, err := os.Stat(filepath.Dir(filepath.Dir(dead))); !os.IsNotExist(err) {
 		t.Errorf("the dead harness's cgroup is still there: %v", err)
 	}
-	if want := `msg="subprocess: killed the commands that dead dsh instances left running" cgroups=1 hierarchy=` + own; !strings.Contains(logs.String(), want) {
+	want := `msg="subprocess: killed the commands that dead dsh instances left running" cgroups=1 hierarchy=` + base
+	if logs := field(t, report, "logs"); !strings.Contains(logs, want) {
 		t.Errorf("logs:\n%s\nwant %s", logs, want)
 	}
 }
