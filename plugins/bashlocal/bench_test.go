@@ -199,25 +199,19 @@ func limitsPaired(b *testing.B, limits bashexec.LimitsConfig, floorOf floorLimit
 		floor = newCgroupFloor(b, floorOf)
 	}
 	var with, without, floorIn, floorOut []time.Duration
-	for i := 0; b.Loop(); i++ {
-		// Alternate which goes first, so that neither always follows the other's
-		// clean-up.
-		if i%2 == 0 {
-			with = append(with, run(limited))
-			without = append(without, run(plain))
-		} else {
-			without = append(without, run(plain))
-			with = append(with, run(limited))
+	// inTurn runs first then second, in the other order every other iteration, so
+	// that neither always follows the other's clean-up.
+	inTurn := func(i int, first, second func()) {
+		if i%2 != 0 {
+			first, second = second, first
 		}
+		first()
+		second()
+	}
+	for i := 0; b.Loop(); i++ {
+		inTurn(i, func() { with = append(with, run(limited)) }, func() { without = append(without, run(plain)) })
 		if floor != nil {
-			// The same alternation of which goes first.
-			if i%2 == 0 {
-				floorIn = append(floorIn, floor.run(b, true))
-				floorOut = append(floorOut, floor.run(b, false))
-			} else {
-				floorOut = append(floorOut, floor.run(b, false))
-				floorIn = append(floorIn, floor.run(b, true))
-			}
+			inTurn(i, func() { floorIn = append(floorIn, floor.run(b, true)) }, func() { floorOut = append(floorOut, floor.run(b, false)) })
 		}
 	}
 	w, wo := proctest.Median(with), proctest.Median(without)

@@ -320,9 +320,7 @@ func (c *cgroup) cpuMs() (int64, bool) {
 		return cgDir{path: c.path, v2: true}.cpuMs()
 	}
 	var buf [smallFile]byte
-	b, ok := preadSmall(c.stat, buf[:])
-	us, ok := parseKeyed(b, ok, "usage_usec")
-	return us / 1000, ok
+	return cpuStatMs(preadSmall(c.stat, buf[:]))
 }
 
 // kill SIGKILLs every process in the cgroup and its descendants (cgroup.kill).

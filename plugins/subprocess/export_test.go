@@ -5,11 +5,7 @@ import "testing"
 // Introspection for the black-box tests.
 
 // UsesCgroups reports whether new trees get a cgroup of their own.
-func (s *Supervisor) UsesCgroups() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cgRoot != nil
-}
+func (s *Supervisor) UsesCgroups() bool { return s.usesCgroups() }
 
 // SpillBytes is the total size of the Supervisor's spill files: bytes are counted
 // before they are written and uncounted once their file is deleted, so the files on

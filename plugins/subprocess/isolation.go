@@ -53,6 +53,13 @@ func (s *Supervisor) cgroupWorked() {
 	s.mu.Unlock()
 }
 
+// usesCgroups reports whether new trees get a cgroup v2 directory of their own.
+func (s *Supervisor) usesCgroups() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cgRoot != nil
+}
+
 // newCgroup is a cgroup v2 directory for command id (see cgroupRoot.get), or nil when
 // commands get none.
 func (s *Supervisor) newCgroup(id uint64, counted bool) (*cgroup, *cgroupRoot) {

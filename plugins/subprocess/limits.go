@@ -32,9 +32,7 @@ func (s *Supervisor) PrepareLimits(owner string, r proc.ResourceLimits) {
 	if s.closed {
 		return
 	}
-	s.mu.Lock()
-	v2 := s.cgRoot != nil
-	s.mu.Unlock()
+	v2 := s.usesCgroups()
 	s.preparing.Add(1)
 	go func() {
 		defer s.preparing.Done()

@@ -176,11 +176,17 @@ func (d cgDir) pidsPeak() int64 {
 // cpuacct controller's cpuacct.usage.
 func (d cgDir) cpuMs() (int64, bool) {
 	if d.v2 {
-		us, ok := d.keyed("cpu.stat", "usage_usec")
-		return us / 1000, ok
+		var buf [smallFile]byte
+		return cpuStatMs(d.read("cpu.stat", buf[:]))
 	}
 	ns, ok := d.number("cpuacct.usage")
 	return ns / 1e6, ok
+}
+
+// cpuStatMs is the CPU time in a cgroup v2 cpu.stat b, in milliseconds.
+func cpuStatMs(b []byte, ok bool) (int64, bool) {
+	us, ok := parseKeyed(b, ok, "usage_usec")
+	return us / 1000, ok
 }
 
 // reset readies an emptied command cgroup for reuse: its peak and failure counts are

@@ -616,14 +616,8 @@ func (b *budgets) reuse(bc *budgetCgroups) bool {
 		if !d.dir.reset(d.h.ctls) {
 			return false
 		}
-		for _, c := range d.h.ctls {
-			switch {
-			case bc.final: // account read them, once they could change no more
-			case c == ctlMemory:
-				bc.base.oomKills = d.dir.oomKills()
-			case c == ctlPids:
-				bc.base.refused = d.dir.pidsRefused()
-			}
+		if !bc.final { // else account read them, once they could change no more
+			bc.readOwnCounters(d)
 		}
 	}
 	bc.final = false
@@ -634,6 +628,19 @@ func (b *budgets) reuse(bc *budgetCgroups) bool {
 	}
 	b.spares[bc.kind] = append(b.spares[bc.kind], bc)
 	return true
+}
+
+// readOwnCounters reads the counters of d that are the cgroups' own (not reset) into
+// the baseline of their next command.
+func (bc *budgetCgroups) readOwnCounters(d budgetDir) {
+	for _, c := range d.h.ctls {
+		switch c {
+		case ctlMemory:
+			bc.base.oomKills = d.dir.oomKills()
+		case ctlPids:
+			bc.base.refused = d.dir.pidsRefused()
+		}
+	}
 }
 
 // forgetLocked drops a removed command from its session, which goes with its last

@@ -217,10 +217,7 @@ func (s *Supervisor) plan(l *launch, p *Process, spec Spec, prog string) error {
 // placeTree gives the tree its cgroups: those of its resource limits, and its cgroup
 // v2 directory (the limits' own, or the Supervisor's).
 func (s *Supervisor) placeTree(l *launch, p *Process, spec Spec) error {
-	s.mu.Lock()
-	v2 := s.cgRoot != nil
-	s.mu.Unlock()
-	bc, err := s.budgets.place(spec.Owner, spec.Resources, v2)
+	bc, err := s.budgets.place(spec.Owner, spec.Resources, s.usesCgroups())
 	if err != nil {
 		return &proc.SpawnError{Op: "cgroup", Err: err}
 	}
