@@ -11,8 +11,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/tools"
+	"github.com/dsh-dev/dsh/tracing/internal/otlp"
 )
 
 // Tracer makes and exports the spans of tool calls.
@@ -43,15 +42,15 @@ func Configured() bool {
 
 // FromEnv sets up the exporter the OTEL_* environment describes, or returns nil when
 // it asks for no traces (Configured). The protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
-// else OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf (the default) or grpc; the exporter
-// reads the endpoint, headers, timeout, compression and certificates itself, the SDK
+// else OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf (the default) or grpc; package otlp
+// reads the endpoint, headers, timeout, compression and certificates, the SDK
 // the resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), the sampler and the
 // batching. version is dsh's, for service.version.
 func FromEnv(ctx context.Context, version string) (*Tracer, error) {
 	if !Configured() {
 		return nil, nil
 	}
-	exp, err := exporter(ctx)
+	exp, err := exporter()
 	if err != nil {
 		return nil, err
 	}
@@ -66,25 +65,23 @@ func FromEnv(ctx context.Context, version string) (*Tracer, error) {
 }
 
 // exporter is the OTLP exporter of the configured protocol.
-func exporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+func exporter() (sdktrace.SpanExporter, error) {
 	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if protocol == "" {
 		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
-	var exp sdktrace.SpanExporter
-	var err error
-	switch strings.TrimSpace(protocol) {
-	case "", "http/protobuf":
-		exp, err = otlptracehttp.New(ctx)
-	case "grpc":
-		exp, err = otlptracegrpc.New(ctx)
-	default:
-		return nil, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_PROTOCOL %q is not supported (http/protobuf or grpc)", protocol)
+	switch p := strings.TrimSpace(protocol); p {
+	case "", otlp.HTTPProtobuf, otlp.GRPC:
+		if p == "" {
+			p = otlp.HTTPProtobuf
+		}
+		cfg, err := otlp.FromEnv(p)
+		if err != nil {
+			return nil, fmt.Errorf("tracing: %w", err)
+		}
+		return otlp.New(cfg), nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
-	}
-	return exp, nil
+	return nil, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_PROTOCOL %q is not supported (http/protobuf or grpc)", protocol)
 }
 
 // Shutdown exports what is left and stops the exporter, within ctx.
