@@ -66,6 +66,9 @@ type Server struct {
 
 	syncMu sync.Mutex
 	served map[string]servedTool // tool definitions currently on the servers
+	// defs holds, by tool name, the definition a tools/list shows (listFor): the SDK's
+	// servers hold stand-ins for its schemas (addTool).
+	defs sync.Map
 
 	viewMu sync.Mutex
 	views  map[*container.Session][]viewTool // what each session's last tools/list showed

@@ -29,8 +29,9 @@ type viewTool struct {
 	schema            *tools.Schema
 }
 
-// listFor narrows res (a page of the server's tools) to what session sees: a tool
-// hidden from it is left out, a shaped one replaced by its shape. A tool the registry
+// listFor narrows res (a page of the server's tools) to what session sees, with each
+// tool's own definition (shownDef): a tool hidden from it is left out, a shaped one
+// replaced by its shape. A tool the registry
 // lacks for the moment (a reload in progress) stays as served. The result is marked
 // private to the client when what it lists may depend on the session.
 func (s *Server) listFor(session *container.Session, res *mcp.ListToolsResult) *mcp.ListToolsResult {
@@ -48,6 +49,7 @@ func (s *Server) listFor(session *container.Session, res *mcp.ListToolsResult) *
 	changed := false
 	list := make([]*mcp.Tool, 0, len(res.Tools))
 	for _, def := range res.Tools {
+		def = s.shownDef(def)
 		t, ok := seen[def.Name]
 		switch {
 		case !ok:
@@ -62,13 +64,21 @@ func (s *Server) listFor(session *container.Session, res *mcp.ListToolsResult) *
 		}
 		list = append(list, def)
 	}
-	if !changed && !reg.Restricted() {
-		return res
-	}
 	out := *res
 	out.Tools = list
-	out.CacheScope = "private"
+	if changed || reg.Restricted() {
+		out.CacheScope = "private"
+	}
 	return &out
+}
+
+// shownDef is the definition a tools/list shows for def, one of a server's tools (which
+// holds standIn for its schemas).
+func (s *Server) shownDef(def *mcp.Tool) *mcp.Tool {
+	if d, ok := s.defs.Load(def.Name); ok {
+		return d.(*mcp.Tool)
+	}
+	return def
 }
 
 // listing marks session as listing its tools before its view is computed: a sync that

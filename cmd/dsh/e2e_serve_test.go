@@ -28,6 +28,11 @@ func TestServeStdioInitializeToolsAndCalls(t *testing.T) {
 	if got, want := c.toolNames(t), []string{"bash", "job_kill", "job_list", "job_output", "job_write"}; !slices.Equal(got, want) {
 		t.Errorf("tools = %v, want %v", got, want)
 	}
+	toolsOut, _, code := runDsh(t, ws, "tools")
+	if code != 0 {
+		t.Fatalf("dsh tools exit %d", code)
+	}
+	checkListedDefinitions(t, c, toolsOut)
 
 	text, isErr, value := c.call(t, "bash", map[string]any{"command": "echo hello", "description": "Say hello"})
 	if text != "hello\n" || isErr {
@@ -182,6 +187,48 @@ func TestServeHotReloadKeepsJobAndAnnouncesTools(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		if !strings.Contains(all.String(), "line"+strconv.Itoa(i)+"\n") {
 			t.Errorf("job output lacks line%d: %q", i, all.String())
+		}
+	}
+}
+
+// checkListedDefinitions: the tools/list of c shows each tool's own description and
+// schemas, those `dsh tools` prints (toolsOut), not what the SDK's server was given to
+// check.
+func checkListedDefinitions(t *testing.T, c *client, toolsOut string) {
+	t.Helper()
+	var want []struct {
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema"`
+	}
+	if err := json.Unmarshal([]byte(toolsOut), &want); err != nil || len(want) == 0 {
+		t.Fatalf("dsh tools: %v\n%s", err, toolsOut)
+	}
+	res, err := c.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon := func(v any) string {
+		b, _ := json.Marshal(v)
+		var m any
+		_ = json.Unmarshal(b, &m)
+		b, _ = json.Marshal(m)
+		return string(b)
+	}
+	listed := map[string]*mcp.Tool{}
+	for _, tl := range res.Tools {
+		listed[tl.Name] = tl
+	}
+	for _, w := range want {
+		got := listed[w.Name]
+		if got == nil {
+			t.Errorf("%s not listed", w.Name)
+			continue
+		}
+		if got.Description != w.Description || canon(got.InputSchema) != canon(w.InputSchema) || canon(got.OutputSchema) != canon(w.OutputSchema) {
+			t.Errorf("%s listed as %q\n%s\n%s\nwant %q\n%s\n%s", w.Name, got.Description, canon(got.InputSchema), canon(got.OutputSchema),
+				w.Description, canon(w.InputSchema), canon(w.OutputSchema))
 		}
 	}
 }
