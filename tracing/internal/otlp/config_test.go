@@ -9,6 +9,7 @@ import (
 	"github.com/dsh-dev/dsh/tracing/internal/otlp"
 )
 
+// config reads the environment env describes (other OTLP variables unset).
 func config(t *testing.T, protocol string, env map[string]string) (otlp.Config, error) {
 	t.Helper()
 	for _, k := range os.Environ() {

@@ -65,15 +65,7 @@ func names(req *coltracepb.ExportTraceServiceRequest) []string {
 // exporter reads the environment env describes (other OTLP variables unset).
 func exporter(t *testing.T, protocol string, env map[string]string) *otlp.Exporter {
 	t.Helper()
-	for _, k := range os.Environ() {
-		if name, _, _ := strings.Cut(k, "="); strings.HasPrefix(name, "OTEL_EXPORTER_OTLP_") {
-			t.Setenv(name, "")
-		}
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	cfg, err := otlp.FromEnv(protocol)
+	cfg, err := config(t, protocol, env)
 	if err != nil {
 		t.Fatal(err)
 	}
