@@ -52,7 +52,10 @@ func New(cfg Config) *Exporter {
 		if cfg.TLS != nil {
 			p.SetHTTP2(true)
 		} else {
+			// Plain text goes direct: a proxy would be sent the request itself, which
+			// HTTP/2 with prior knowledge does not do (a TLS one is tunnelled with CONNECT).
 			p.SetUnencryptedHTTP2(true)
+			t.Proxy = nil
 		}
 		t.Protocols = &p
 	}
