@@ -17,8 +17,21 @@ import (
 func TestServeTraces(t *testing.T) {
 	recv := otlptest.Start()
 	defer recv.Close()
+	checkServeTraces(t, recv)
+}
+
+// The same over OTLP/gRPC, to grpc-go's server, compressed.
+func TestServeTracesGRPC(t *testing.T) {
+	recv := otlptest.StartGRPC()
+	defer recv.Close()
+	checkServeTraces(t, recv, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_COMPRESSION=gzip")
+}
+
+func checkServeTraces(t *testing.T, recv *otlptest.Receiver, env ...string) {
+	t.Helper()
 	ws := t.TempDir()
-	c := startServe(t, clientOptions{env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.Endpoint(), "OTEL_SERVICE_NAME=dsh-e2e"}}, "--profile", "sandbox", "--workspace", ws)
+	env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+recv.Endpoint(), "OTEL_SERVICE_NAME=dsh-e2e")
+	c := startServe(t, clientOptions{env: env}, "--profile", "sandbox", "--workspace", ws)
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

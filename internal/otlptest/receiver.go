@@ -1,5 +1,6 @@
-// Package otlptest is an OTLP/HTTP trace receiver for tests: it decodes what an
-// exporter sends with the official OTLP protobuf types and keeps the spans.
+// Package otlptest is an OTLP trace receiver for tests, over OTLP/HTTP (Start) or
+// OTLP/gRPC (StartGRPC, grpc-go's server): it decodes what an exporter sends with the
+// official OTLP protobuf types and keeps the spans.
 package otlptest
 
 import (
@@ -16,9 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Receiver is a running OTLP/HTTP endpoint (POST /v1/traces).
+// Receiver is a running OTLP endpoint: OTLP/HTTP (POST /v1/traces) or OTLP/gRPC.
 type Receiver struct {
-	srv *httptest.Server
+	srv  *httptest.Server
+	grpc *grpcReceiver
 
 	mu    sync.Mutex
 	spans []Span
@@ -44,10 +46,21 @@ func Start() *Receiver {
 }
 
 // Endpoint is the base URL to give OTEL_EXPORTER_OTLP_ENDPOINT.
-func (r *Receiver) Endpoint() string { return r.srv.URL }
+func (r *Receiver) Endpoint() string {
+	if r.grpc != nil {
+		return "http://" + r.grpc.addr
+	}
+	return r.srv.URL
+}
 
 // Close stops the receiver.
-func (r *Receiver) Close() { r.srv.Close() }
+func (r *Receiver) Close() {
+	if r.grpc != nil {
+		r.grpc.srv.Stop()
+		return
+	}
+	r.srv.Close()
+}
 
 // Spans are the spans received so far.
 func (r *Receiver) Spans() []Span {
