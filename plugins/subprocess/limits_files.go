@@ -356,11 +356,7 @@ func readSmall(path string, buf []byte) ([]byte, bool) {
 		return nil, false
 	}
 	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
-	if err != nil || n < 0 {
-		return nil, false
-	}
-	return buf[:n], true
+	return preadSmall(fd, buf)
 }
 
 // v1Populated reports whether a process is left in the cgroup v1 directory dir or
