@@ -66,22 +66,15 @@ func FromEnv(ctx context.Context, version string) (*Tracer, error) {
 
 // exporter is the OTLP exporter of the configured protocol.
 func exporter() (sdktrace.SpanExporter, error) {
-	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	protocol, err := otlp.Protocol()
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	switch p := strings.TrimSpace(protocol); p {
-	case "", otlp.HTTPProtobuf, otlp.GRPC:
-		if p == "" {
-			p = otlp.HTTPProtobuf
-		}
-		cfg, err := otlp.FromEnv(p)
-		if err != nil {
-			return nil, fmt.Errorf("tracing: %w", err)
-		}
-		return otlp.New(cfg), nil
+	cfg, err := otlp.FromEnv(protocol)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	return nil, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_PROTOCOL %q is not supported (http/protobuf or grpc)", protocol)
+	return otlp.New(cfg), nil
 }
 
 // Shutdown exports what is left and stops the exporter, within ctx.

@@ -59,6 +59,20 @@ func FromEnv(protocol string) (Config, error) {
 	return cfg, nil
 }
 
+// Protocol is the protocol the environment asks for: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+// else OTEL_EXPORTER_OTLP_PROTOCOL, else HTTPProtobuf; another is an error naming its
+// variable.
+func Protocol() (string, error) {
+	switch p, variable := env("PROTOCOL"); p {
+	case "":
+		return HTTPProtobuf, nil
+	case HTTPProtobuf, GRPC:
+		return p, nil
+	default:
+		return "", fmt.Errorf("%s %q is not supported (http/protobuf or grpc)", variable, p)
+	}
+}
+
 // env returns the traces variable of name if set, else the generic one, trimmed, and
 // the variable's full name.
 func env(name string) (value, variable string) {

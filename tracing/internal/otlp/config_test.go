@@ -91,3 +91,26 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// The protocol: the traces variable first, http/protobuf by default; another names its
+// variable.
+func TestProtocol(t *testing.T) {
+	for _, c := range []struct {
+		env       map[string]string
+		want, err string
+	}{
+		{nil, otlp.HTTPProtobuf, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, otlp.GRPC, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": " http/protobuf "}, otlp.HTTPProtobuf, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, "", `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL "http/json" is not supported (http/protobuf or grpc)`},
+	} {
+		config(t, otlp.HTTPProtobuf, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}) // clears the rest
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		got, err := otlp.Protocol()
+		if got != c.want || (err == nil) != (c.err == "") || err != nil && err.Error() != c.err {
+			t.Errorf("%v: %q %v; want %q %s", c.env, got, err, c.want, c.err)
+		}
+	}
+}

@@ -28,15 +28,21 @@ const (
 
 // buf builds a protobuf message. A nested message is written after a placeholder and
 // its length filled in when it ends (begin, end), so the whole request is one buffer.
+// (Package protowire writes the same wire format, but its imports' initialisation
+// reads the executable at every start, which this package exists to spare.) A field
+// of a zero value is left out, as proto3 does; a oneof's value is written whatever it
+// is (putFixed64, lenDelim).
 type buf struct{ b []byte }
 
-func (w *buf) varint(v uint64) {
+func appendVarint(b []byte, v uint64) []byte {
 	for v >= 0x80 {
-		w.b = append(w.b, byte(v)|0x80)
+		b = append(b, byte(v)|0x80)
 		v >>= 7
 	}
-	w.b = append(w.b, byte(v))
+	return append(b, byte(v))
 }
+
+func (w *buf) varint(v uint64) { w.b = appendVarint(w.b, v) }
 
 func (w *buf) tag(field, wire int) { w.varint(uint64(field)<<3 | uint64(wire)) }
 
@@ -47,12 +53,16 @@ func (w *buf) uint(field int, v uint64) {
 	}
 }
 
+func (w *buf) putFixed64(v uint64) {
+	for i := 0; i < 8; i++ {
+		w.b = append(w.b, byte(v>>(8*i)))
+	}
+}
+
 func (w *buf) fixed64(field int, v uint64) {
 	if v != 0 {
 		w.tag(field, wireFixed64)
-		for i := 0; i < 8; i++ {
-			w.b = append(w.b, byte(v>>(8*i)))
-		}
+		w.putFixed64(v)
 	}
 }
 
@@ -65,19 +75,22 @@ func (w *buf) fixed32(field int, v uint32) {
 	}
 }
 
+// lenDelim writes v as a length-delimited field, even when empty.
+func lenDelim[T string | []byte](w *buf, field int, v T) {
+	w.tag(field, wireBytes)
+	w.varint(uint64(len(v)))
+	w.b = append(w.b, v...)
+}
+
 func (w *buf) bytes(field int, v []byte) {
 	if len(v) != 0 {
-		w.tag(field, wireBytes)
-		w.varint(uint64(len(v)))
-		w.b = append(w.b, v...)
+		lenDelim(w, field, v)
 	}
 }
 
 func (w *buf) string(field int, v string) {
 	if v != "" {
-		w.tag(field, wireBytes)
-		w.varint(uint64(len(v)))
-		w.b = append(w.b, v...)
+		lenDelim(w, field, v)
 	}
 }
 
@@ -96,14 +109,9 @@ func (w *buf) begin(field int) int {
 // left for it, moving the message to close up (or open) the difference.
 func (w *buf) end(start int) {
 	n := len(w.b) - start
-	var l [10]byte
-	k := 0
-	for v := uint64(n); v >= 0x80; v >>= 7 {
-		l[k] = byte(v) | 0x80
-		k++
-	}
-	l[k] = byte(uint64(n) >> (7 * k))
-	k++
+	var room [10]byte
+	l := appendVarint(room[:0], uint64(n))
+	k := len(l)
 	hole := start - lenSize
 	switch {
 	case k < lenSize:
@@ -114,7 +122,7 @@ func (w *buf) end(start int) {
 		w.b = append(w.b, make([]byte, extra)...)
 		copy(w.b[start+extra:], w.b[start:start+n])
 	}
-	copy(w.b[hole:], l[:k])
+	copy(w.b[hole:], l)
 }
 
 // Request encodes spans as an OTLP ExportTraceServiceRequest: one ResourceSpans per
@@ -311,26 +319,23 @@ func anyValue(w *buf, field int, v attribute.Value) {
 		w.varint(uint64(v.AsInt64()))
 	case attribute.FLOAT64:
 		w.tag(4, wireFixed64)
-		bits := math.Float64bits(v.AsFloat64())
-		for i := 0; i < 8; i++ {
-			w.b = append(w.b, byte(bits>>(8*i)))
-		}
+		w.putFixed64(math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		w.tag(1, wireBytes)
-		w.varint(uint64(len(v.AsString())))
-		w.b = append(w.b, v.AsString()...)
+		lenDelim(w, 1, v.AsString())
 	case attribute.BYTESLICE:
-		w.tag(7, wireBytes)
-		w.varint(uint64(len(v.AsByteSlice())))
-		w.b = append(w.b, v.AsByteSlice()...)
+		lenDelim(w, 7, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		array(w, len(v.AsBoolSlice()), func(i int) attribute.Value { return attribute.BoolValue(v.AsBoolSlice()[i]) })
+		bs := v.AsBoolSlice()
+		array(w, len(bs), func(i int) attribute.Value { return attribute.BoolValue(bs[i]) })
 	case attribute.INT64SLICE:
-		array(w, len(v.AsInt64Slice()), func(i int) attribute.Value { return attribute.Int64Value(v.AsInt64Slice()[i]) })
+		is := v.AsInt64Slice()
+		array(w, len(is), func(i int) attribute.Value { return attribute.Int64Value(is[i]) })
 	case attribute.FLOAT64SLICE:
-		array(w, len(v.AsFloat64Slice()), func(i int) attribute.Value { return attribute.Float64Value(v.AsFloat64Slice()[i]) })
+		fs := v.AsFloat64Slice()
+		array(w, len(fs), func(i int) attribute.Value { return attribute.Float64Value(fs[i]) })
 	case attribute.STRINGSLICE:
-		array(w, len(v.AsStringSlice()), func(i int) attribute.Value { return attribute.StringValue(v.AsStringSlice()[i]) })
+		ss := v.AsStringSlice()
+		array(w, len(ss), func(i int) attribute.Value { return attribute.StringValue(ss[i]) })
 	case attribute.SLICE:
 		vs := v.AsSlice()
 		array(w, len(vs), func(i int) attribute.Value { return vs[i] })

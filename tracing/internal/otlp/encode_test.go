@@ -44,7 +44,7 @@ func richSpan(res *resource.Resource) tracetest.SpanStub {
 			attribute.String("s", "bash"), attribute.Bool("b", true), attribute.Bool("f", false),
 			attribute.Int64("i", -4), attribute.Int64("zero", 0), attribute.Float64("d", 2.5),
 			attribute.StringSlice("ss", []string{"a", ""}), attribute.Int64Slice("is", []int64{1, -1}),
-			attribute.BoolSlice("bs", []bool{true, false}), attribute.Float64Slice("ds", []float64{0.5}),
+			attribute.BoolSlice("bs", []bool{true, false}), attribute.Float64Slice("ds", []float64{0.5, 0}),
 			{Key: "bytes", Value: attribute.ByteSliceValue([]byte{0, 1})},
 			{Key: "map", Value: attribute.MapValue(attribute.String("in", strings.Repeat("x", 200)))},
 		},
@@ -101,7 +101,7 @@ func TestRequestDecodesWithTheOfficialProtos(t *testing.T) {
 			kv("s", str("bash")), kv("b", boolean(true)), kv("f", boolean(false)),
 			kv("i", integer(-4)), kv("zero", integer(0)), kv("d", double(2.5)),
 			kv("ss", array(str("a"), str(""))), kv("is", array(integer(1), integer(-1))),
-			kv("bs", array(boolean(true), boolean(false))), kv("ds", array(double(0.5))),
+			kv("bs", array(boolean(true), boolean(false))), kv("ds", array(double(0.5), double(0))),
 			kv("bytes", &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte{0, 1}}}),
 			kv("map", &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{
 				Values: []*commonpb.KeyValue{kv("in", str(strings.Repeat("x", 200)))}}}}),

@@ -173,11 +173,19 @@ func httpOutcome(resp *http.Response) (time.Duration, error) {
 		return 0, nil
 	}
 	err := fmt.Errorf("OTLP/HTTP: %s: %s", resp.Status, excerpt(msg))
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	if retryableStatus(resp.StatusCode) {
 		return retryAfter(resp.Header.Get("Retry-After")), errRetryable{err}
 	}
 	return 0, err
+}
+
+// retryableStatus: the HTTP statuses OTLP says to retry (429, 502, 503, 504).
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 func excerpt(b []byte) string {

@@ -44,8 +44,7 @@ func grpcOutcome(resp *http.Response) (time.Duration, error) {
 	}
 	if status == "" {
 		err := fmt.Errorf("OTLP/gRPC: %s without a gRPC status", resp.Status)
-		switch resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		if retryableStatus(resp.StatusCode) {
 			return 0, errRetryable{err}
 		}
 		return 0, err
