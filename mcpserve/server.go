@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsh-dev/dsh/container"
 	"github.com/dsh-dev/dsh/plugins/prompt"
+	"github.com/dsh-dev/dsh/plugins/tools"
 )
 
 // Options configure a Server. NewSession is required; the zero value of every other
@@ -65,9 +66,10 @@ type Server struct {
 	ended sync.Map
 
 	syncMu sync.Mutex
-	served map[string]servedTool // tool definitions currently on the servers
-	// defs holds, by tool name, the definition a tools/list shows (listFor): the SDK's
-	// servers hold stand-ins for its schemas (addTool).
+	served map[string]tools.Tool // the tools currently on the servers
+	// defs holds, by tool name, each served tool's MCP definition, which a tools/list
+	// shows (listFor): the SDK's servers hold stand-ins for its schemas (addTool). A
+	// sync.Map: listings read it without syncMu.
 	defs sync.Map
 
 	viewMu sync.Mutex
@@ -94,7 +96,7 @@ func New(rt *container.Runtime, version string, log *slog.Logger, o Options) *Se
 	s := &Server{rt: rt, newSession: o.NewSession, version: version, log: log, sdkLog: sdkLogger(log),
 		http: o.HTTP, tuning: o.Tuning, stateKey: randomKey(), calls: callLimit{max: o.maxCalls(), log: log}, scopes: map[*scope]struct{}{},
 		sessions: map[*mcp.ServerSession]*container.Session{}, notices: map[string]*noticeLog{},
-		served: map[string]servedTool{}}
+		served: map[string]tools.Tool{}}
 	s.approvalTimeout = o.ApprovalTimeout
 	if s.approvalTimeout <= 0 {
 		s.approvalTimeout = DefaultApprovalTimeout
@@ -141,8 +143,8 @@ func (s *Server) newScope(base context.Context, p *principal, versions []string)
 		p.scope = sc
 	}
 	s.syncMu.Lock()
-	for _, st := range s.served {
-		s.addTool(sc, st.def)
+	for name := range s.served {
+		s.addTool(sc, s.def(name))
 	}
 	s.mu.Lock()
 	s.scopes[sc] = struct{}{}

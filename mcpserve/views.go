@@ -75,9 +75,16 @@ func (s *Server) listFor(session *container.Session, res *mcp.ListToolsResult) *
 // shownDef is the definition a tools/list shows for def, one of a server's tools (which
 // holds standIn for its schemas).
 func (s *Server) shownDef(def *mcp.Tool) *mcp.Tool {
-	if d, ok := s.defs.Load(def.Name); ok {
-		return d.(*mcp.Tool)
+	if d := s.def(def.Name); d != nil {
+		return d
 	}
+	return def
+}
+
+// def is the MCP definition of the served tool name; nil for none.
+func (s *Server) def(name string) *mcp.Tool {
+	d, _ := s.defs.Load(name)
+	def, _ := d.(*mcp.Tool)
 	return def
 }
 
@@ -194,8 +201,8 @@ func sameSchema(served any, schema *tools.Schema) bool {
 // tellListChanged makes sc's server announce that its tool list changed, by serving one
 // of its tools again: the SDK has no other way to send tools/list_changed.
 func (s *Server) tellListChanged(sc *scope) {
-	for _, st := range s.served {
-		s.addTool(sc, st.def)
+	for name := range s.served {
+		s.addTool(sc, s.def(name))
 		return
 	}
 }
